@@ -1,0 +1,388 @@
+//! FTP commands: parsing a client's line into a [`Command`], and formatting one to send.
+//!
+//! Parsing is total: every byte string yields a command or a [`CommandError`] carrying the reply
+//! code the server owes (500 unknown, 501 bad argument, 504 unsupported parameter).
+
+use crate::addr;
+use std::fmt;
+use std::net::{SocketAddr, SocketAddrV4};
+
+/// The representation type of a transfer (`TYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransferType {
+    /// `TYPE A`: text, CRLF on the wire.
+    Ascii,
+    /// `TYPE I` (or `L 8`): bytes exactly as stored.
+    Image,
+}
+
+/// The argument of `EPSV`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpsvArg {
+    /// `EPSV ALL`: the client will use only EPSV from now on.
+    All,
+    /// `EPSV <n>`: network protocol 1 (IPv4) or 2 (IPv6).
+    Proto(u8),
+}
+
+/// One client command with its parsed argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    User(String),
+    Pass(String),
+    Quit,
+    Noop,
+    Syst,
+    Feat,
+    Opts(String),
+    Type(TransferType),
+    /// `MODE S`; other modes are answered 504 at parse time.
+    ModeStream,
+    /// `STRU F`; other structures are answered 504 at parse time.
+    StruFile,
+    Pwd,
+    Cwd(String),
+    Cdup,
+    List(Option<String>),
+    Nlst(Option<String>),
+    Mlst(Option<String>),
+    Mlsd(Option<String>),
+    Size(String),
+    Mdtm(String),
+    Rest(u64),
+    Retr(String),
+    Stor(String),
+    Appe(String),
+    Dele(String),
+    Mkd(String),
+    Rmd(String),
+    Rnfr(String),
+    Rnto(String),
+    Pasv,
+    Epsv(Option<EpsvArg>),
+    Port(SocketAddrV4),
+    Eprt(SocketAddr),
+    Abor,
+    Stat(Option<String>),
+    Help(Option<String>),
+    Allo(u64),
+}
+
+/// Why a line is not a valid command, with the reply code it earns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code} {message}")]
+pub struct CommandError {
+    /// The FTP reply code to answer with.
+    pub code: u16,
+    /// Human-readable explanation for the reply text.
+    pub message: String,
+}
+
+impl CommandError {
+    fn unknown(verb: &str) -> Self {
+        CommandError {
+            code: 500,
+            message: format!("Unknown command '{}'", printable(verb)),
+        }
+    }
+    fn syntax(what: &str) -> Self {
+        CommandError {
+            code: 501,
+            message: what.to_string(),
+        }
+    }
+    fn unsupported(what: &str) -> Self {
+        CommandError {
+            code: 504,
+            message: what.to_string(),
+        }
+    }
+}
+
+/// Keeps a client-provided token safe to echo back in a reply (no control characters, bounded length).
+fn printable(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control())
+        .take(32)
+        .collect()
+}
+
+impl Command {
+    /// Parses one command line (line ending already removed).
+    pub fn parse(line: &[u8]) -> Result<Command, CommandError> {
+        let line = String::from_utf8_lossy(line);
+        let (verb, arg) = match line.find(' ') {
+            Some(i) => (&line[..i], Some(&line[i + 1..])),
+            None => (&line[..], None),
+        };
+        let verb = verb.to_ascii_uppercase();
+        let arg = arg.filter(|a| !a.is_empty());
+        if arg.is_some_and(|a| a.contains('\0')) {
+            return Err(CommandError::syntax("NUL byte in argument"));
+        }
+        let need = |arg: Option<&str>| -> Result<String, CommandError> {
+            arg.map(str::to_string)
+                .ok_or_else(|| CommandError::syntax(&format!("{verb} needs an argument")))
+        };
+        let none = |cmd: Command| -> Result<Command, CommandError> {
+            match arg {
+                None => Ok(cmd),
+                Some(_) => Err(CommandError::syntax(&format!("{verb} takes no argument"))),
+            }
+        };
+        let opt = arg.map(str::to_string);
+        match verb.as_str() {
+            "USER" => Ok(Command::User(need(arg)?)),
+            // An empty password is legal (some anonymous clients send one).
+            "PASS" => Ok(Command::Pass(arg.unwrap_or("").to_string())),
+            "QUIT" => none(Command::Quit),
+            "NOOP" => none(Command::Noop),
+            "SYST" => none(Command::Syst),
+            "FEAT" => none(Command::Feat),
+            "OPTS" => Ok(Command::Opts(need(arg)?)),
+            "TYPE" => parse_type(&need(arg)?).map(Command::Type),
+            "MODE" => match need(arg)?.to_ascii_uppercase().as_str() {
+                "S" => Ok(Command::ModeStream),
+                "B" | "C" | "E" => Err(CommandError::unsupported("Only MODE S is supported")),
+                _ => Err(CommandError::syntax("Unknown transfer mode")),
+            },
+            "STRU" => match need(arg)?.to_ascii_uppercase().as_str() {
+                "F" => Ok(Command::StruFile),
+                "R" | "P" => Err(CommandError::unsupported("Only STRU F is supported")),
+                _ => Err(CommandError::syntax("Unknown file structure")),
+            },
+            "PWD" | "XPWD" => none(Command::Pwd),
+            "CWD" | "XCWD" => Ok(Command::Cwd(need(arg)?)),
+            "CDUP" | "XCUP" => none(Command::Cdup),
+            "LIST" => Ok(Command::List(strip_list_options(arg))),
+            "NLST" => Ok(Command::Nlst(strip_list_options(arg))),
+            "MLST" => Ok(Command::Mlst(opt)),
+            "MLSD" => Ok(Command::Mlsd(opt)),
+            "SIZE" => Ok(Command::Size(need(arg)?)),
+            "MDTM" => Ok(Command::Mdtm(need(arg)?)),
+            "REST" => need(arg)?
+                .trim()
+                .parse()
+                .map(Command::Rest)
+                .map_err(|_| CommandError::syntax("REST needs a byte offset")),
+            "RETR" => Ok(Command::Retr(need(arg)?)),
+            "STOR" => Ok(Command::Stor(need(arg)?)),
+            "APPE" => Ok(Command::Appe(need(arg)?)),
+            "DELE" => Ok(Command::Dele(need(arg)?)),
+            "MKD" | "XMKD" => Ok(Command::Mkd(need(arg)?)),
+            "RMD" | "XRMD" => Ok(Command::Rmd(need(arg)?)),
+            "RNFR" => Ok(Command::Rnfr(need(arg)?)),
+            "RNTO" => Ok(Command::Rnto(need(arg)?)),
+            "PASV" => none(Command::Pasv),
+            "EPSV" => match arg.map(str::trim) {
+                None => Ok(Command::Epsv(None)),
+                Some(a) if a.eq_ignore_ascii_case("ALL") => Ok(Command::Epsv(Some(EpsvArg::All))),
+                Some("1") => Ok(Command::Epsv(Some(EpsvArg::Proto(1)))),
+                Some("2") => Ok(Command::Epsv(Some(EpsvArg::Proto(2)))),
+                Some(_) => Err(CommandError {
+                    code: 522,
+                    message: "Network protocol not supported, use (1,2)".into(),
+                }),
+            },
+            "PORT" => addr::parse_host_port(&need(arg)?)
+                .map(Command::Port)
+                .ok_or_else(|| CommandError::syntax("PORT needs h1,h2,h3,h4,p1,p2")),
+            "EPRT" => {
+                let a = need(arg)?;
+                match addr::parse_eprt(&a) {
+                    Some(sa) => Ok(Command::Eprt(sa)),
+                    None if a.len() > 2 && !matches!(&a[1..2], "1" | "2") => Err(CommandError {
+                        code: 522,
+                        message: "Network protocol not supported, use (1,2)".into(),
+                    }),
+                    None => Err(CommandError::syntax("EPRT needs |proto|address|port|")),
+                }
+            }
+            "ABOR" => none(Command::Abor),
+            "STAT" => Ok(Command::Stat(opt)),
+            "HELP" => Ok(Command::Help(opt)),
+            "ALLO" => need(arg)?
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse().ok())
+                .map(Command::Allo)
+                .ok_or_else(|| CommandError::syntax("ALLO needs a byte count")),
+            _ => Err(CommandError::unknown(&verb)),
+        }
+    }
+
+    /// Whether the command carries a secret that must not be logged.
+    pub fn is_secret(&self) -> bool {
+        matches!(self, Command::Pass(_))
+    }
+}
+
+fn parse_type(arg: &str) -> Result<TransferType, CommandError> {
+    let mut parts = arg.split_whitespace();
+    let code = parts.next().unwrap_or("").to_ascii_uppercase();
+    let param = parts.next().map(str::to_ascii_uppercase);
+    match (code.as_str(), param.as_deref(), parts.next()) {
+        ("A", None | Some("N"), None) => Ok(TransferType::Ascii),
+        ("I", None, None) | ("L", Some("8"), None) => Ok(TransferType::Image),
+        ("A" | "E", Some("T" | "C"), None) | ("E", _, None) | ("L", Some(_), None) => Err(
+            CommandError::unsupported("Only TYPE A (non-print) and TYPE I are supported"),
+        ),
+        _ => Err(CommandError::syntax("Unknown TYPE")),
+    }
+}
+
+/// `LIST -la dir` is common: option words before the path are `ls` flags, not names.
+fn strip_list_options(arg: Option<&str>) -> Option<String> {
+    let mut rest = arg?;
+    while let Some(stripped) = rest.strip_prefix('-') {
+        rest = stripped
+            .split_once(' ')
+            .map(|(_, r)| r.trim_start())
+            .unwrap_or("");
+    }
+    (!rest.is_empty()).then(|| rest.to_string())
+}
+
+impl fmt::Display for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let with = |f: &mut fmt::Formatter<'_>, verb: &str, arg: &Option<String>| match arg {
+            Some(a) => write!(f, "{verb} {a}"),
+            None => f.write_str(verb),
+        };
+        match self {
+            Command::User(a) => write!(f, "USER {a}"),
+            Command::Pass(a) => write!(f, "PASS {a}"),
+            Command::Quit => f.write_str("QUIT"),
+            Command::Noop => f.write_str("NOOP"),
+            Command::Syst => f.write_str("SYST"),
+            Command::Feat => f.write_str("FEAT"),
+            Command::Opts(a) => write!(f, "OPTS {a}"),
+            Command::Type(TransferType::Ascii) => f.write_str("TYPE A"),
+            Command::Type(TransferType::Image) => f.write_str("TYPE I"),
+            Command::ModeStream => f.write_str("MODE S"),
+            Command::StruFile => f.write_str("STRU F"),
+            Command::Pwd => f.write_str("PWD"),
+            Command::Cwd(a) => write!(f, "CWD {a}"),
+            Command::Cdup => f.write_str("CDUP"),
+            Command::List(a) => with(f, "LIST", a),
+            Command::Nlst(a) => with(f, "NLST", a),
+            Command::Mlst(a) => with(f, "MLST", a),
+            Command::Mlsd(a) => with(f, "MLSD", a),
+            Command::Size(a) => write!(f, "SIZE {a}"),
+            Command::Mdtm(a) => write!(f, "MDTM {a}"),
+            Command::Rest(n) => write!(f, "REST {n}"),
+            Command::Retr(a) => write!(f, "RETR {a}"),
+            Command::Stor(a) => write!(f, "STOR {a}"),
+            Command::Appe(a) => write!(f, "APPE {a}"),
+            Command::Dele(a) => write!(f, "DELE {a}"),
+            Command::Mkd(a) => write!(f, "MKD {a}"),
+            Command::Rmd(a) => write!(f, "RMD {a}"),
+            Command::Rnfr(a) => write!(f, "RNFR {a}"),
+            Command::Rnto(a) => write!(f, "RNTO {a}"),
+            Command::Pasv => f.write_str("PASV"),
+            Command::Epsv(None) => f.write_str("EPSV"),
+            Command::Epsv(Some(EpsvArg::All)) => f.write_str("EPSV ALL"),
+            Command::Epsv(Some(EpsvArg::Proto(p))) => write!(f, "EPSV {p}"),
+            Command::Port(a) => write!(f, "PORT {}", addr::format_host_port(*a)),
+            Command::Eprt(a) => write!(f, "EPRT {}", addr::format_eprt(*a)),
+            Command::Abor => f.write_str("ABOR"),
+            Command::Stat(a) => with(f, "STAT", a),
+            Command::Help(a) => with(f, "HELP", a),
+            Command::Allo(n) => write!(f, "ALLO {n}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn code(line: &str) -> u16 {
+        Command::parse(line.as_bytes()).map(|_| 0).unwrap_or_else(|e| e.code)
+    }
+
+    #[test]
+    fn verbs_are_case_insensitive_and_args_keep_spaces() {
+        assert_eq!(
+            Command::parse(b"retr my file.txt").unwrap(),
+            Command::Retr("my file.txt".into())
+        );
+        assert_eq!(Command::parse(b"type i").unwrap(), Command::Type(TransferType::Image));
+        assert_eq!(Command::parse(b"TYPE L 8").unwrap(), Command::Type(TransferType::Image));
+        assert_eq!(Command::parse(b"TYPE A N").unwrap(), Command::Type(TransferType::Ascii));
+    }
+
+    #[test]
+    fn error_codes_follow_rfc959() {
+        assert_eq!(code("FOO"), 500);
+        assert_eq!(code(""), 500);
+        assert_eq!(code("RETR"), 501);
+        assert_eq!(code("REST abc"), 501);
+        assert_eq!(code("PORT 1,2,3"), 501);
+        assert_eq!(code("TYPE X"), 501);
+        assert_eq!(code("TYPE E"), 504);
+        assert_eq!(code("MODE B"), 504);
+        assert_eq!(code("MODE Q"), 501);
+        assert_eq!(code("STRU R"), 504);
+        assert_eq!(code("QUIT now"), 501);
+        assert_eq!(code("EPSV 3"), 522);
+        assert_eq!(code("EPRT |3|x|1|"), 522);
+        assert_eq!(code("DELE a\0b"), 501);
+    }
+
+    #[test]
+    fn list_flags_are_not_paths() {
+        assert_eq!(Command::parse(b"LIST -la").unwrap(), Command::List(None));
+        assert_eq!(
+            Command::parse(b"LIST -a -l sub dir").unwrap(),
+            Command::List(Some("sub dir".into()))
+        );
+        assert_eq!(Command::parse(b"NLST x").unwrap(), Command::Nlst(Some("x".into())));
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9/._ ]{1,20}".prop_filter("no leading dash or blank", |s| {
+            !s.starts_with('-') && !s.starts_with(' ') && !s.trim().is_empty()
+        })
+    }
+
+    fn command() -> impl Strategy<Value = Command> {
+        prop_oneof![
+            path().prop_map(Command::User),
+            path().prop_map(Command::Retr),
+            path().prop_map(Command::Stor),
+            path().prop_map(Command::Cwd),
+            path().prop_map(|p| Command::List(Some(p))),
+            path().prop_map(|p| Command::Mlsd(Some(p))),
+            any::<u64>().prop_map(Command::Rest),
+            any::<u64>().prop_map(Command::Allo),
+            any::<SocketAddrV4>().prop_map(Command::Port),
+            any::<SocketAddrV4>().prop_map(|a| Command::Eprt(SocketAddr::V4(a))),
+            Just(Command::Epsv(Some(EpsvArg::All))),
+            Just(Command::Type(TransferType::Ascii)),
+            Just(Command::Pasv),
+            Just(Command::Abor),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn parse_never_panics(line in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = Command::parse(&line);
+        }
+
+        #[test]
+        fn display_then_parse_roundtrips(cmd in command()) {
+            prop_assert_eq!(Command::parse(cmd.to_string().as_bytes()), Ok(cmd));
+        }
+
+        #[test]
+        fn error_messages_are_single_printable_lines(line in proptest::collection::vec(any::<u8>(), 0..100)) {
+            if let Err(e) = Command::parse(&line) {
+                prop_assert!(!e.message.chars().any(|c| c.is_control()));
+                prop_assert!((500..600).contains(&e.code));
+            }
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Wire formats of the fatpipe control channel (FTP, RFC 959 and its extensions), free of I/O.
+//!
+//! Everything here takes bytes or strings and returns values, so the server, the client and the
+//! fuzz targets share one definition of the protocol and each piece is testable in isolation.
+
+pub mod addr;
+pub mod ascii;
+pub mod command;
+pub mod line;
+pub mod listing;
+pub mod reply;
+pub mod vpath;
+
+pub use command::{Command, CommandError, TransferType};
+pub use reply::Reply;
+pub use vpath::VPath;
