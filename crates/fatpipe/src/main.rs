@@ -1,1 +1,69 @@
-fn main() {}
+//! `fatpipe`: the command-line front end. Each subcommand lives in its own module and only turns
+//! arguments into calls on the `fatpipe-ftp` library.
+
+mod cp;
+mod credentials;
+mod demo;
+mod ls;
+mod passwd;
+mod serve;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Fast file transfer over long fat networks: an FTP/GridFTP server and client.
+#[derive(Parser, Debug)]
+#[command(name = "fatpipe", version, about)]
+struct Cli {
+    /// Log more (-v: debug, -vv: trace). FATPIPE_LOG overrides (tracing filter syntax).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Serve a directory over FTP.
+    Serve(serve::Args),
+    /// Copy files or trees between this machine and an FTP server.
+    Cp(cp::Args),
+    /// List a remote directory.
+    Ls(ls::Args),
+    /// Write a users-file entry with a salted argon2 password hash.
+    Passwd(passwd::Args),
+    /// Demonstration transfer on this machine, with the rate it reached.
+    Demo(demo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The server logs sessions at info; client commands stay quiet unless asked.
+    let base = if matches!(cli.command, Cmd::Serve(_)) { "info" } else { "warn" };
+    let default = match cli.verbose {
+        0 => base,
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FATPIPE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let result = match cli.command {
+        Cmd::Serve(a) => serve::run(a),
+        Cmd::Cp(a) => cp::run(a),
+        Cmd::Ls(a) => ls::run(a),
+        Cmd::Passwd(a) => passwd::run(a),
+        Cmd::Demo(a) => demo::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fatpipe: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! `fatpipe cp`: copy a file or tree, with a progress bar on a terminal and a summary at the end.
+
+use crate::credentials;
+use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer};
+use fatpipe_ftp::client::{Credentials, Location};
+use fatpipe_net::Pump;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Options of `fatpipe cp`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Source: a local path or ftp://[user[:password]@]host[:port]/path
+    src: String,
+    /// Destination: a local path, `-` for standard output, or an ftp:// URL.
+    dst: String,
+    /// Copy directory trees.
+    #[arg(short = 'r', long)]
+    recursive: bool,
+    /// Continue partial destination files instead of replacing them.
+    #[arg(long)]
+    resume: bool,
+    /// Print a JSON summary (to standard output, or standard error when the data goes there).
+    #[arg(long)]
+    json: bool,
+    /// No progress bar and no summary line.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Give up on a connection silent for this long.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+/// The `--json` summary.
+#[derive(Serialize)]
+struct Summary<'a> {
+    ok: bool,
+    files_ok: usize,
+    files_failed: usize,
+    bytes: u64,
+    seconds: f64,
+    rate_mbit_s: f64,
+    files: &'a [FileResult],
+}
+
+/// Runs the copy; the exit code is non-zero if any file failed.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let src = Location::parse(&a.src)?;
+    let dst = Location::parse(&a.dst)?;
+    let creds = match (&src, &dst) {
+        (Location::Remote(u), _) | (_, Location::Remote(u)) => credentials::for_url(u)?,
+        _ => Credentials::anonymous(),
+    };
+    let opts = CopyOptions {
+        recursive: a.recursive,
+        resume: a.resume,
+        timeout: a.timeout,
+    };
+    let progress = Progress::new(a.quiet);
+    let started = Instant::now();
+    let results = std::thread::scope(|s| {
+        s.spawn(|| progress.tick_until_done());
+        let r = copy::copy(&src, &dst, &creds, &opts, &progress);
+        progress.done.store(true, Ordering::SeqCst);
+        r
+    })?;
+    progress.bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    let bytes: u64 = results.iter().map(|r| r.bytes).sum();
+    let failed = results.iter().filter(|r| r.error.is_some()).count();
+    let rate = bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6;
+    for r in results.iter().filter(|r| r.error.is_some()) {
+        eprintln!("fatpipe: failed: {}: {}", r.source, r.error.as_deref().unwrap_or(""));
+    }
+    if a.json {
+        let summary = Summary {
+            ok: failed == 0,
+            files_ok: results.len() - failed,
+            files_failed: failed,
+            bytes,
+            seconds,
+            rate_mbit_s: rate,
+            files: &results,
+        };
+        let text = serde_json::to_string_pretty(&summary)?;
+        if dst == Location::Stdout {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    } else if !a.quiet {
+        eprintln!(
+            "fatpipe: {} file(s) copied, {} failed, {bytes} bytes in {seconds:.2} s ({rate:.1} Mbit/s)",
+            results.len() - failed,
+            failed
+        );
+    }
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Progress bar fed from the running pump (hidden when standard error is not a terminal).
+struct Progress {
+    bar: ProgressBar,
+    current: Mutex<Option<(Arc<Pump>, u64)>>,
+    done: AtomicBool,
+}
+
+impl Progress {
+    fn new(quiet: bool) -> Self {
+        let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(0) };
+        let style = ProgressStyle::with_template(
+            "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        Progress {
+            bar,
+            current: Mutex::new(None),
+            done: AtomicBool::new(false),
+        }
+    }
+
+    fn tick_until_done(&self) {
+        while !self.done.load(Ordering::SeqCst) {
+            if let Ok(guard) = self.current.lock() {
+                if let Some((pump, already)) = guard.as_ref() {
+                    self.bar.set_position(already + pump.bytes());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn file_started(&self, name: &str, total: Option<u64>, already: u64, pump: &Arc<Pump>) {
+        self.bar.reset();
+        self.bar.set_length(total.unwrap_or(0));
+        self.bar.set_position(already);
+        self.bar.set_message(name.to_string());
+        if let Ok(mut guard) = self.current.lock() {
+            *guard = Some((pump.clone(), already));
+        }
+    }
+
+    fn file_finished(&self, result: &FileResult) {
+        if let Ok(mut guard) = self.current.lock() {
+            *guard = None;
+        }
+        tracing::debug!(source = %result.source, bytes = result.bytes, error = ?result.error, "file done");
+    }
+}

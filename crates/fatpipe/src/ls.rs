@@ -1,0 +1,40 @@
+//! `fatpipe ls`: list a remote directory.
+
+use crate::credentials;
+use anyhow::bail;
+use fatpipe_ftp::client::{Connection, Location};
+use fatpipe_proto::listing::{format_timeval, EntryKind};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of `fatpipe ls`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// ftp://[user[:password]@]host[:port]/dir
+    url: String,
+    /// Give up on a connection silent for this long.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+/// Prints one line per entry: kind, size, modification time (UTC), name.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let Location::Remote(url) = Location::parse(&a.url)? else {
+        bail!("fatpipe ls takes an ftp:// URL");
+    };
+    let creds = credentials::for_url(&url)?;
+    let mut c = Connection::open(&url.host, url.port, &creds, a.timeout)?;
+    let entries = c.list(&url.path)?;
+    c.quit();
+    for e in entries {
+        let kind = match e.kind {
+            EntryKind::Dir => 'd',
+            EntryKind::File => '-',
+            EntryKind::Link => 'l',
+            EntryKind::Other => '?',
+        };
+        let when = if e.modified > 0 { format_timeval(e.modified) } else { "-".repeat(14) };
+        println!("{kind} {:>14} {when} {}", e.size, e.name);
+    }
+    Ok(ExitCode::SUCCESS)
+}

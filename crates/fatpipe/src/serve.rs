@@ -1,0 +1,93 @@
+//! `fatpipe serve`: run the FTP server until interrupted.
+
+use anyhow::Context;
+use fatpipe_ftp::server::auth::Anonymous;
+use fatpipe_ftp::server::{Server, ServerConfig};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of `fatpipe serve`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Directory served as `/`.
+    #[arg(long)]
+    root: PathBuf,
+    /// Control-channel address (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, default_value = "0.0.0.0:2811")]
+    listen: SocketAddr,
+    /// An account as NAME:PASSWORD (repeatable). Prefer --users: command lines are visible to others.
+    #[arg(long = "user", value_name = "NAME:PASSWORD")]
+    users: Vec<String>,
+    /// File of NAME:HASH lines written by `fatpipe passwd`.
+    #[arg(long = "users", value_name = "FILE")]
+    users_file: Option<PathBuf>,
+    /// Allow anonymous logins (user `anonymous` or `ftp`), read-only.
+    #[arg(long, conflicts_with = "anonymous_write")]
+    anonymous: bool,
+    /// Allow anonymous logins with write access.
+    #[arg(long)]
+    anonymous_write: bool,
+    /// Port range for passive data connections, e.g. 50000-50100 (default: any free port).
+    #[arg(long, value_name = "LOW-HIGH", value_parser = parse_range)]
+    passive_ports: Option<RangeInclusive<u16>>,
+    /// Most concurrent sessions; more are refused with 421.
+    #[arg(long, default_value_t = 64)]
+    max_sessions: usize,
+    /// Close a session idle for this long (e.g. 300s, 5m).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    idle_timeout: Duration,
+    /// Close a session after this many failed logins.
+    #[arg(long, default_value_t = 3)]
+    max_login_failures: u32,
+}
+
+fn parse_range(s: &str) -> Result<RangeInclusive<u16>, String> {
+    let (lo, hi) = s.split_once('-').ok_or("expected LOW-HIGH")?;
+    let lo: u16 = lo.trim().parse().map_err(|e| format!("bad LOW: {e}"))?;
+    let hi: u16 = hi.trim().parse().map_err(|e| format!("bad HIGH: {e}"))?;
+    if lo == 0 || lo > hi {
+        return Err("need 0 < LOW <= HIGH".into());
+    }
+    Ok(lo..=hi)
+}
+
+/// Runs the server until Ctrl-C or SIGTERM.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let mut config = ServerConfig::new(a.root);
+    config.listen = a.listen;
+    for u in &a.users {
+        config.users.add_plain(u)?;
+    }
+    if let Some(f) = &a.users_file {
+        config.users.load_file(f)?;
+    }
+    config.anonymous = match (a.anonymous, a.anonymous_write) {
+        (_, true) => Anonymous::ReadWrite,
+        (true, false) => Anonymous::ReadOnly,
+        _ => Anonymous::Off,
+    };
+    config.passive_ports = a.passive_ports;
+    config.max_sessions = a.max_sessions;
+    config.idle_timeout = a.idle_timeout;
+    config.max_login_failures = a.max_login_failures;
+    let rt = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
+    rt.block_on(async move {
+        let root = config.root.display().to_string();
+        let server = Server::bind(config).await?;
+        let addr = server.local_addr()?;
+        // Scripts and tests read this line to learn the port.
+        println!("fatpipe serve: listening on {addr}, root {root}");
+        std::io::stdout().flush()?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = server.run() => r?,
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted, stopping"),
+            _ = term.recv() => tracing::info!("terminated, stopping"),
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,293 @@
+//! A client's control connection: login, commands and replies, and the data connections of
+//! single transfers (passive: `EPSV`, falling back to `PASV`).
+
+use anyhow::{anyhow, bail, Context};
+use fatpipe_net::Pump;
+use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry};
+use fatpipe_proto::reply::ReplyParser;
+use fatpipe_proto::{addr, Command, Reply, TransferType};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// Who logs in.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub user: String,
+    pub password: String,
+}
+
+impl Credentials {
+    /// The conventional anonymous login.
+    pub fn anonymous() -> Self {
+        Credentials {
+            user: "anonymous".into(),
+            password: "fatpipe@".into(),
+        }
+    }
+}
+
+/// An open, logged-in control connection.
+#[derive(Debug)]
+pub struct Connection {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    parser: ReplyParser,
+    features: Vec<String>,
+    peer: SocketAddr,
+    ttype: Option<TransferType>,
+    epsv_failed: bool,
+    timeout: Duration,
+}
+
+/// Longest reply line accepted from a server.
+const MAX_REPLY_LINE: usize = 64 * 1024;
+
+impl Connection {
+    /// Connects, reads the greeting, logs in and reads the server's features.
+    pub fn open(host: &str, port: u16, creds: &Credentials, timeout: Duration) -> anyhow::Result<Connection> {
+        let addrs: Vec<SocketAddr> = (host, port)
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve {host}"))?
+            .collect();
+        let mut last = anyhow!("{host} has no address");
+        for a in addrs {
+            match fatpipe_net::socket::connect(a, timeout) {
+                Ok(s) => return Self::start(s, creds, timeout),
+                Err(e) => last = anyhow!("cannot connect to {a}: {e}"),
+            }
+        }
+        Err(last)
+    }
+
+    fn start(stream: TcpStream, creds: &Credentials, timeout: Duration) -> anyhow::Result<Connection> {
+        stream.set_read_timeout(Some(timeout))?;
+        let peer = stream.peer_addr()?;
+        let mut c = Connection {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+            parser: ReplyParser::default(),
+            features: Vec::new(),
+            peer,
+            ttype: None,
+            epsv_failed: false,
+            timeout,
+        };
+        let greeting = c.read_reply()?;
+        if !greeting.is_success() {
+            bail!("{peer} refused the connection: {greeting}");
+        }
+        let r = c.command(&Command::User(creds.user.clone()))?;
+        let r = if r.is_intermediate() {
+            c.command(&Command::Pass(creds.password.clone()))?
+        } else {
+            r
+        };
+        if !r.is_success() {
+            bail!("login as {} failed: {r}", creds.user);
+        }
+        let feat = c.command(&Command::Feat)?;
+        if feat.is_success() {
+            c.features = feat.lines[1..feat.lines.len().saturating_sub(1)]
+                .iter()
+                .map(|l| l.trim().to_ascii_uppercase())
+                .collect();
+        }
+        Ok(c)
+    }
+
+    /// Whether `FEAT` listed a feature whose first word is `name`.
+    pub fn has_feature(&self, name: &str) -> bool {
+        self.features.iter().any(|f| f.split(' ').next() == Some(name))
+    }
+
+    fn read_reply(&mut self) -> anyhow::Result<Reply> {
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = (&mut self.reader)
+                .take(MAX_REPLY_LINE as u64)
+                .read_until(b'\n', &mut line)
+                .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))?;
+            if n == 0 {
+                bail!("{} closed the control connection", self.peer);
+            }
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim_end_matches(['\r', '\n']);
+            if let Some(r) = self.parser.push_line(text)? {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// Sends a command and returns its (first) reply.
+    pub fn command(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
+        self.writer
+            .write_all(format!("{cmd}\r\n").as_bytes())
+            .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))?;
+        let r = self.read_reply()?;
+        tracing::debug!("{} -> {r}", if cmd.is_secret() { "PASS ****".to_string() } else { cmd.to_string() });
+        Ok(r)
+    }
+
+    /// Sends a command and fails unless the reply is 2xx or 3xx.
+    fn checked(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
+        let r = self.command(cmd)?;
+        if r.is_success() || r.is_intermediate() {
+            Ok(r)
+        } else {
+            bail!("{}: server said {r}", describe(cmd))
+        }
+    }
+
+    fn set_type(&mut self, t: TransferType) -> anyhow::Result<()> {
+        if self.ttype != Some(t) {
+            self.checked(&Command::Type(t))?;
+            self.ttype = Some(t);
+        }
+        Ok(())
+    }
+
+    /// Opens a passive data connection to the server (always to the control peer's address).
+    fn open_data(&mut self) -> anyhow::Result<TcpStream> {
+        let mut port = None;
+        if !self.epsv_failed {
+            let r = self.command(&Command::Epsv(None))?;
+            match addr::parse_epsv_reply(&r.text()) {
+                Some(p) if r.code == 229 => port = Some(p),
+                _ => self.epsv_failed = true,
+            }
+        }
+        let port = match port {
+            Some(p) => p,
+            None => {
+                let r = self.checked(&Command::Pasv)?;
+                addr::parse_pasv_reply(&r.text())
+                    .with_context(|| format!("cannot read the PASV reply {r}"))?
+                    .port()
+            }
+        };
+        let target = SocketAddr::new(self.peer.ip(), port);
+        let s = fatpipe_net::socket::connect(target, self.timeout)
+            .with_context(|| format!("cannot open data connection to {target}"))?;
+        s.set_read_timeout(Some(self.timeout))?;
+        s.set_write_timeout(Some(self.timeout))?;
+        Ok(s)
+    }
+
+    /// The size of a remote file, or `None` if the server cannot tell (no such file, or no SIZE).
+    pub fn size(&mut self, path: &str) -> anyhow::Result<Option<u64>> {
+        self.set_type(TransferType::Image)?;
+        let r = self.command(&Command::Size(path.into()))?;
+        Ok(if r.code == 213 { r.text().trim().parse().ok() } else { None })
+    }
+
+    /// Whether `path` is a directory on the server (tested with `CWD`, then back to `/`).
+    pub fn is_dir(&mut self, path: &str) -> anyhow::Result<bool> {
+        let r = self.command(&Command::Cwd(path.into()))?;
+        if r.is_success() {
+            self.checked(&Command::Cwd("/".into()))?;
+        }
+        Ok(r.is_success())
+    }
+
+    /// Creates a remote directory; an existing one is fine.
+    pub fn mkdir(&mut self, path: &str) -> anyhow::Result<()> {
+        let r = self.command(&Command::Mkd(path.into()))?;
+        if r.is_success() || self.is_dir(path)? {
+            Ok(())
+        } else {
+            bail!("cannot create remote directory {path}: {r}")
+        }
+    }
+
+    /// Runs one transfer command over a fresh data connection: `REST` first when `offset` > 0,
+    /// then `cmd`, then `work` on the data socket, then the final reply, which must be 2xx.
+    fn transfer(
+        &mut self,
+        cmd: Command,
+        offset: u64,
+        work: impl FnOnce(TcpStream) -> anyhow::Result<u64>,
+    ) -> anyhow::Result<u64> {
+        let data = self.open_data()?;
+        if offset > 0 {
+            self.checked(&Command::Rest(offset))?;
+        }
+        let what = describe(&cmd);
+        let r = self.command(&cmd)?;
+        if !r.is_preliminary() {
+            bail!("{what}: server said {r}");
+        }
+        let moved = work(data);
+        let fin = self.read_reply();
+        let moved = moved?;
+        let fin = fin?;
+        if !fin.is_success() {
+            bail!("{what}: server said {fin}");
+        }
+        Ok(moved)
+    }
+
+    /// Downloads `path` from `offset` into `sink`; `pump` counts bytes and can cancel.
+    pub fn retrieve(&mut self, path: &str, offset: u64, sink: &mut dyn Write, pump: &Pump) -> anyhow::Result<u64> {
+        self.set_type(TransferType::Image)?;
+        self.transfer(Command::Retr(path.into()), offset, |data| {
+            pump.attach(&data)?;
+            pump.copy(&mut &data, sink).map_err(|e| match e {
+                fatpipe_net::PumpError::Write(io) => anyhow!("writing the local copy of {path}: {io}"),
+                e => anyhow!("receiving {path}: {e}"),
+            })
+        })
+    }
+
+    /// Uploads `file` from its current position to `path` at `offset` (0 replaces the file).
+    pub fn store(&mut self, path: &str, offset: u64, file: &File, pump: &Pump) -> anyhow::Result<u64> {
+        self.set_type(TransferType::Image)?;
+        self.transfer(Command::Stor(path.into()), offset, |data| {
+            pump.attach(&data)?;
+            let n = pump.send_file(file, &data).map_err(|e| match e {
+                fatpipe_net::PumpError::Read(io) => anyhow!("reading local file for {path}: {io}"),
+                e => anyhow!("sending {path}: {e}"),
+            })?;
+            // Closing the data connection is what tells the server the file is complete.
+            data.shutdown(std::net::Shutdown::Write)?;
+            let mut rest = [0u8; 1];
+            let _ = (&data).read(&mut rest);
+            Ok(n)
+        })
+    }
+
+    /// Lists a remote directory: `MLSD` when the server has it, else `LIST` in `ls -l` form.
+    pub fn list(&mut self, path: &str) -> anyhow::Result<Vec<Entry>> {
+        self.set_type(TransferType::Ascii)?;
+        let machine = self.has_feature("MLST");
+        let cmd = if machine { Command::Mlsd(Some(path.into())) } else { Command::List(Some(path.into())) };
+        let mut raw = Vec::new();
+        let pump = Pump::default();
+        self.transfer(cmd, 0, |data| Ok(pump.copy(&mut &data, &mut raw)?))?;
+        let text = String::from_utf8_lossy(&raw);
+        Ok(text
+            .lines()
+            .map(|l| l.trim_end_matches('\r'))
+            .filter_map(|l| if machine { parse_mlsx(l) } else { parse_list_line(l) })
+            .filter(|e| e.name != "." && e.name != "..")
+            .collect())
+    }
+
+    /// Says goodbye; errors are irrelevant at this point.
+    pub fn quit(mut self) {
+        let _ = self.command(&Command::Quit);
+    }
+}
+
+use std::io::Read;
+
+/// A command as it may appear in an error message (never a password).
+fn describe(cmd: &Command) -> String {
+    if cmd.is_secret() {
+        "PASS ****".into()
+    } else {
+        cmd.to_string()
+    }
+}

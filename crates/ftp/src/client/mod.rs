@@ -1,0 +1,9 @@
+//! The FTP client: a control connection ([`Connection`]), locations given on the command line
+//! ([`Location`]), and whole copies of files and trees ([`copy`]).
+
+mod connection;
+pub mod copy;
+mod location;
+
+pub use connection::{Connection, Credentials};
+pub use location::{Location, RemoteUrl};

@@ -1,0 +1,148 @@
+//! The FTP server: accepts control connections and runs one [`session`] per client.
+
+pub mod auth;
+mod data;
+pub mod sandbox;
+mod session;
+mod transfer;
+
+use anyhow::Context;
+use auth::{Anonymous, Users};
+use sandbox::Sandbox;
+use std::net::SocketAddr;
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+/// Everything a server needs to know, with the defaults of `fatpipe serve`.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The directory served as `/`.
+    pub root: PathBuf,
+    /// The control-connection address.
+    pub listen: SocketAddr,
+    /// Named accounts.
+    pub users: Users,
+    /// What anonymous logins may do.
+    pub anonymous: Anonymous,
+    /// Ports for passive data connections (any free port when `None`).
+    pub passive_ports: Option<RangeInclusive<u16>>,
+    /// Concurrent sessions; more are turned away with 421.
+    pub max_sessions: usize,
+    /// A session with no command (and no transfer) for this long is closed with 421.
+    pub idle_timeout: Duration,
+    /// Failed logins after which the session is closed with 421.
+    pub max_login_failures: u32,
+    /// Longest accepted command line, in bytes.
+    pub max_line: usize,
+    /// How long to wait for a data connection to be made.
+    pub data_timeout: Duration,
+    /// Pause before answering a failed login (slows down password guessing).
+    pub login_failure_delay: Duration,
+}
+
+impl ServerConfig {
+    /// A configuration serving `root` with the defaults.
+    pub fn new(root: PathBuf) -> Self {
+        ServerConfig {
+            root,
+            listen: SocketAddr::from(([0, 0, 0, 0], 2811)),
+            users: Users::default(),
+            anonymous: Anonymous::Off,
+            passive_ports: None,
+            max_sessions: 64,
+            idle_timeout: Duration::from_secs(300),
+            max_login_failures: 3,
+            max_line: 4096,
+            data_timeout: Duration::from_secs(30),
+            login_failure_delay: Duration::from_millis(300),
+        }
+    }
+}
+
+/// State shared by all sessions of one server.
+#[derive(Debug)]
+struct Shared {
+    config: ServerConfig,
+    sandbox: Sandbox,
+    sessions: AtomicUsize,
+    next_session: AtomicU64,
+}
+
+/// A bound server, ready to [`Server::run`].
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// Checks the configuration and binds the control port.
+    pub async fn bind(config: ServerConfig) -> anyhow::Result<Server> {
+        let sandbox = Sandbox::new(&config.root)
+            .with_context(|| format!("cannot serve {}", config.root.display()))?;
+        if config.users.is_empty() && config.anonymous == Anonymous::Off {
+            anyhow::bail!("no way to log in: give --user, --users, --anonymous or --anonymous-write");
+        }
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        Ok(Server {
+            listener,
+            shared: Arc::new(Shared {
+                config,
+                sandbox,
+                sessions: AtomicUsize::new(0),
+                next_session: AtomicU64::new(1),
+            }),
+        })
+    }
+
+    /// The address the control port is bound to (useful with port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Accepts clients until the task is dropped.
+    pub async fn run(self) -> anyhow::Result<()> {
+        loop {
+            let (stream, peer) = match self.listener.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors and the like: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let shared = self.shared.clone();
+            let active = shared.sessions.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let _guard = SessionCount(shared.clone());
+                if active >= shared.config.max_sessions {
+                    tracing::info!(%peer, "refused: {active} sessions already");
+                    let mut stream = stream;
+                    let _ = stream.write_all(b"421 Too many sessions, try again later\r\n").await;
+                    return;
+                }
+                let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = session::run(shared, stream, id).await {
+                    tracing::debug!(%peer, "session {id} ended: {e:#}");
+                }
+            });
+        }
+    }
+}
+
+/// Decrements the session count when a session task ends, however it ends.
+struct SessionCount(Arc<Shared>);
+
+impl Drop for SessionCount {
+    fn drop(&mut self) {
+        self.0.sessions.fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,223 @@
+//! Byte pumps for one data connection: file → socket (with `sendfile`), socket → file, and the
+//! `TYPE A` variants. A [`Pump`] is shared with the controller, which reads progress from it
+//! and can cancel it from another thread.
+
+use fatpipe_proto::ascii;
+use std::fs::File;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+const CHUNK: usize = 1 << 20;
+
+/// Shared state of one running transfer: bytes moved so far and a cancel switch.
+#[derive(Debug, Default)]
+pub struct Pump {
+    bytes: AtomicU64,
+    cancelled: AtomicBool,
+    socket: Mutex<Option<TcpStream>>,
+}
+
+/// How a pump ended without completing.
+#[derive(Debug, thiserror::Error)]
+pub enum PumpError {
+    /// [`Pump::cancel`] was called.
+    #[error("transfer cancelled")]
+    Cancelled,
+    /// Reading the source failed (file or network side, as the caller knows).
+    #[error("read failed: {0}")]
+    Read(io::Error),
+    /// Writing the destination failed.
+    #[error("write failed: {0}")]
+    Write(io::Error),
+}
+
+impl Pump {
+    /// Bytes moved so far (payload bytes as read from the source).
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Stops the transfer from another thread: wakes a pump blocked on the socket.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        if let Ok(guard) = self.socket.lock() {
+            if let Some(s) = guard.as_ref() {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    /// Whether [`Pump::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Registers the data socket so that [`Pump::cancel`] can interrupt blocking calls on it.
+    pub fn attach(&self, sock: &TcpStream) -> io::Result<()> {
+        let clone = sock.try_clone()?;
+        if let Ok(mut guard) = self.socket.lock() {
+            *guard = Some(clone);
+        }
+        if self.is_cancelled() {
+            let _ = sock.shutdown(Shutdown::Both);
+        }
+        Ok(())
+    }
+
+    fn add(&self, n: usize) {
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn check(&self) -> Result<(), PumpError> {
+        if self.is_cancelled() {
+            Err(PumpError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sends `file` from its current position to its end over `sock`, in the kernel (`sendfile`).
+    pub fn send_file(&self, file: &File, sock: &TcpStream) -> Result<u64, PumpError> {
+        let mut total = 0u64;
+        loop {
+            self.check()?;
+            match nix::sys::sendfile::sendfile64(sock.as_fd(), file.as_fd(), None, CHUNK * 4) {
+                Ok(0) => break,
+                Ok(n) => {
+                    total += n as u64;
+                    self.add(n);
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                // sendfile cannot tell which side failed; a file read error surfaces as EIO.
+                Err(e @ nix::errno::Errno::EIO) => return Err(PumpError::Read(e.into())),
+                Err(e) => return Err(self.classify(PumpError::Write(e.into()))),
+            }
+        }
+        Ok(total)
+    }
+
+    /// Copies `src` to `dst` until `src` ends.
+    pub fn copy(&self, src: &mut (impl Read + ?Sized), dst: &mut (impl Write + ?Sized)) -> Result<u64, PumpError> {
+        self.copy_with(src, dst, |chunk, out| out.extend_from_slice(chunk), |_| {})
+    }
+
+    /// Copies local text to the network, LF → CRLF (`TYPE A` download).
+    pub fn copy_to_ascii(&self, src: &mut (impl Read + ?Sized), dst: &mut (impl Write + ?Sized)) -> Result<u64, PumpError> {
+        let mut conv = ascii::ToNetwork::default();
+        self.copy_with(src, dst, |chunk, out| conv.convert(chunk, out), |_| {})
+    }
+
+    /// Copies network text to local storage, CRLF → LF (`TYPE A` upload).
+    pub fn copy_from_ascii(&self, src: &mut (impl Read + ?Sized), dst: &mut (impl Write + ?Sized)) -> Result<u64, PumpError> {
+        let conv = std::cell::RefCell::new(ascii::FromNetwork::default());
+        self.copy_with(
+            src,
+            dst,
+            |chunk, out| conv.borrow_mut().convert(chunk, out),
+            |out| conv.borrow_mut().finish(out),
+        )
+    }
+
+    fn copy_with(
+        &self,
+        src: &mut (impl Read + ?Sized),
+        dst: &mut (impl Write + ?Sized),
+        mut transform: impl FnMut(&[u8], &mut Vec<u8>),
+        finish: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<u64, PumpError> {
+        let mut buf = vec![0u8; CHUNK];
+        let mut out = Vec::with_capacity(CHUNK + CHUNK / 8);
+        let mut total = 0u64;
+        loop {
+            self.check()?;
+            let n = match src.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.classify(PumpError::Read(e))),
+            };
+            out.clear();
+            transform(&buf[..n], &mut out);
+            dst.write_all(&out)
+                .map_err(|e| self.classify(PumpError::Write(e)))?;
+            total += n as u64;
+            self.add(n);
+        }
+        out.clear();
+        finish(&mut out);
+        dst.write_all(&out)
+            .and_then(|_| dst.flush())
+            .map_err(|e| self.classify(PumpError::Write(e)))?;
+        // A cancel that shut the socket down reads as a clean end of stream: do not call it complete.
+        self.check()?;
+        Ok(total)
+    }
+
+    fn classify(&self, e: PumpError) -> PumpError {
+        if self.is_cancelled() {
+            PumpError::Cancelled
+        } else {
+            e
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Seek;
+    use std::net::TcpListener;
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn send_file_moves_every_byte_from_offset() {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        f.write_all(&data).unwrap();
+        f.seek(io::SeekFrom::Start(1000)).unwrap();
+        let (a, mut b) = pair();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            b.read_to_end(&mut got).unwrap();
+            got
+        });
+        let pump = Pump::default();
+        assert_eq!(pump.send_file(&f, &a).unwrap(), data.len() as u64 - 1000);
+        drop(a);
+        assert_eq!(reader.join().unwrap(), &data[1000..]);
+        assert_eq!(pump.bytes(), data.len() as u64 - 1000);
+    }
+
+    #[test]
+    fn cancel_interrupts_a_blocked_receive() {
+        let (a, b) = pair();
+        let pump = std::sync::Arc::new(Pump::default());
+        pump.attach(&b).unwrap();
+        let p2 = pump.clone();
+        let t = std::thread::spawn(move || p2.copy(&mut &b, &mut io::sink()));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        pump.cancel();
+        assert!(matches!(t.join().unwrap(), Err(PumpError::Cancelled)));
+        drop(a);
+    }
+
+    #[test]
+    fn ascii_pumps_convert_line_endings() {
+        let pump = Pump::default();
+        let mut wire = Vec::new();
+        pump.copy_to_ascii(&mut &b"a\nb\n"[..], &mut wire).unwrap();
+        assert_eq!(wire, b"a\r\nb\r\n");
+        let mut local = Vec::new();
+        pump.copy_from_ascii(&mut &wire[..], &mut local).unwrap();
+        assert_eq!(local, b"a\nb\n");
+    }
+}

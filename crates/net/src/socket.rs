@@ -1,0 +1,54 @@
+//! Socket set-up for data connections: passive listeners in a port range, bounded connects.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+/// Binds a listening socket on `ip` at a free port of `ports` (any port when `None`), starting the
+/// search at `hint` so that concurrent sessions spread over the range.
+pub fn bind_in_range(ip: IpAddr, ports: Option<&RangeInclusive<u16>>, hint: u64) -> io::Result<TcpListener> {
+    let Some(range) = ports else {
+        return TcpListener::bind(SocketAddr::new(ip, 0));
+    };
+    let (lo, hi) = (u64::from(*range.start()), u64::from(*range.end()));
+    let span = hi.saturating_sub(lo) + 1;
+    let mut last = io::Error::new(io::ErrorKind::AddrInUse, "passive port range is empty");
+    for i in 0..span.min(65536) {
+        let port = lo + (hint + i) % span;
+        let Ok(port) = u16::try_from(port) else { continue };
+        match TcpListener::bind(SocketAddr::new(ip, port)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = e,
+        }
+    }
+    Err(io::Error::new(
+        last.kind(),
+        format!("no free port in {}-{}: {last}", range.start(), range.end()),
+    ))
+}
+
+/// Connects with a time limit.
+pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let s = TcpStream::connect_timeout(&addr, timeout)?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binds_inside_the_range_and_skips_busy_ports() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let first = bind_in_range(ip, None, 0).unwrap();
+        let p = first.local_addr().unwrap().port();
+        let range = p..=p.saturating_add(20);
+        let second = bind_in_range(ip, Some(&range), 0).unwrap();
+        let q = second.local_addr().unwrap().port();
+        assert!(range.contains(&q) && q != p);
+        let full = p..=p;
+        assert!(bind_in_range(ip, Some(&full), 0).is_err());
+    }
+}
