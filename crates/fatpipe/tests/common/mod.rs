@@ -94,7 +94,10 @@ impl FatpipeServer {
     /// Starts a server on an existing root directory.
     pub fn start_in(root: tempfile::TempDir, extra: &[&str]) -> FatpipeServer {
         let mut cmd = Command::new(fatpipe());
-        cmd.args(["serve", "--root"]).arg(root.path()).args(["--listen", "127.0.0.1:0"]).args(extra);
+        cmd.args(["serve", "--root"]).arg(root.path()).args(extra);
+        if !extra.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
         Self::spawn(cmd, root)
     }
 

@@ -357,8 +357,8 @@ impl Session {
                 Reply::new(350, "Ready for RNTO")
             }
             Command::Rnto(arg) => {
-                self.writable()?;
                 let from = self.rename_from.take().ok_or_else(|| Reply::new(503, "RNFR first"))?;
+                self.writable()?;
                 let to = self.path(&arg);
                 std::fs::rename(fs.creatable(&from)?, fs.creatable(&to)?).map_err(FsError::from)?;
                 Reply::new(250, format!("Renamed {from} to {to}"))
