@@ -74,7 +74,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let failed = results.iter().filter(|r| r.error.is_some()).count();
     let rate = bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6;
     for r in results.iter().filter(|r| r.error.is_some()) {
-        eprintln!("fatpipe: failed: {}: {}", r.source, r.error.as_deref().unwrap_or(""));
+        eprintln!(
+            "fatpipe: failed: {}: {}",
+            r.source,
+            r.error.as_deref().unwrap_or("")
+        );
     }
     if a.json {
         let summary = Summary {
@@ -99,7 +103,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             failed
         );
     }
-    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// Progress bar fed from the running pump (hidden when standard error is not a terminal).
@@ -111,7 +119,11 @@ struct Progress {
 
 impl Progress {
     fn new(quiet: bool) -> Self {
-        let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(0) };
+        let bar = if quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(0)
+        };
         let style = ProgressStyle::with_template(
             "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
         )

@@ -32,7 +32,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
     let path = dir.path().join("demo.bin");
     let mut f = std::fs::File::create(&path)?;
-    let block: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let block: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
     for _ in 0..a.size_mib {
         f.write_all(&block)?;
     }
@@ -44,7 +46,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let server = rt.block_on(Server::bind(config))?;
     let addr = server.local_addr()?;
     rt.spawn(server.run());
-    println!("fatpipe demo: {} MiB over loopback (ftp://{addr}/demo.bin -> /dev/null)", a.size_mib);
+    println!(
+        "fatpipe demo: {} MiB over loopback (ftp://{addr}/demo.bin -> /dev/null)",
+        a.size_mib
+    );
     let src = Location::Remote(RemoteUrl {
         host: addr.ip().to_string(),
         port: addr.port(),
@@ -53,7 +58,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         path: "/demo.bin".into(),
     });
     let dst = Location::Local("/dev/null".into());
-    let opts = CopyOptions { recursive: false, resume: false, timeout: Duration::from_secs(60) };
+    let opts = CopyOptions {
+        recursive: false,
+        resume: false,
+        timeout: Duration::from_secs(60),
+    };
     let started = Instant::now();
     let results = copy::copy(&src, &dst, &Credentials::anonymous(), &opts, &Quiet)?;
     let secs = started.elapsed().as_secs_f64();

@@ -33,7 +33,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             EntryKind::Link => 'l',
             EntryKind::Other => '?',
         };
-        let when = if e.modified > 0 { format_timeval(e.modified) } else { "-".repeat(14) };
+        let when = if e.modified > 0 {
+            format_timeval(e.modified)
+        } else {
+            "-".repeat(14)
+        };
         println!("{kind} {:>14} {when} {}", e.size, e.name);
     }
     Ok(ExitCode::SUCCESS)

@@ -39,7 +39,11 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The server logs sessions at info; client commands stay quiet unless asked.
-    let base = if matches!(cli.command, Cmd::Serve(_)) { "info" } else { "warn" };
+    let base = if matches!(cli.command, Cmd::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    };
     let default = match cli.verbose {
         0 => base,
         1 => "debug",

@@ -33,8 +33,16 @@ fn ls_lists_vsftpd_directory() {
     v.give_to_ftp();
     let out = run_ok(&mut fatpipe_cmd(&["ls", &v.url("")]));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.lines().any(|l| l.starts_with('-') && l.contains(" 5 ") && l.ends_with(" file one")), "{text}");
-    assert!(text.lines().any(|l| l.starts_with('d') && l.ends_with(" sub")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('-') && l.contains(" 5 ") && l.ends_with(" file one")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('d') && l.ends_with(" sub")),
+        "{text}"
+    );
 }
 
 #[test]
@@ -62,7 +70,11 @@ fn cp_recursive_both_ways() {
     }
     assert!(back.join("x/empty").is_dir());
 
-    let out = run(&mut fatpipe_cmd(&["cp", &v.url("tree"), dir.path().join("no").to_str().unwrap()]));
+    let out = run(&mut fatpipe_cmd(&[
+        "cp",
+        &v.url("tree"),
+        dir.path().join("no").to_str().unwrap(),
+    ]));
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("use -r"));
 }

@@ -7,7 +7,15 @@ use std::process::Command;
 fn curl() -> Command {
     require("curl");
     let mut c = Command::new("curl");
-    c.args(["--silent", "--show-error", "--fail", "--max-time", "120", "--user", "alice:pw"]);
+    c.args([
+        "--silent",
+        "--show-error",
+        "--fail",
+        "--max-time",
+        "120",
+        "--user",
+        "alice:pw",
+    ]);
     c
 }
 
@@ -47,8 +55,16 @@ fn curl_lists_directories() {
     std::fs::write(s.path("a file.txt"), b"x").unwrap();
     std::fs::create_dir(s.path("sub")).unwrap();
     let long = String::from_utf8(run_ok(curl().arg(s.url(""))).stdout).unwrap();
-    assert!(long.lines().any(|l| l.starts_with('-') && l.ends_with(" a file.txt")), "{long}");
-    assert!(long.lines().any(|l| l.starts_with('d') && l.ends_with(" sub")), "{long}");
+    assert!(
+        long.lines()
+            .any(|l| l.starts_with('-') && l.ends_with(" a file.txt")),
+        "{long}"
+    );
+    assert!(
+        long.lines()
+            .any(|l| l.starts_with('d') && l.ends_with(" sub")),
+        "{long}"
+    );
     let names = String::from_utf8(run_ok(curl().arg("--list-only").arg(s.url(""))).stdout).unwrap();
     let mut names: Vec<&str> = names.lines().collect();
     names.sort();
@@ -64,20 +80,36 @@ fn curl_resumes_download_and_upload() {
     let full = std::fs::read(s.path("big")).unwrap();
     let partial = dir.path().join("big");
     std::fs::write(&partial, &full[..300_000]).unwrap();
-    run_ok(curl().args(["-C", "-", "-o"]).arg(&partial).arg(s.url("big")));
+    run_ok(
+        curl()
+            .args(["-C", "-", "-o"])
+            .arg(&partial)
+            .arg(s.url("big")),
+    );
     assert_same(&s.path("big"), &partial);
 
     // Upload resume: the server holds a prefix, curl appends the rest.
     std::fs::write(s.path("up"), &full[..123_457]).unwrap();
-    run_ok(curl().args(["-C", "-", "-T"]).arg(s.path("big")).arg(s.url("up")));
+    run_ok(
+        curl()
+            .args(["-C", "-", "-T"])
+            .arg(s.path("big"))
+            .arg(s.url("up")),
+    );
     assert_same(&s.path("big"), &s.path("up"));
 }
 
 #[test]
 fn curl_sees_login_failure_and_missing_files() {
     let s = server();
-    let out = run(Command::new("curl").args(["-s", "--user", "alice:wrong"]).arg(s.url("")));
+    let out = run(Command::new("curl")
+        .args(["-s", "--user", "alice:wrong"])
+        .arg(s.url("")));
     assert_eq!(out.status.code(), Some(67), "curl exit 67 = login denied");
     let out = run(curl().arg(s.url("nope")));
-    assert_eq!(out.status.code(), Some(78), "curl exit 78 = remote file not found");
+    assert_eq!(
+        out.status.code(),
+        Some(78),
+        "curl exit 78 = remote file not found"
+    );
 }

@@ -43,13 +43,27 @@ fn ftplib_retr_stor_mlsd_rest() {
         random_file(&s.path(&format!("d{i}")), *size, 70 + i as u64);
     }
     let sizes: Vec<String> = SIZES.iter().map(u64::to_string).collect();
-    let out = run_ok(Command::new("python3").args(["-c", SCRIPT, &s.addr.port().to_string(), &sizes.join(",")]));
+    let out = run_ok(Command::new("python3").args([
+        "-c",
+        SCRIPT,
+        &s.addr.port().to_string(),
+        &sizes.join(","),
+    ]));
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     for (i, _) in SIZES.iter().enumerate() {
-        assert_eq!(lines[i], format!("d{i} {}", sha256(&s.path(&format!("d{i}")))));
-        let expect: Vec<u8> = (0..SIZES[i].min(3_000_000)).map(|j| ((j * 31 + i as u64) % 256) as u8).collect();
-        assert_eq!(std::fs::read(s.path(&format!("s{i}"))).unwrap(), expect, "s{i} stored");
+        assert_eq!(
+            lines[i],
+            format!("d{i} {}", sha256(&s.path(&format!("d{i}"))))
+        );
+        let expect: Vec<u8> = (0..SIZES[i].min(3_000_000))
+            .map(|j| ((j * 31 + i as u64) % 256) as u8)
+            .collect();
+        assert_eq!(
+            std::fs::read(s.path(&format!("s{i}"))).unwrap(),
+            expect,
+            "s{i} stored"
+        );
     }
     let last = std::fs::read(s.path(&format!("d{}", SIZES.len() - 1))).unwrap();
     let tail = tempfile::NamedTempFile::new().unwrap();

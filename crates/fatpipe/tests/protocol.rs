@@ -45,7 +45,11 @@ fn paths_never_leave_the_root() {
         "LIST dir_out",
     ] {
         // Transfer commands need a data channel so that the refusal is about the path.
-        if cmd.starts_with("RETR") || cmd.starts_with("STOR") || cmd.starts_with("APPE") || cmd.starts_with("LIST") {
+        if cmd.starts_with("RETR")
+            || cmd.starts_with("STOR")
+            || cmd.starts_with("APPE")
+            || cmd.starts_with("LIST")
+        {
             assert_eq!(c.cmd("PASV").0, 227);
         }
         assert_eq!(c.cmd(cmd).0, 550, "{cmd}");
@@ -53,8 +57,15 @@ fn paths_never_leave_the_root() {
     // `..` at the top stays at the top, as after chroot.
     assert_eq!(c.cmd("CWD ../../..").0, 250);
     assert_eq!(c.cmd("PWD"), (257, "\"/\" is the current directory".into()));
-    assert_eq!(std::fs::read(outside.path().join("secret")).unwrap(), b"secret");
-    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1, "nothing created outside");
+    assert_eq!(
+        std::fs::read(outside.path().join("secret")).unwrap(),
+        b"secret"
+    );
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        1,
+        "nothing created outside"
+    );
     // The listing does not show links that lead out.
     let mut d = c.data();
     assert_eq!(c.cmd("NLST").0, 150);
@@ -86,7 +97,10 @@ fn port_and_eprt_only_to_the_client_itself() {
 
 #[test]
 fn passive_socket_binds_to_the_control_connections_local_address() {
-    let s = FatpipeServer::start_in(tempfile::tempdir().unwrap(), &["--user", "alice:pw", "--listen", "0.0.0.0:0"]);
+    let s = FatpipeServer::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--user", "alice:pw", "--listen", "0.0.0.0:0"],
+    );
     for ip in ["127.0.0.1", "127.0.0.3"] {
         let addr = format!("{ip}:{}", s.addr.port()).parse().unwrap();
         let mut c = Raw::login(addr, "alice", "pw");
@@ -137,12 +151,23 @@ fn error_codes_and_sequence() {
     assert_eq!(c.cmd("SYST"), (215, "UNIX Type: L8".into()));
     let (code, feat) = c.cmd("FEAT");
     assert_eq!(code, 211);
-    for f in ["EPSV", "EPRT", "MLST", "REST STREAM", "SIZE", "MDTM", "UTF8"] {
+    for f in [
+        "EPSV",
+        "EPRT",
+        "MLST",
+        "REST STREAM",
+        "SIZE",
+        "MDTM",
+        "UTF8",
+    ] {
         assert!(feat.contains(&format!(" {f}")), "FEAT lacks {f}: {feat}");
     }
     let (code, mlst) = c.cmd("MLST f");
     assert_eq!(code, 250);
-    assert!(mlst.contains("type=file;size=4;") && mlst.contains(" /f"), "{mlst}");
+    assert!(
+        mlst.contains("type=file;size=4;") && mlst.contains(" /f"),
+        "{mlst}"
+    );
     assert_eq!(c.cmd("OPTS UTF8 ON").0, 200);
     assert_eq!(c.cmd("OPTS NOPE").0, 501);
     assert_eq!(c.cmd("ALLO 100").0, 202);
@@ -178,7 +203,11 @@ fn line_length_limit() {
     let long = format!("USER {}\r\n", "x".repeat(10_000));
     c.send(long.as_bytes());
     assert_eq!(c.reply().0, 500);
-    assert_eq!(c.cmd("NOOP").0, 200, "session goes on after an over-long line");
+    assert_eq!(
+        c.cmd("NOOP").0,
+        200,
+        "session goes on after an over-long line"
+    );
 }
 
 #[test]
@@ -209,7 +238,11 @@ fn failed_logins_close_the_session() {
     c.cmd("USER alice");
     assert_eq!(c.cmd("PASS wrong").0, 421);
     assert_eq!(c.reply().0, 0, "connection closed");
-    assert_eq!(Raw::connect(s.addr).1, 220, "the server still serves others");
+    assert_eq!(
+        Raw::connect(s.addr).1,
+        220,
+        "the server still serves others"
+    );
 }
 
 #[test]
@@ -264,7 +297,12 @@ fn ipv6_control_and_data() {
     let dir = tempfile::tempdir().unwrap();
     let dst = dir.path().join("f");
     let url = format!("ftp://alice:pw@[::1]:{}/f", s.addr.port());
-    run_ok(&mut fatpipe_cmd(&["cp", "--quiet", &url, dst.to_str().unwrap()]));
+    run_ok(&mut fatpipe_cmd(&[
+        "cp",
+        "--quiet",
+        &url,
+        dst.to_str().unwrap(),
+    ]));
     assert_same(&s.path("f"), &dst);
     let mut c = Raw::login(s.addr, "alice", "pw");
     assert_eq!(c.cmd("PASV").0, 500, "PASV cannot express IPv6");
@@ -280,7 +318,10 @@ fn users_file_from_passwd() {
     cmd.env("FATPIPE_PASSWORD", "hunter2");
     run_ok(&mut cmd);
     let text = std::fs::read_to_string(&users).unwrap();
-    assert!(text.starts_with("bob:$argon2") && !text.contains("hunter2"), "{text}");
+    assert!(
+        text.starts_with("bob:$argon2") && !text.contains("hunter2"),
+        "{text}"
+    );
     let s = FatpipeServer::start(&["--users", users.to_str().unwrap()]);
     let (mut c, _) = Raw::connect(s.addr);
     c.cmd("USER bob");
@@ -296,10 +337,23 @@ fn users_file_from_passwd() {
 
 #[test]
 fn serve_refuses_bad_configuration() {
-    let out = run(&mut fatpipe_cmd(&["serve", "--root", "/nonexistent/dir", "--anonymous", "--listen", "127.0.0.1:0"]));
+    let out = run(&mut fatpipe_cmd(&[
+        "serve",
+        "--root",
+        "/nonexistent/dir",
+        "--anonymous",
+        "--listen",
+        "127.0.0.1:0",
+    ]));
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot serve /nonexistent/dir"));
     let dir = tempfile::tempdir().unwrap();
-    let out = run(&mut fatpipe_cmd(&["serve", "--root", dir.path().to_str().unwrap(), "--listen", "127.0.0.1:0"]));
+    let out = run(&mut fatpipe_cmd(&[
+        "serve",
+        "--root",
+        dir.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no way to log in"));
 }

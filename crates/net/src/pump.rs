@@ -100,18 +100,30 @@ impl Pump {
     }
 
     /// Copies `src` to `dst` until `src` ends.
-    pub fn copy(&self, src: &mut (impl Read + ?Sized), dst: &mut (impl Write + ?Sized)) -> Result<u64, PumpError> {
+    pub fn copy(
+        &self,
+        src: &mut (impl Read + ?Sized),
+        dst: &mut (impl Write + ?Sized),
+    ) -> Result<u64, PumpError> {
         self.copy_with(src, dst, |chunk, out| out.extend_from_slice(chunk), |_| {})
     }
 
     /// Copies local text to the network, LF → CRLF (`TYPE A` download).
-    pub fn copy_to_ascii(&self, src: &mut (impl Read + ?Sized), dst: &mut (impl Write + ?Sized)) -> Result<u64, PumpError> {
+    pub fn copy_to_ascii(
+        &self,
+        src: &mut (impl Read + ?Sized),
+        dst: &mut (impl Write + ?Sized),
+    ) -> Result<u64, PumpError> {
         let mut conv = ascii::ToNetwork::default();
         self.copy_with(src, dst, |chunk, out| conv.convert(chunk, out), |_| {})
     }
 
     /// Copies network text to local storage, CRLF → LF (`TYPE A` upload).
-    pub fn copy_from_ascii(&self, src: &mut (impl Read + ?Sized), dst: &mut (impl Write + ?Sized)) -> Result<u64, PumpError> {
+    pub fn copy_from_ascii(
+        &self,
+        src: &mut (impl Read + ?Sized),
+        dst: &mut (impl Write + ?Sized),
+    ) -> Result<u64, PumpError> {
         let conv = std::cell::RefCell::new(ascii::FromNetwork::default());
         self.copy_with(
             src,

@@ -7,7 +7,11 @@ use std::time::Duration;
 
 /// Binds a listening socket on `ip` at a free port of `ports` (any port when `None`), starting the
 /// search at `hint` so that concurrent sessions spread over the range.
-pub fn bind_in_range(ip: IpAddr, ports: Option<&RangeInclusive<u16>>, hint: u64) -> io::Result<TcpListener> {
+pub fn bind_in_range(
+    ip: IpAddr,
+    ports: Option<&RangeInclusive<u16>>,
+    hint: u64,
+) -> io::Result<TcpListener> {
     let Some(range) = ports else {
         return TcpListener::bind(SocketAddr::new(ip, 0));
     };
@@ -16,7 +20,9 @@ pub fn bind_in_range(ip: IpAddr, ports: Option<&RangeInclusive<u16>>, hint: u64)
     let mut last = io::Error::new(io::ErrorKind::AddrInUse, "passive port range is empty");
     for i in 0..span.min(65536) {
         let port = lo + (hint + i) % span;
-        let Ok(port) = u16::try_from(port) else { continue };
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
         match TcpListener::bind(SocketAddr::new(ip, port)) {
             Ok(l) => return Ok(l),
             Err(e) => last = e,

@@ -13,13 +13,20 @@ pub fn parse_host_port(text: &str) -> Option<SocketAddrV4> {
         return None;
     }
     let ip = Ipv4Addr::new(nums[0], nums[1], nums[2], nums[3]);
-    Some(SocketAddrV4::new(ip, u16::from(nums[4]) << 8 | u16::from(nums[5])))
+    Some(SocketAddrV4::new(
+        ip,
+        u16::from(nums[4]) << 8 | u16::from(nums[5]),
+    ))
 }
 
 /// Formats an address in the `h1,h2,h3,h4,p1,p2` form.
 pub fn format_host_port(addr: SocketAddrV4) -> String {
     let [a, b, c, d] = addr.ip().octets();
-    format!("{a},{b},{c},{d},{},{}", addr.port() >> 8, addr.port() & 0xff)
+    format!(
+        "{a},{b},{c},{d},{},{}",
+        addr.port() >> 8,
+        addr.port() & 0xff
+    )
 }
 
 /// Parses an `EPRT` argument: `<d><proto><d><address><d><port><d>` with protocol 1 (IPv4) or 2 (IPv6).
@@ -41,6 +48,14 @@ pub fn parse_eprt(text: &str) -> Option<SocketAddr> {
         _ => return None,
     };
     Some(SocketAddr::new(ip, port))
+}
+
+/// The protocol field of an `EPRT` argument with a valid delimiter, even if the rest is invalid
+/// (so that an unknown protocol can be answered 522 rather than 501).
+pub fn eprt_protocol(text: &str) -> Option<&str> {
+    let text = text.trim();
+    let delim = text.chars().next().filter(|c| c.is_ascii_graphic())?;
+    text[1..].split(delim).next().filter(|p| !p.is_empty())
 }
 
 /// Formats an `EPRT` argument with `|` as delimiter.
@@ -93,8 +108,14 @@ mod tests {
             parse_pasv_reply("Entering Passive Mode (10,0,0,2,200,10)."),
             Some("10.0.0.2:51210".parse().unwrap())
         );
-        assert_eq!(parse_epsv_reply("Entering Extended Passive Mode (|||6446|)"), Some(6446));
-        assert_eq!(parse_epsv_reply("Entering Extended Passive Mode (|||0|)"), None);
+        assert_eq!(
+            parse_epsv_reply("Entering Extended Passive Mode (|||6446|)"),
+            Some(6446)
+        );
+        assert_eq!(
+            parse_epsv_reply("Entering Extended Passive Mode (|||0|)"),
+            None
+        );
     }
 
     proptest! {

@@ -101,10 +101,7 @@ impl CommandError {
 
 /// Keeps a client-provided token safe to echo back in a reply (no control characters, bounded length).
 fn printable(s: &str) -> String {
-    s.chars()
-        .filter(|c| !c.is_control())
-        .take(32)
-        .collect()
+    s.chars().filter(|c| !c.is_control()).take(32).collect()
 }
 
 impl Command {
@@ -191,10 +188,12 @@ impl Command {
                 let a = need(arg)?;
                 match addr::parse_eprt(&a) {
                     Some(sa) => Ok(Command::Eprt(sa)),
-                    None if a.len() > 2 && !matches!(&a[1..2], "1" | "2") => Err(CommandError {
-                        code: 522,
-                        message: "Network protocol not supported, use (1,2)".into(),
-                    }),
+                    None if addr::eprt_protocol(&a).is_some_and(|p| p != "1" && p != "2") => {
+                        Err(CommandError {
+                            code: 522,
+                            message: "Network protocol not supported, use (1,2)".into(),
+                        })
+                    }
                     None => Err(CommandError::syntax("EPRT needs |proto|address|port|")),
                 }
             }
@@ -299,7 +298,9 @@ mod tests {
     use proptest::prelude::*;
 
     fn code(line: &str) -> u16 {
-        Command::parse(line.as_bytes()).map(|_| 0).unwrap_or_else(|e| e.code)
+        Command::parse(line.as_bytes())
+            .map(|_| 0)
+            .unwrap_or_else(|e| e.code)
     }
 
     #[test]
@@ -308,9 +309,18 @@ mod tests {
             Command::parse(b"retr my file.txt").unwrap(),
             Command::Retr("my file.txt".into())
         );
-        assert_eq!(Command::parse(b"type i").unwrap(), Command::Type(TransferType::Image));
-        assert_eq!(Command::parse(b"TYPE L 8").unwrap(), Command::Type(TransferType::Image));
-        assert_eq!(Command::parse(b"TYPE A N").unwrap(), Command::Type(TransferType::Ascii));
+        assert_eq!(
+            Command::parse(b"type i").unwrap(),
+            Command::Type(TransferType::Image)
+        );
+        assert_eq!(
+            Command::parse(b"TYPE L 8").unwrap(),
+            Command::Type(TransferType::Image)
+        );
+        assert_eq!(
+            Command::parse(b"TYPE A N").unwrap(),
+            Command::Type(TransferType::Ascii)
+        );
     }
 
     #[test]
@@ -329,6 +339,9 @@ mod tests {
         assert_eq!(code("EPSV 3"), 522);
         assert_eq!(code("EPRT |3|x|1|"), 522);
         assert_eq!(code("DELE a\0b"), 501);
+        // Multi-byte characters where a delimiter or protocol digit is expected.
+        assert_eq!(code("EPRT é1|x|"), 501);
+        assert_eq!(code("EPRT |é|::1|5|"), 522);
     }
 
     #[test]
@@ -338,7 +351,10 @@ mod tests {
             Command::parse(b"LIST -a -l sub dir").unwrap(),
             Command::List(Some("sub dir".into()))
         );
-        assert_eq!(Command::parse(b"NLST x").unwrap(), Command::Nlst(Some("x".into())));
+        assert_eq!(
+            Command::parse(b"NLST x").unwrap(),
+            Command::Nlst(Some("x".into()))
+        );
     }
 
     fn path() -> impl Strategy<Value = String> {

@@ -90,7 +90,10 @@ mod tests {
     #[test]
     fn splits_lines_and_strips_crlf() {
         let mut f = LineFramer::new(100);
-        assert_eq!(f.push(b"USER a\r\nPA"), vec![Frame::Line(b"USER a".to_vec())]);
+        assert_eq!(
+            f.push(b"USER a\r\nPA"),
+            vec![Frame::Line(b"USER a".to_vec())]
+        );
         assert_eq!(f.push(b"SS b\n"), vec![Frame::Line(b"PASS b".to_vec())]);
     }
 
@@ -99,7 +102,10 @@ mod tests {
         let mut f = LineFramer::new(100);
         let input = [&[IAC, 244, IAC, 242][..], b"ABOR\r\n"].concat();
         assert_eq!(f.push(&input), vec![Frame::Line(b"ABOR".to_vec())]);
-        assert_eq!(f.push(&[b'a', IAC, IAC, b'\n']), vec![Frame::Line(vec![b'a', IAC])]);
+        assert_eq!(
+            f.push(&[b'a', IAC, IAC, b'\n']),
+            vec![Frame::Line(vec![b'a', IAC])]
+        );
     }
 
     #[test]

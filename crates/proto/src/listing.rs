@@ -29,8 +29,10 @@ pub struct Entry {
 /// `YYYYMMDDHHMMSS` in UTC, the time form of `MDTM` and the `modify` fact.
 pub fn format_timeval(secs: i64) -> String {
     let t = OffsetDateTime::from_unix_timestamp(secs).unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    t.format(format_description!("[year][month][day][hour][minute][second]"))
-        .unwrap_or_else(|_| "19700101000000".into())
+    t.format(format_description!(
+        "[year][month][day][hour][minute][second]"
+    ))
+    .unwrap_or_else(|_| "19700101000000".into())
 }
 
 fn parse_timeval(s: &str) -> Option<i64> {
@@ -120,9 +122,13 @@ pub fn format_list_line(e: &Entry, now: i64) -> String {
     let t = OffsetDateTime::from_unix_timestamp(e.modified).unwrap_or(OffsetDateTime::UNIX_EPOCH);
     let recent = (now - e.modified).abs() < 180 * 86400;
     let when = if recent {
-        t.format(format_description!("[month repr:short] [day padding:space] [hour]:[minute]"))
+        t.format(format_description!(
+            "[month repr:short] [day padding:space] [hour]:[minute]"
+        ))
     } else {
-        t.format(format_description!("[month repr:short] [day padding:space]  [year]"))
+        t.format(format_description!(
+            "[month repr:short] [day padding:space]  [year]"
+        ))
     }
     .unwrap_or_default();
     format!("{mode} 1 ftp ftp {:>12} {when} {}", e.size, e.name)
@@ -185,11 +191,17 @@ mod tests {
 
     #[test]
     fn vsftpd_list_lines_parse() {
-        let e = parse_list_line("-rw-r--r--    1 0        0            1025 Nov 22 11:20 a file").unwrap();
-        assert_eq!((e.name.as_str(), e.kind, e.size), ("a file", EntryKind::File, 1025));
-        let d = parse_list_line("drwxr-xr-x    2 0        0            4096 Jan 01  2020 sub").unwrap();
+        let e = parse_list_line("-rw-r--r--    1 0        0            1025 Nov 22 11:20 a file")
+            .unwrap();
+        assert_eq!(
+            (e.name.as_str(), e.kind, e.size),
+            ("a file", EntryKind::File, 1025)
+        );
+        let d =
+            parse_list_line("drwxr-xr-x    2 0        0            4096 Jan 01  2020 sub").unwrap();
         assert_eq!(d.kind, EntryKind::Dir);
-        let l = parse_list_line("lrwxrwxrwx    1 0        0               4 Nov 22 11:20 ln -> a").unwrap();
+        let l = parse_list_line("lrwxrwxrwx    1 0        0               4 Nov 22 11:20 ln -> a")
+            .unwrap();
         assert_eq!(l.name, "ln");
         assert_eq!(parse_list_line("total 12"), None);
     }

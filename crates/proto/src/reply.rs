@@ -21,7 +21,12 @@ impl Reply {
     }
 
     /// A multi-line reply: `first`, the `body` lines as given, and `last`.
-    pub fn multi(code: u16, first: impl Into<String>, body: Vec<String>, last: impl Into<String>) -> Self {
+    pub fn multi(
+        code: u16,
+        first: impl Into<String>,
+        body: Vec<String>,
+        last: impl Into<String>,
+    ) -> Self {
         let mut lines = vec![first.into()];
         lines.extend(body);
         lines.push(last.into());
@@ -75,7 +80,9 @@ impl Reply {
 
 fn looks_like_final(line: &str) -> bool {
     let b = line.as_bytes();
-    b.len() >= 3 && b[..3].iter().all(u8::is_ascii_digit) && b.get(3).is_none_or(|c| *c == b' ' || *c == b'-')
+    b.len() >= 3
+        && b[..3].iter().all(u8::is_ascii_digit)
+        && b.get(3).is_none_or(|c| *c == b' ' || *c == b'-')
 }
 
 impl fmt::Display for Reply {
@@ -168,7 +175,12 @@ mod tests {
 
     #[test]
     fn multiline_wire_form() {
-        let r = Reply::multi(211, "Features:", vec![" SIZE".into(), "200 trap".into()], "End");
+        let r = Reply::multi(
+            211,
+            "Features:",
+            vec![" SIZE".into(), "200 trap".into()],
+            "End",
+        );
         assert_eq!(
             String::from_utf8(r.encode()).unwrap(),
             "211-Features:\r\n SIZE\r\n 200 trap\r\n211 End\r\n"
@@ -184,7 +196,10 @@ mod tests {
     #[test]
     fn path_quoting() {
         assert_eq!(quote_path("/a \"b\""), "\"/a \"\"b\"\"\"");
-        assert_eq!(unquote_path("\"/a \"\"b\"\"\" is current"), Some("/a \"b\"".into()));
+        assert_eq!(
+            unquote_path("\"/a \"\"b\"\"\" is current"),
+            Some("/a \"b\"".into())
+        );
         assert_eq!(unquote_path("no quotes"), None);
     }
 

@@ -80,7 +80,10 @@ mod tests {
     #[test]
     fn dotdot_stays_inside() {
         let cwd = VPath::root().join("a/b");
-        assert_eq!(cwd.join("../../../../etc/passwd").to_string(), "/etc/passwd");
+        assert_eq!(
+            cwd.join("../../../../etc/passwd").to_string(),
+            "/etc/passwd"
+        );
         assert_eq!(cwd.join("/x/./y//z").to_string(), "/x/y/z");
         assert_eq!(cwd.join("..").to_string(), "/a");
         assert_eq!(VPath::root().parent(), VPath::root());

@@ -22,7 +22,10 @@ pub fn require(program: &str) {
     let found = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
         .unwrap_or(false);
-    assert!(found, "{program} is not installed: run scripts/test.sh, which installs the test dependencies");
+    assert!(
+        found,
+        "{program} is not installed: run scripts/test.sh, which installs the test dependencies"
+    );
 }
 
 /// Writes `size` pseudo-random bytes (seeded, so runs are reproducible) to `path`.
@@ -47,7 +50,8 @@ pub fn random_file(path: &Path, size: u64, seed: u64) {
 
 /// SHA-256 of a file, hex.
 pub fn sha256(path: &Path) -> String {
-    let mut f = std::fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let mut f =
+        std::fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -62,7 +66,13 @@ pub fn sha256(path: &Path) -> String {
 
 /// Asserts two files have identical contents (by SHA-256).
 pub fn assert_same(a: &Path, b: &Path) {
-    assert_eq!(sha256(a), sha256(b), "{} and {} differ", a.display(), b.display());
+    assert_eq!(
+        sha256(a),
+        sha256(b),
+        "{} and {} differ",
+        a.display(),
+        b.display()
+    );
 }
 
 /// A child process killed (by PID) when dropped.
@@ -103,7 +113,11 @@ impl FatpipeServer {
 
     /// Starts a server from a prepared command whose stdout announces the address.
     pub fn spawn(mut cmd: Command, root: tempfile::TempDir) -> FatpipeServer {
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start fatpipe serve");
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start fatpipe serve");
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).unwrap();
@@ -113,7 +127,11 @@ impl FatpipeServer {
             .and_then(|r| r.split(',').next())
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("server did not announce its address: {line:?}"));
-        FatpipeServer { addr, root, proc: Proc { child } }
+        FatpipeServer {
+            addr,
+            root,
+            proc: Proc { child },
+        }
     }
 
     /// `ftp://127.0.0.1:PORT/path` (path without leading slash).
@@ -146,8 +164,15 @@ impl Vsftpd {
         let pubdir = root.path().join("pub");
         std::fs::create_dir(&pubdir).unwrap();
         // The anonymous user (ftp) writes in pub/; the root itself stays root's, as vsftpd demands.
-        let status = Command::new("chown").arg("ftp:ftp").arg(&pubdir).status().unwrap();
-        assert!(status.success(), "chown ftp pub/ (tests run as root, as CI does)");
+        let status = Command::new("chown")
+            .arg("ftp:ftp")
+            .arg(&pubdir)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "chown ftp pub/ (tests run as root, as CI does)"
+        );
         let port = free_port();
         let conf = root.path().join("vsftpd.conf");
         std::fs::write(
@@ -164,8 +189,17 @@ impl Vsftpd {
         )
         .unwrap();
         std::fs::create_dir_all("/var/run/vsftpd/empty").unwrap();
-        let child = Command::new("vsftpd").arg(&conf).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-        let v = Vsftpd { port, root, proc: Proc { child } };
+        let child = Command::new("vsftpd")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let v = Vsftpd {
+            port,
+            root,
+            proc: Proc { child },
+        };
         wait_for_port(port);
         v
     }
@@ -181,14 +215,23 @@ impl Vsftpd {
 
     /// Makes files created by the test readable and writable by vsftpd's anonymous user.
     pub fn give_to_ftp(&self) {
-        let status = Command::new("chown").arg("-R").arg("ftp:ftp").arg(self.root.path().join("pub")).status().unwrap();
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg("ftp:ftp")
+            .arg(self.root.path().join("pub"))
+            .status()
+            .unwrap();
         assert!(status.success());
     }
 }
 
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Waits (bounded) until something listens on the port.
@@ -218,7 +261,12 @@ pub fn run_ok(cmd: &mut Command) -> std::process::Output {
 
 /// Runs a command with a time limit of 5 minutes, returning its output whatever the status.
 pub fn run(cmd: &mut Command) -> std::process::Output {
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     let mut stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
     let out_t = std::thread::spawn(move || {
@@ -242,7 +290,11 @@ pub fn run(cmd: &mut Command) -> std::process::Output {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    std::process::Output { status, stdout: out_t.join().unwrap(), stderr: err_t.join().unwrap() }
+    std::process::Output {
+        status,
+        stdout: out_t.join().unwrap(),
+        stderr: err_t.join().unwrap(),
+    }
 }
 
 /// `fatpipe` with arguments, as a command.
@@ -263,7 +315,10 @@ impl Raw {
     pub fn connect(addr: SocketAddr) -> (Raw, u16) {
         let s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut r = Raw { reader: BufReader::new(s.try_clone().unwrap()), writer: s };
+        let mut r = Raw {
+            reader: BufReader::new(s.try_clone().unwrap()),
+            writer: s,
+        };
         let code = r.reply().0;
         (r, code)
     }
@@ -297,7 +352,10 @@ impl Raw {
                 Ok(0) | Err(_) => return (0, String::new()),
                 Ok(_) => {}
             }
-            if let Some(r) = parser.push_line(line.trim_end_matches(['\r', '\n'])).unwrap() {
+            if let Some(r) = parser
+                .push_line(line.trim_end_matches(['\r', '\n']))
+                .unwrap()
+            {
                 return (r.code, r.lines.join("\n"));
             }
         }

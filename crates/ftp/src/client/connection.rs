@@ -46,7 +46,12 @@ const MAX_REPLY_LINE: usize = 64 * 1024;
 
 impl Connection {
     /// Connects, reads the greeting, logs in and reads the server's features.
-    pub fn open(host: &str, port: u16, creds: &Credentials, timeout: Duration) -> anyhow::Result<Connection> {
+    pub fn open(
+        host: &str,
+        port: u16,
+        creds: &Credentials,
+        timeout: Duration,
+    ) -> anyhow::Result<Connection> {
         let addrs: Vec<SocketAddr> = (host, port)
             .to_socket_addrs()
             .with_context(|| format!("cannot resolve {host}"))?
@@ -61,7 +66,11 @@ impl Connection {
         Err(last)
     }
 
-    fn start(stream: TcpStream, creds: &Credentials, timeout: Duration) -> anyhow::Result<Connection> {
+    fn start(
+        stream: TcpStream,
+        creds: &Credentials,
+        timeout: Duration,
+    ) -> anyhow::Result<Connection> {
         stream.set_read_timeout(Some(timeout))?;
         let peer = stream.peer_addr()?;
         let mut c = Connection {
@@ -99,7 +108,9 @@ impl Connection {
 
     /// Whether `FEAT` listed a feature whose first word is `name`.
     pub fn has_feature(&self, name: &str) -> bool {
-        self.features.iter().any(|f| f.split(' ').next() == Some(name))
+        self.features
+            .iter()
+            .any(|f| f.split(' ').next() == Some(name))
     }
 
     fn read_reply(&mut self) -> anyhow::Result<Reply> {
@@ -127,7 +138,14 @@ impl Connection {
             .write_all(format!("{cmd}\r\n").as_bytes())
             .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))?;
         let r = self.read_reply()?;
-        tracing::debug!("{} -> {r}", if cmd.is_secret() { "PASS ****".to_string() } else { cmd.to_string() });
+        tracing::debug!(
+            "{} -> {r}",
+            if cmd.is_secret() {
+                "PASS ****".to_string()
+            } else {
+                cmd.to_string()
+            }
+        );
         Ok(r)
     }
 
@@ -180,7 +198,11 @@ impl Connection {
     pub fn size(&mut self, path: &str) -> anyhow::Result<Option<u64>> {
         self.set_type(TransferType::Image)?;
         let r = self.command(&Command::Size(path.into()))?;
-        Ok(if r.code == 213 { r.text().trim().parse().ok() } else { None })
+        Ok(if r.code == 213 {
+            r.text().trim().parse().ok()
+        } else {
+            None
+        })
     }
 
     /// Whether `path` is a directory on the server (tested with `CWD`, then back to `/`).
@@ -230,19 +252,33 @@ impl Connection {
     }
 
     /// Downloads `path` from `offset` into `sink`; `pump` counts bytes and can cancel.
-    pub fn retrieve(&mut self, path: &str, offset: u64, sink: &mut dyn Write, pump: &Pump) -> anyhow::Result<u64> {
+    pub fn retrieve(
+        &mut self,
+        path: &str,
+        offset: u64,
+        sink: &mut dyn Write,
+        pump: &Pump,
+    ) -> anyhow::Result<u64> {
         self.set_type(TransferType::Image)?;
         self.transfer(Command::Retr(path.into()), offset, |data| {
             pump.attach(&data)?;
             pump.copy(&mut &data, sink).map_err(|e| match e {
-                fatpipe_net::PumpError::Write(io) => anyhow!("writing the local copy of {path}: {io}"),
+                fatpipe_net::PumpError::Write(io) => {
+                    anyhow!("writing the local copy of {path}: {io}")
+                }
                 e => anyhow!("receiving {path}: {e}"),
             })
         })
     }
 
     /// Uploads `file` from its current position to `path` at `offset` (0 replaces the file).
-    pub fn store(&mut self, path: &str, offset: u64, file: &File, pump: &Pump) -> anyhow::Result<u64> {
+    pub fn store(
+        &mut self,
+        path: &str,
+        offset: u64,
+        file: &File,
+        pump: &Pump,
+    ) -> anyhow::Result<u64> {
         self.set_type(TransferType::Image)?;
         self.transfer(Command::Stor(path.into()), offset, |data| {
             pump.attach(&data)?;
@@ -262,7 +298,11 @@ impl Connection {
     pub fn list(&mut self, path: &str) -> anyhow::Result<Vec<Entry>> {
         self.set_type(TransferType::Ascii)?;
         let machine = self.has_feature("MLST");
-        let cmd = if machine { Command::Mlsd(Some(path.into())) } else { Command::List(Some(path.into())) };
+        let cmd = if machine {
+            Command::Mlsd(Some(path.into()))
+        } else {
+            Command::List(Some(path.into()))
+        };
         let mut raw = Vec::new();
         let pump = Pump::default();
         self.transfer(cmd, 0, |data| Ok(pump.copy(&mut &data, &mut raw)?))?;
@@ -270,7 +310,13 @@ impl Connection {
         Ok(text
             .lines()
             .map(|l| l.trim_end_matches('\r'))
-            .filter_map(|l| if machine { parse_mlsx(l) } else { parse_list_line(l) })
+            .filter_map(|l| {
+                if machine {
+                    parse_mlsx(l)
+                } else {
+                    parse_list_line(l)
+                }
+            })
             .filter(|e| e.name != "." && e.name != "..")
             .collect())
     }

@@ -102,7 +102,13 @@ fn record(
 ) {
     let pump = Arc::new(Pump::default());
     let result = match run(&pump) {
-        Ok((bytes, resumed_from)) => FileResult { source, destination, bytes, resumed_from, error: None },
+        Ok((bytes, resumed_from)) => FileResult {
+            source,
+            destination,
+            bytes,
+            resumed_from,
+            error: None,
+        },
         Err(e) => FileResult {
             source,
             destination,
@@ -136,7 +142,11 @@ fn download(
         });
         return Ok(());
     };
-    let target = if local.is_dir() { local.join(base_name(rpath)) } else { local.to_path_buf() };
+    let target = if local.is_dir() {
+        local.join(base_name(rpath))
+    } else {
+        local.to_path_buf()
+    };
     if is_dir {
         if !opts.recursive {
             bail!("{rpath} is a directory (use -r to copy a tree)");
@@ -172,7 +182,9 @@ fn download_tree(
                 let size = c.size(&rpath)?.or(Some(e.size));
                 download_file(c, &rpath, size, &lpath, opts, obs, results);
             }
-            EntryKind::Link | EntryKind::Other => tracing::info!("skipping {rpath}: not a file or directory"),
+            EntryKind::Link | EntryKind::Other => {
+                tracing::info!("skipping {rpath}: not a file or directory")
+            }
         }
     }
     Ok(())
@@ -187,33 +199,42 @@ fn download_file(
     obs: &dyn Observer,
     results: &mut Vec<FileResult>,
 ) {
-    record(results, obs, rpath.into(), target.display().to_string(), |pump| {
-        let have = if opts.resume {
-            std::fs::metadata(target).ok().filter(|m| m.is_file()).map_or(0, |m| m.len())
-        } else {
-            0
-        };
-        if let Some(total) = size {
-            if have > total {
-                bail!("{} has {have} bytes, more than the remote file's {total}: not a partial copy of it", target.display());
+    record(
+        results,
+        obs,
+        rpath.into(),
+        target.display().to_string(),
+        |pump| {
+            let have = if opts.resume {
+                std::fs::metadata(target)
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .map_or(0, |m| m.len())
+            } else {
+                0
+            };
+            if let Some(total) = size {
+                if have > total {
+                    bail!("{} has {have} bytes, more than the remote file's {total}: not a partial copy of it", target.display());
+                }
+                if have == total && have > 0 {
+                    obs.file_started(rpath, size, have, pump);
+                    return Ok((0, have));
+                }
             }
-            if have == total && have > 0 {
-                obs.file_started(rpath, size, have, pump);
-                return Ok((0, have));
+            let mut file = if have > 0 {
+                OpenOptions::new().append(true).open(target)
+            } else {
+                File::create(target)
             }
-        }
-        let mut file = if have > 0 {
-            OpenOptions::new().append(true).open(target)
-        } else {
-            File::create(target)
-        }
-        .with_context(|| format!("cannot write {}", target.display()))?;
-        obs.file_started(rpath, size, have, pump);
-        let n = c.retrieve(rpath, have, &mut file, pump)?;
-        file.flush()?;
-        check_complete(rpath, have, n, size)?;
-        Ok((n, have))
-    });
+            .with_context(|| format!("cannot write {}", target.display()))?;
+            obs.file_started(rpath, size, have, pump);
+            let n = c.retrieve(rpath, have, &mut file, pump)?;
+            file.flush()?;
+            check_complete(rpath, have, n, size)?;
+            Ok((n, have))
+        },
+    );
 }
 
 /// A download that ended early must never pass for a complete one.
@@ -234,13 +255,18 @@ fn upload(
     obs: &dyn Observer,
     results: &mut Vec<FileResult>,
 ) -> anyhow::Result<()> {
-    let meta = std::fs::metadata(local).with_context(|| format!("cannot read {}", local.display()))?;
+    let meta =
+        std::fs::metadata(local).with_context(|| format!("cannot read {}", local.display()))?;
     let name = local
         .file_name()
         .and_then(|n| n.to_str())
         .with_context(|| format!("{} has no usable file name", local.display()))?;
     let into_dir = rpath.ends_with('/') || c.is_dir(rpath)?;
-    let target = if into_dir { remote_join(rpath, name) } else { rpath.to_string() };
+    let target = if into_dir {
+        remote_join(rpath, name)
+    } else {
+        rpath.to_string()
+    };
     if meta.is_dir() {
         if !opts.recursive {
             bail!("{} is a directory (use -r to copy a tree)", local.display());
@@ -292,24 +318,35 @@ fn upload_file(
     obs: &dyn Observer,
     results: &mut Vec<FileResult>,
 ) {
-    record(results, obs, local.display().to_string(), rpath.into(), |pump| {
-        let mut file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
-        let len = file.metadata()?.len();
-        let have = if opts.resume { c.size(rpath)?.unwrap_or(0) } else { 0 };
-        if have > len {
-            bail!("remote {rpath} has {have} bytes, more than {}'s {len}: not a partial copy of it", local.display());
-        }
-        obs.file_started(rpath, Some(len), have, pump);
-        if have == len && have > 0 {
-            return Ok((0, have));
-        }
-        file.seek(SeekFrom::Start(have))?;
-        let n = c.store(rpath, have, &file, pump)?;
-        if let Some(remote) = c.size(rpath)? {
-            if remote != len {
-                bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
+    record(
+        results,
+        obs,
+        local.display().to_string(),
+        rpath.into(),
+        |pump| {
+            let mut file =
+                File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
+            let len = file.metadata()?.len();
+            let have = if opts.resume {
+                c.size(rpath)?.unwrap_or(0)
+            } else {
+                0
+            };
+            if have > len {
+                bail!("remote {rpath} has {have} bytes, more than {}'s {len}: not a partial copy of it", local.display());
             }
-        }
-        Ok((n, have))
-    });
+            obs.file_started(rpath, Some(len), have, pump);
+            if have == len && have > 0 {
+                return Ok((0, have));
+            }
+            file.seek(SeekFrom::Start(have))?;
+            let n = c.store(rpath, have, &file, pump)?;
+            if let Some(remote) = c.size(rpath)? {
+                if remote != len {
+                    bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
+                }
+            }
+            Ok((n, have))
+        },
+    );
 }

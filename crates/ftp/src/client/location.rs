@@ -79,7 +79,9 @@ mod tests {
 
     #[test]
     fn urls_and_paths() {
-        let Location::Remote(r) = Location::parse("ftp://al%40x:p%3Aw@[::1]:2811/dir/a%20b").unwrap() else {
+        let Location::Remote(r) =
+            Location::parse("ftp://al%40x:p%3Aw@[::1]:2811/dir/a%20b").unwrap()
+        else {
             panic!("not remote")
         };
         assert_eq!(r.host, "::1");
@@ -87,11 +89,17 @@ mod tests {
         assert_eq!(r.user.as_deref(), Some("al@x"));
         assert_eq!(r.password.as_deref(), Some("p:w"));
         assert_eq!(r.path, "/dir/a b");
-        let Location::Remote(r) = Location::parse("ftp://host").unwrap() else { panic!() };
+        let Location::Remote(r) = Location::parse("ftp://host").unwrap() else {
+            panic!()
+        };
         assert_eq!((r.port, r.path.as_str(), r.user), (21, "/", None));
         assert_eq!(Location::parse("-").unwrap(), Location::Stdout);
-        assert_eq!(Location::parse("a/b").unwrap(), Location::Local("a/b".into()));
+        assert_eq!(
+            Location::parse("a/b").unwrap(),
+            Location::Local("a/b".into())
+        );
         assert!(Location::parse("http://x/y").is_err());
-        assert!(Location::parse("ftp:///nohost").is_err());
+        assert!(Location::parse("ftp://").is_err());
+        assert!(Location::parse("ftp://user@/x").is_err());
     }
 }

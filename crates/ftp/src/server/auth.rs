@@ -1,7 +1,9 @@
 //! Who may log in: named users with argon2 password hashes, and the anonymous policy.
 
 use anyhow::{bail, Context};
-use argon2::password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{
+    rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString,
+};
 use argon2::Argon2;
 use std::collections::HashMap;
 use std::path::Path;
@@ -69,7 +71,8 @@ impl Users {
             .split_once(':')
             .context("a user is given as NAME:PASSWORD")?;
         check_name(name)?;
-        self.hashes.insert(name.to_string(), hash_password(password)?);
+        self.hashes
+            .insert(name.to_string(), hash_password(password)?);
         Ok(())
     }
 
@@ -87,7 +90,11 @@ impl Users {
                 .with_context(|| format!("{}:{}: expected NAME:HASH", path.display(), i + 1))?;
             check_name(name).with_context(|| format!("{}:{}", path.display(), i + 1))?;
             PasswordHash::new(hash).map_err(|e| {
-                anyhow::anyhow!("{}:{}: not a password hash ({e}); write entries with `fatpipe passwd`", path.display(), i + 1)
+                anyhow::anyhow!(
+                    "{}:{}: not a password hash ({e}); write entries with `fatpipe passwd`",
+                    path.display(),
+                    i + 1
+                )
             })?;
             self.hashes.insert(name.to_string(), hash.to_string());
         }
@@ -130,23 +137,39 @@ mod tests {
     fn plain_and_file_users_verify() {
         let mut u = Users::default();
         u.add_plain("alice:s3cret:with:colons").unwrap();
-        assert!(u.check("alice", "s3cret:with:colons", Anonymous::Off).is_some());
+        assert!(u
+            .check("alice", "s3cret:with:colons", Anonymous::Off)
+            .is_some());
         assert!(u.check("alice", "wrong", Anonymous::Off).is_none());
         assert!(u.check("bob", "s3cret", Anonymous::Off).is_none());
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("users");
-        std::fs::write(&path, format!("# comment\n\n{}\n", users_file_line("bob", "pw").unwrap())).unwrap();
+        std::fs::write(
+            &path,
+            format!("# comment\n\n{}\n", users_file_line("bob", "pw").unwrap()),
+        )
+        .unwrap();
         u.load_file(&path).unwrap();
-        assert_eq!(u.check("bob", "pw", Anonymous::Off).map(|l| l.writable), Some(true));
+        assert_eq!(
+            u.check("bob", "pw", Anonymous::Off).map(|l| l.writable),
+            Some(true)
+        );
     }
 
     #[test]
     fn anonymous_follows_policy() {
         let u = Users::default();
         assert!(u.check("anonymous", "x", Anonymous::Off).is_none());
-        assert_eq!(u.check("ftp", "", Anonymous::ReadOnly).map(|l| l.writable), Some(false));
-        assert_eq!(u.check("Anonymous", "", Anonymous::ReadWrite).map(|l| l.writable), Some(true));
+        assert_eq!(
+            u.check("ftp", "", Anonymous::ReadOnly).map(|l| l.writable),
+            Some(false)
+        );
+        assert_eq!(
+            u.check("Anonymous", "", Anonymous::ReadWrite)
+                .map(|l| l.writable),
+            Some(true)
+        );
     }
 
     #[test]

@@ -20,7 +20,12 @@ pub enum DataSpec {
 impl DataSpec {
     /// Makes the connection. Passive connections are accepted only from `peer_ip` (the control
     /// connection's peer), so nobody else can steal a transfer.
-    pub async fn connect(self, peer_ip: IpAddr, local_ip: IpAddr, timeout: Duration) -> std::io::Result<std::net::TcpStream> {
+    pub async fn connect(
+        self,
+        peer_ip: IpAddr,
+        local_ip: IpAddr,
+        timeout: Duration,
+    ) -> std::io::Result<std::net::TcpStream> {
         let stream = tokio::time::timeout(timeout, async move {
             match self {
                 DataSpec::None => Err(std::io::Error::other("no data connection was set up")),
@@ -32,14 +37,23 @@ impl DataSpec {
                     tracing::warn!(%from, "refused data connection from a foreign address");
                 },
                 DataSpec::Active(addr) => {
-                    let sock = if local_ip.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+                    let sock = if local_ip.is_ipv4() {
+                        tokio::net::TcpSocket::new_v4()?
+                    } else {
+                        tokio::net::TcpSocket::new_v6()?
+                    };
                     sock.bind(SocketAddr::new(local_ip, 0))?;
                     sock.connect(addr).await
                 }
             }
         })
         .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out waiting for the data connection"))??;
+        .map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "timed out waiting for the data connection",
+            )
+        })??;
         stream.set_nodelay(true)?;
         let std = stream.into_std()?;
         std.set_nonblocking(false)?;

@@ -86,7 +86,9 @@ impl Server {
         let sandbox = Sandbox::new(&config.root)
             .with_context(|| format!("cannot serve {}", config.root.display()))?;
         if config.users.is_empty() && config.anonymous == Anonymous::Off {
-            anyhow::bail!("no way to log in: give --user, --users, --anonymous or --anonymous-write");
+            anyhow::bail!(
+                "no way to log in: give --user, --users, --anonymous or --anonymous-write"
+            );
         }
         let listener = TcpListener::bind(config.listen)
             .await
@@ -126,7 +128,9 @@ impl Server {
                 if active >= shared.config.max_sessions {
                     tracing::info!(%peer, "refused: {active} sessions already");
                     let mut stream = stream;
-                    let _ = stream.write_all(b"421 Too many sessions, try again later\r\n").await;
+                    let _ = stream
+                        .write_all(b"421 Too many sessions, try again later\r\n")
+                        .await;
                     return;
                 }
                 let id = shared.next_session.fetch_add(1, Ordering::Relaxed);

@@ -39,7 +39,10 @@ impl Sandbox {
     pub fn new(root: &Path) -> io::Result<Self> {
         let root = root.canonicalize()?;
         if !root.is_dir() {
-            return Err(io::Error::new(ErrorKind::InvalidInput, format!("{} is not a directory", root.display())));
+            return Err(io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("{} is not a directory", root.display()),
+            ));
         }
         Ok(Sandbox { root })
     }
@@ -61,7 +64,9 @@ impl Sandbox {
             Ok(p) if self.inside(&p) => Ok(p),
             Ok(_) => Err(FsError::Outside),
             // A dangling link: the name exists but leads nowhere we can serve.
-            Err(e) if e.kind() == ErrorKind::NotFound && local.symlink_metadata().is_ok() => Err(FsError::Outside),
+            Err(e) if e.kind() == ErrorKind::NotFound && local.symlink_metadata().is_ok() => {
+                Err(FsError::Outside)
+            }
             Err(e) if e.kind() == ErrorKind::NotFound => Err(FsError::NotFound),
             Err(e) => Err(e.into()),
         }
@@ -70,7 +75,9 @@ impl Sandbox {
     /// The local path at which `v` may be created or replaced: its parent is inside the tree, and
     /// if the name exists as a link, the link leads inside too.
     pub fn creatable(&self, v: &VPath) -> Result<PathBuf, FsError> {
-        let name = v.file_name().ok_or(FsError::WrongKind("Cannot replace the root directory"))?;
+        let name = v
+            .file_name()
+            .ok_or(FsError::WrongKind("Cannot replace the root directory"))?;
         let parent = self.existing(&v.parent())?;
         if !parent.is_dir() {
             return Err(FsError::NotFound);
@@ -119,7 +126,9 @@ impl Sandbox {
         if !append && offset > 0 {
             let len = f.metadata()?.len();
             if offset > len {
-                return Err(FsError::WrongKind("Restart offset is beyond the end of the file"));
+                return Err(FsError::WrongKind(
+                    "Restart offset is beyond the end of the file",
+                ));
             }
             f.set_len(offset)?;
             use std::io::Seek;
@@ -194,12 +203,27 @@ mod tests {
     #[test]
     fn links_out_of_the_tree_are_refused() {
         let (outside, _root, sb) = setup();
-        assert!(matches!(sb.open_read(&v("out_link")), Err(FsError::Outside)));
-        assert!(matches!(sb.open_read(&v("out_dir/secret")), Err(FsError::Outside)));
-        assert!(matches!(sb.open_write(&v("out_link"), false, 0), Err(FsError::Outside)));
-        assert!(matches!(sb.open_write(&v("out_dir/new"), false, 0), Err(FsError::Outside)));
+        assert!(matches!(
+            sb.open_read(&v("out_link")),
+            Err(FsError::Outside)
+        ));
+        assert!(matches!(
+            sb.open_read(&v("out_dir/secret")),
+            Err(FsError::Outside)
+        ));
+        assert!(matches!(
+            sb.open_write(&v("out_link"), false, 0),
+            Err(FsError::Outside)
+        ));
+        assert!(matches!(
+            sb.open_write(&v("out_dir/new"), false, 0),
+            Err(FsError::Outside)
+        ));
         // A dangling link must not let a write create the file it points at.
-        assert!(matches!(sb.open_write(&v("dangling"), false, 0), Err(FsError::Outside)));
+        assert!(matches!(
+            sb.open_write(&v("dangling"), false, 0),
+            Err(FsError::Outside)
+        ));
         assert!(!outside.path().join("missing").exists());
         assert!(!outside.path().join("new").exists());
         assert_eq!(std::fs::read(outside.path().join("secret")).unwrap(), b"x");
@@ -209,7 +233,12 @@ mod tests {
     fn links_inside_the_tree_work_and_listing_hides_the_rest() {
         let (_o, _root, sb) = setup();
         assert!(sb.open_read(&v("in_link")).is_ok());
-        let names: Vec<String> = sb.list_dir(&VPath::root()).unwrap().into_iter().map(|e| e.name).collect();
+        let names: Vec<String> = sb
+            .list_dir(&VPath::root())
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
         assert_eq!(names, vec!["in_link", "sub"]);
     }
 

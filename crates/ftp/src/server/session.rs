@@ -163,7 +163,10 @@ impl Session {
                 match tokio::time::timeout(idle, self.input.next_frame()).await {
                     Ok(f) => f?,
                     Err(_) => {
-                        self.send(Reply::new(421, format!("Idle for {} s, closing control connection", idle.as_secs())));
+                        self.send(Reply::new(
+                            421,
+                            format!("Idle for {} s, closing control connection", idle.as_secs()),
+                        ));
                         self.flush().await?;
                         return Ok(());
                     }
@@ -172,10 +175,18 @@ impl Session {
             let flow = match frame {
                 None => return Ok(()),
                 Some(Frame::TooLong) => {
-                    self.send(Reply::new(500, format!("Command line too long (limit {} bytes)", self.shared.config.max_line)));
+                    self.send(Reply::new(
+                        500,
+                        format!(
+                            "Command line too long (limit {} bytes)",
+                            self.shared.config.max_line
+                        ),
+                    ));
                     Flow::Continue
                 }
-                Some(Frame::Line(line)) if self.transfer.is_some() => self.during_transfer(line).await,
+                Some(Frame::Line(line)) if self.transfer.is_some() => {
+                    self.during_transfer(line).await
+                }
                 Some(Frame::Line(line)) => self.command(&line).await,
             };
             self.flush().await?;
@@ -196,7 +207,11 @@ impl Session {
                 self.send(Reply::new(226, "ABOR successful"));
             }
             Ok(Command::Stat(None)) => {
-                let status = self.transfer.as_ref().map(Running::status).unwrap_or_default();
+                let status = self
+                    .transfer
+                    .as_ref()
+                    .map(Running::status)
+                    .unwrap_or_default();
                 self.send(Reply::new(213, status));
             }
             Ok(Command::Noop) => self.send(Reply::new(200, "NOOP ok")),
@@ -209,7 +224,10 @@ impl Session {
                 return Flow::Close;
             }
             _ if self.deferred.len() < MAX_DEFERRED => self.deferred.push_back(line),
-            _ => self.send(Reply::new(503, "Too many commands queued behind a transfer")),
+            _ => self.send(Reply::new(
+                503,
+                "Too many commands queued behind a transfer",
+            )),
         }
         Flow::Continue
     }
@@ -246,7 +264,10 @@ impl Session {
         if self.login()?.writable {
             Ok(())
         } else {
-            Err(Reply::new(550, "Permission denied: this session is read-only"))
+            Err(Reply::new(
+                550,
+                "Permission denied: this session is read-only",
+            ))
         }
     }
 
@@ -259,11 +280,12 @@ impl Session {
         let reply = match cmd {
             Command::User(name) => {
                 self.login = None;
-                let text = if name.eq_ignore_ascii_case("anonymous") || name.eq_ignore_ascii_case("ftp") {
-                    "Anonymous login ok, send any password".to_string()
-                } else {
-                    format!("Password required for {name}")
-                };
+                let text =
+                    if name.eq_ignore_ascii_case("anonymous") || name.eq_ignore_ascii_case("ftp") {
+                        "Anonymous login ok, send any password".to_string()
+                    } else {
+                        format!("Password required for {name}")
+                    };
                 self.user = Some(name);
                 Reply::new(331, text)
             }
@@ -283,7 +305,9 @@ impl Session {
             Command::Opts(opt) => opts(&opt)?,
             Command::Help(_) => help(),
             // Everything below needs a login.
-            _ if self.login.is_none() => return Err(Reply::new(530, "Please log in with USER and PASS")),
+            _ if self.login.is_none() => {
+                return Err(Reply::new(530, "Please log in with USER and PASS"))
+            }
             Command::Type(t) => {
                 self.ttype = t;
                 match t {
@@ -293,7 +317,13 @@ impl Session {
             }
             Command::ModeStream => Reply::new(200, "Mode set to S"),
             Command::StruFile => Reply::new(200, "Structure set to F"),
-            Command::Pwd => Reply::new(257, format!("{} is the current directory", quote_path(&self.cwd.to_string()))),
+            Command::Pwd => Reply::new(
+                257,
+                format!(
+                    "{} is the current directory",
+                    quote_path(&self.cwd.to_string())
+                ),
+            ),
             Command::Cwd(arg) => self.cwd_to(self.path(&arg))?,
             Command::Cdup => self.cwd_to(self.cwd.parent())?,
             Command::Size(arg) => {
@@ -305,7 +335,10 @@ impl Session {
             }
             Command::Mdtm(arg) => {
                 let (_, m) = fs.metadata(&self.path(&arg))?;
-                Reply::new(213, format_timeval(std::os::unix::fs::MetadataExt::mtime(&m)))
+                Reply::new(
+                    213,
+                    format_timeval(std::os::unix::fs::MetadataExt::mtime(&m)),
+                )
             }
             Command::Rest(n) => {
                 self.rest = n;
@@ -316,12 +349,22 @@ impl Session {
                 let v = arg.as_deref().map_or(self.cwd.clone(), |a| self.path(a));
                 let (_, m) = fs.metadata(&v)?;
                 let e = sandbox::entry(v.to_string(), &m);
-                Reply::multi(250, format!("Listing {v}"), vec![format!(" {}", format_mlsx(&e, self.login()?.writable))], "End")
+                Reply::multi(
+                    250,
+                    format!("Listing {v}"),
+                    vec![format!(" {}", format_mlsx(&e, self.login()?.writable))],
+                    "End",
+                )
             }
             Command::Stat(None) => self.status(),
             Command::Stat(Some(arg)) => {
                 let lines = self.listing(Some(&arg), Listing::Long)?;
-                Reply::multi(213, format!("Status of {}", self.path(&arg)), lines, "End of status")
+                Reply::multi(
+                    213,
+                    format!("Status of {}", self.path(&arg)),
+                    lines,
+                    "End of status",
+                )
             }
             Command::Dele(arg) => {
                 self.writable()?;
@@ -352,12 +395,17 @@ impl Session {
             Command::Rnfr(arg) => {
                 self.writable()?;
                 let v = self.path(&arg);
-                fs.creatable(&v)?.symlink_metadata().map_err(FsError::from)?;
+                fs.creatable(&v)?
+                    .symlink_metadata()
+                    .map_err(FsError::from)?;
                 self.rename_from = Some(v);
                 Reply::new(350, "Ready for RNTO")
             }
             Command::Rnto(arg) => {
-                let from = self.rename_from.take().ok_or_else(|| Reply::new(503, "RNFR first"))?;
+                let from = self
+                    .rename_from
+                    .take()
+                    .ok_or_else(|| Reply::new(503, "RNFR first"))?;
                 self.writable()?;
                 let to = self.path(&arg);
                 std::fs::rename(fs.creatable(&from)?, fs.creatable(&to)?).map_err(FsError::from)?;
@@ -386,15 +434,20 @@ impl Session {
         if self.login.is_some() {
             return Err(Reply::new(503, "Already logged in"));
         }
-        let user = self.user.take().ok_or_else(|| Reply::new(503, "Login with USER first"))?;
+        let user = self
+            .user
+            .take()
+            .ok_or_else(|| Reply::new(503, "Login with USER first"))?;
         let shared = self.shared.clone();
         let pw = password.to_string();
         let u = user.clone();
         // Password hashing is deliberately slow: keep it off the runtime's threads.
-        let checked = tokio::task::spawn_blocking(move || shared.config.users.check(&u, &pw, shared.config.anonymous))
-            .await
-            .ok()
-            .flatten();
+        let checked = tokio::task::spawn_blocking(move || {
+            shared.config.users.check(&u, &pw, shared.config.anonymous)
+        })
+        .await
+        .ok()
+        .flatten();
         match checked {
             Some(login) => {
                 tracing::info!(session = self.id, user = %login.user, writable = login.writable, "logged in");
@@ -464,7 +517,10 @@ impl Session {
                 self.data = spec;
                 Ok(port)
             }
-            Err(e) => Err(Reply::new(425, format!("Cannot open passive connection: {e}"))),
+            Err(e) => Err(Reply::new(
+                425,
+                format!("Cannot open passive connection: {e}"),
+            )),
         }
     }
 
@@ -481,18 +537,26 @@ impl Session {
     }
 
     fn epsv(&mut self, arg: Option<EpsvArg>) -> Result<Reply, Reply> {
-        let family = if self.local.ip().to_canonical().is_ipv4() { 1 } else { 2 };
+        let family = if self.local.ip().to_canonical().is_ipv4() {
+            1
+        } else {
+            2
+        };
         match arg {
             Some(EpsvArg::All) => {
                 self.epsv_all = true;
                 Ok(Reply::new(200, "EPSV ALL ok"))
             }
-            Some(EpsvArg::Proto(p)) if p != family => {
-                Err(Reply::new(522, format!("Network protocol not supported, use ({family})")))
-            }
+            Some(EpsvArg::Proto(p)) if p != family => Err(Reply::new(
+                522,
+                format!("Network protocol not supported, use ({family})"),
+            )),
             _ => {
                 let port = self.bind_passive()?;
-                Ok(Reply::new(229, format!("Entering Extended Passive Mode (|||{port}|)")))
+                Ok(Reply::new(
+                    229,
+                    format!("Entering Extended Passive Mode (|||{port}|)"),
+                ))
             }
         }
     }
@@ -503,7 +567,10 @@ impl Session {
             return Err(Reply::new(503, "EPSV ALL in effect, use EPSV"));
         }
         if !same_host(target.ip(), self.peer.ip()) {
-            return Err(Reply::new(504, "Refused: the data address must be the client's own"));
+            return Err(Reply::new(
+                504,
+                "Refused: the data address must be the client's own",
+            ));
         }
         if target.port() < 1024 {
             return Err(Reply::new(504, "Refused: privileged data port"));
@@ -542,26 +609,50 @@ impl Session {
         let v = self.path(arg);
         let (file, meta) = self.shared.sandbox.open_read(&v)?;
         if offset > meta.len() {
-            return Err(Reply::new(554, format!("Restart offset {offset} is beyond the file's end ({})", meta.len())));
+            return Err(Reply::new(
+                554,
+                format!(
+                    "Restart offset {offset} is beyond the file's end ({})",
+                    meta.len()
+                ),
+            ));
         }
-        (&file).seek(SeekFrom::Start(offset)).map_err(FsError::from)?;
-        let opening = format!("Opening {} mode data connection for {v} ({} bytes)", self.mode_word(), meta.len() - offset);
+        (&file)
+            .seek(SeekFrom::Start(offset))
+            .map_err(FsError::from)?;
+        let opening = format!(
+            "Opening {} mode data connection for {v} ({} bytes)",
+            self.mode_word(),
+            meta.len() - offset
+        );
         let ascii = self.ttype == TransferType::Ascii;
-        self.begin(Job::SendFile { file, ascii }, opening, format!("RETR {v} from {offset}"))
+        self.begin(
+            Job::SendFile { file, ascii },
+            opening,
+            format!("RETR {v} from {offset}"),
+        )
     }
 
     fn store(&mut self, arg: &str, append: bool) -> Result<Flow, Reply> {
         let offset = std::mem::take(&mut self.rest);
         self.writable()?;
         let v = self.path(arg);
-        let file = self.shared.sandbox.open_write(&v, append, offset).map_err(|e| match e {
-            FsError::WrongKind(m) if m.starts_with("Restart") => Reply::new(554, m),
-            e => e.into(),
-        })?;
+        let file = self
+            .shared
+            .sandbox
+            .open_write(&v, append, offset)
+            .map_err(|e| match e {
+                FsError::WrongKind(m) if m.starts_with("Restart") => Reply::new(554, m),
+                e => e.into(),
+            })?;
         let opening = format!("Ok to send data for {v} ({} mode)", self.mode_word());
         let ascii = self.ttype == TransferType::Ascii;
         let verb = if append { "APPE" } else { "STOR" };
-        self.begin(Job::Receive { file, ascii }, opening, format!("{verb} {v} at {offset}"))
+        self.begin(
+            Job::Receive { file, ascii },
+            opening,
+            format!("{verb} {v} at {offset}"),
+        )
     }
 
     fn send_listing(&mut self, arg: Option<String>, style: Listing) -> Result<Flow, Reply> {
@@ -571,8 +662,15 @@ impl Session {
             bytes.extend_from_slice(l.trim_start().as_bytes());
             bytes.extend_from_slice(b"\r\n");
         }
-        let label = format!("listing of {}", arg.as_deref().map_or(self.cwd.clone(), |a| self.path(a)));
-        self.begin(Job::SendBytes(bytes), "Here comes the directory listing".into(), label)
+        let label = format!(
+            "listing of {}",
+            arg.as_deref().map_or(self.cwd.clone(), |a| self.path(a))
+        );
+        self.begin(
+            Job::SendBytes(bytes),
+            "Here comes the directory listing".into(),
+            label,
+        )
     }
 
     /// Listing lines for LIST/NLST/MLSD/STAT; each is indented by one space (for STAT's reply body).
@@ -587,7 +685,10 @@ impl Session {
         } else if style == Listing::Machine {
             return Err(Reply::new(501, "Not a directory; use MLST for a file"));
         } else {
-            vec![sandbox::entry(v.file_name().unwrap_or("/").to_string(), &meta)]
+            vec![sandbox::entry(
+                v.file_name().unwrap_or("/").to_string(),
+                &meta,
+            )]
         };
         Ok(entries
             .iter()
@@ -632,15 +733,24 @@ fn opts(opt: &str) -> Result<Reply, Reply> {
 
 fn help() -> Reply {
     const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO";
-    Reply::multi(214, "The following commands are recognized:", vec![format!(" {VERBS}")], "Help OK")
+    Reply::multi(
+        214,
+        "The following commands are recognized:",
+        vec![format!(" {VERBS}")],
+        "Help OK",
+    )
 }
 
 impl From<FsError> for Reply {
     fn from(e: FsError) -> Reply {
         match e {
-            FsError::NotFound | FsError::Outside | FsError::WrongKind(_) => Reply::new(550, e.to_string()),
+            FsError::NotFound | FsError::Outside | FsError::WrongKind(_) => {
+                Reply::new(550, e.to_string())
+            }
             FsError::Io(io) => match (io.kind(), io.raw_os_error()) {
-                (_, Some(libc::ENOSPC)) | (_, Some(libc::EDQUOT)) => Reply::new(452, format!("Insufficient storage space: {io}")),
+                (_, Some(libc::ENOSPC)) | (_, Some(libc::EDQUOT)) => {
+                    Reply::new(452, format!("Insufficient storage space: {io}"))
+                }
                 (ErrorKind::NotFound, _) => Reply::new(550, "No such file or directory"),
                 (ErrorKind::PermissionDenied, _) => Reply::new(550, "Permission denied"),
                 (ErrorKind::AlreadyExists, _) => Reply::new(550, "File exists"),

@@ -114,9 +114,10 @@ fn failure_reply(e: PumpError, sending: bool) -> Reply {
     match (e, sending) {
         (PumpError::Cancelled, _) => Reply::new(426, "Transfer aborted"),
         (PumpError::Read(e), true) => Reply::new(451, format!("Error reading file: {e}")),
-        (PumpError::Write(e), true) | (PumpError::Read(e), false) => {
-            Reply::new(426, format!("Data connection broken, transfer aborted: {e}"))
-        }
+        (PumpError::Write(e), true) | (PumpError::Read(e), false) => Reply::new(
+            426,
+            format!("Data connection broken, transfer aborted: {e}"),
+        ),
         (PumpError::Write(e), false) => match e.raw_os_error() {
             Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
                 Reply::new(452, format!("Insufficient storage space: {e}"))

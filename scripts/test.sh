@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian machine, then runs all checks and tests.
+# Usage: scripts/test.sh            (as root, or with sudo available for apt-get)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Real peers the interop tests start: curl, lftp, vsftpd, Python's ftplib; unshare/setpriv
+# (util-linux) for the full-disk and unreadable-file tests; iproute2 and iperf3 for the lab.
+packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "==> installing ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+echo "==> cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "==> cargo test"
+cargo test --workspace --locked
