@@ -1,7 +1,7 @@
 //! Whole copies as `fatpipe cp` performs them: one file or a tree, either direction, with
 //! resume, per-file results and a check that every byte arrived.
 
-use super::{Connection, Credentials, Location, RemoteUrl};
+use super::{Connection, Credentials, Location};
 use anyhow::{bail, Context};
 use fatpipe_net::Pump;
 use fatpipe_proto::listing::EntryKind;
@@ -55,33 +55,29 @@ pub fn copy(
     opts: &CopyOptions,
     obs: &dyn Observer,
 ) -> anyhow::Result<Vec<FileResult>> {
-    let mut results = Vec::new();
-    match (src, dst) {
-        (Location::Remote(r), Location::Local(_) | Location::Stdout) => {
-            let mut c = connect(r, creds, opts)?;
-            let local = match dst {
-                Location::Local(p) => Some(p.as_path()),
-                _ => None,
-            };
-            let out = download(&mut c, &r.path, local, opts, obs, &mut results);
-            c.quit();
-            out?;
-        }
-        (Location::Local(p), Location::Remote(r)) => {
-            let mut c = connect(r, creds, opts)?;
-            let out = upload(&mut c, p, &r.path, opts, obs, &mut results);
-            c.quit();
-            out?;
-        }
+    let remote = match (src, dst) {
+        (Location::Remote(r), Location::Local(_) | Location::Stdout)
+        | (Location::Local(_), Location::Remote(r)) => r,
         (Location::Stdout, _) => bail!("'-' (standard output) can only be a destination"),
         _ => bail!("one side of a copy must be an ftp:// URL and the other a local path"),
-    }
-    Ok(results)
-}
-
-fn connect(r: &RemoteUrl, creds: &Credentials, opts: &CopyOptions) -> anyhow::Result<Connection> {
-    Connection::open(&r.host, r.port, creds, opts.timeout)
-        .with_context(|| format!("cannot open a session with {}:{}", r.host, r.port))
+    };
+    let conn = Connection::open(&remote.host, remote.port, creds, opts.timeout)
+        .with_context(|| format!("cannot open a session with {}:{}", remote.host, remote.port))?;
+    let mut copier = Copier {
+        c: conn,
+        opts,
+        obs,
+        results: Vec::new(),
+    };
+    let outcome = match (src, dst) {
+        (Location::Remote(r), Location::Local(p)) => copier.download(&r.path, Some(p)),
+        (Location::Remote(r), _) => copier.download(&r.path, None),
+        (Location::Local(p), _) => copier.upload(p, &remote.path),
+        _ => Ok(()),
+    };
+    let Copier { c, results, .. } = copier;
+    c.quit();
+    outcome.map(|_| results)
 }
 
 fn base_name(path: &str) -> &str {
@@ -92,246 +88,182 @@ fn remote_join(dir: &str, name: &str) -> String {
     format!("{}/{name}", dir.trim_end_matches('/'))
 }
 
-/// Runs one file's copy and records its result, keeping the error instead of returning it.
-fn record(
-    results: &mut Vec<FileResult>,
-    obs: &dyn Observer,
-    source: String,
-    destination: String,
-    run: impl FnOnce(&Arc<Pump>) -> anyhow::Result<(u64, u64)>,
-) {
-    let pump = Arc::new(Pump::default());
-    let result = match run(&pump) {
-        Ok((bytes, resumed_from)) => FileResult {
-            source,
-            destination,
-            bytes,
-            resumed_from,
-            error: None,
-        },
-        Err(e) => FileResult {
-            source,
-            destination,
-            bytes: pump.bytes(),
-            resumed_from: 0,
-            error: Some(format!("{e:#}")),
-        },
-    };
-    obs.file_finished(&result);
-    results.push(result);
+/// A copy in progress over one control connection, collecting per-file results.
+struct Copier<'a> {
+    c: Connection,
+    opts: &'a CopyOptions,
+    obs: &'a dyn Observer,
+    results: Vec<FileResult>,
 }
 
-fn download(
-    c: &mut Connection,
-    rpath: &str,
-    local: Option<&Path>,
-    opts: &CopyOptions,
-    obs: &dyn Observer,
-    results: &mut Vec<FileResult>,
-) -> anyhow::Result<()> {
-    let size = c.size(rpath)?;
-    let is_dir = size.is_none() && c.is_dir(rpath)?;
-    let Some(local) = local else {
+impl Copier<'_> {
+    /// Runs one file's copy and records its result, keeping the error instead of returning it.
+    fn record(
+        &mut self,
+        source: String,
+        destination: String,
+        run: impl FnOnce(&mut Connection, &Arc<Pump>) -> anyhow::Result<(u64, u64)>,
+    ) {
+        let pump = Arc::new(Pump::default());
+        let result = match run(&mut self.c, &pump) {
+            Ok((bytes, resumed_from)) => FileResult {
+                source,
+                destination,
+                bytes,
+                resumed_from,
+                error: None,
+            },
+            Err(e) => FileResult {
+                source,
+                destination,
+                bytes: pump.bytes(),
+                resumed_from: 0,
+                error: Some(format!("{e:#}")),
+            },
+        };
+        self.obs.file_finished(&result);
+        self.results.push(result);
+    }
+
+    fn download(&mut self, rpath: &str, local: Option<&Path>) -> anyhow::Result<()> {
+        let size = self.c.size(rpath)?;
+        let is_dir = size.is_none() && self.c.is_dir(rpath)?;
+        let Some(local) = local else {
+            if is_dir {
+                bail!("{rpath} is a directory; it cannot go to standard output");
+            }
+            let obs = self.obs;
+            self.record(rpath.into(), "-".into(), |c, pump| {
+                obs.file_started(rpath, size, 0, pump);
+                let n = c.retrieve(rpath, 0, &mut std::io::stdout().lock(), pump)?;
+                check_complete(rpath, 0, n, size).map(|_| (n, 0))
+            });
+            return Ok(());
+        };
+        let target = if local.is_dir() {
+            local.join(base_name(rpath))
+        } else {
+            local.to_path_buf()
+        };
         if is_dir {
-            bail!("{rpath} is a directory; it cannot go to standard output");
-        }
-        record(results, obs, rpath.into(), "-".into(), |pump| {
-            obs.file_started(rpath, size, 0, pump);
-            let n = c.retrieve(rpath, 0, &mut std::io::stdout().lock(), pump)?;
-            check_complete(rpath, 0, n, size).map(|_| (n, 0))
-        });
-        return Ok(());
-    };
-    let target = if local.is_dir() {
-        local.join(base_name(rpath))
-    } else {
-        local.to_path_buf()
-    };
-    if is_dir {
-        if !opts.recursive {
-            bail!("{rpath} is a directory (use -r to copy a tree)");
-        }
-        return download_tree(c, rpath, &target, opts, obs, results, 0);
-    }
-    download_file(c, rpath, size, &target, opts, obs, results);
-    Ok(())
-}
-
-fn download_tree(
-    c: &mut Connection,
-    rdir: &str,
-    ldir: &Path,
-    opts: &CopyOptions,
-    obs: &dyn Observer,
-    results: &mut Vec<FileResult>,
-    depth: usize,
-) -> anyhow::Result<()> {
-    if depth > MAX_DEPTH {
-        bail!("{rdir}: tree deeper than {MAX_DEPTH} levels");
-    }
-    std::fs::create_dir_all(ldir).with_context(|| format!("cannot create {}", ldir.display()))?;
-    for e in c.list(rdir)? {
-        if e.name.contains('/') || e.name == "." || e.name == ".." {
-            continue; // never let a listing name a path outside the target
-        }
-        let rpath = remote_join(rdir, &e.name);
-        let lpath = ldir.join(&e.name);
-        match e.kind {
-            EntryKind::Dir => download_tree(c, &rpath, &lpath, opts, obs, results, depth + 1)?,
-            EntryKind::File => {
-                let size = c.size(&rpath)?.or(Some(e.size));
-                download_file(c, &rpath, size, &lpath, opts, obs, results);
+            if !self.opts.recursive {
+                bail!("{rpath} is a directory (use -r to copy a tree)");
             }
-            EntryKind::Link | EntryKind::Other => {
-                tracing::info!("skipping {rpath}: not a file or directory")
+            return self.download_tree(rpath, &target, 0);
+        }
+        self.download_file(rpath, size, &target);
+        Ok(())
+    }
+
+    fn download_tree(&mut self, rdir: &str, ldir: &Path, depth: usize) -> anyhow::Result<()> {
+        if depth > MAX_DEPTH {
+            bail!("{rdir}: tree deeper than {MAX_DEPTH} levels");
+        }
+        std::fs::create_dir_all(ldir)
+            .with_context(|| format!("cannot create {}", ldir.display()))?;
+        for e in self.c.list(rdir)? {
+            if e.name.contains('/') || e.name == "." || e.name == ".." {
+                continue; // never let a listing name a path outside the target
+            }
+            let rpath = remote_join(rdir, &e.name);
+            let lpath = ldir.join(&e.name);
+            match e.kind {
+                EntryKind::Dir => self.download_tree(&rpath, &lpath, depth + 1)?,
+                EntryKind::File => {
+                    let size = self.c.size(&rpath)?.or(Some(e.size));
+                    self.download_file(&rpath, size, &lpath);
+                }
+                EntryKind::Link | EntryKind::Other => {
+                    tracing::info!("skipping {rpath}: not a file or directory")
+                }
             }
         }
+        Ok(())
     }
-    Ok(())
-}
 
-fn download_file(
-    c: &mut Connection,
-    rpath: &str,
-    size: Option<u64>,
-    target: &Path,
-    opts: &CopyOptions,
-    obs: &dyn Observer,
-    results: &mut Vec<FileResult>,
-) {
-    record(
-        results,
-        obs,
-        rpath.into(),
-        target.display().to_string(),
-        |pump| {
-            let have = if opts.resume {
-                std::fs::metadata(target)
-                    .ok()
-                    .filter(|m| m.is_file())
-                    .map_or(0, |m| m.len())
+    fn download_file(&mut self, rpath: &str, size: Option<u64>, target: &Path) {
+        let (obs, resume) = (self.obs, self.opts.resume);
+        self.record(rpath.into(), target.display().to_string(), |c, pump| {
+            let have = if resume {
+                std::fs::metadata(target).ok().filter(|m| m.is_file()).map_or(0, |m| m.len())
             } else {
                 0
             };
+            obs.file_started(rpath, size, have, pump);
             if let Some(total) = size {
                 if have > total {
-                    bail!("{} has {have} bytes, more than the remote file's {total}: not a partial copy of it", target.display());
+                    bail!(
+                        "{} has {have} bytes, more than the remote file's {total}: not a partial copy of it",
+                        target.display()
+                    );
                 }
                 if have == total && have > 0 {
-                    obs.file_started(rpath, size, have, pump);
                     return Ok((0, have));
                 }
             }
-            let mut file = if have > 0 {
-                OpenOptions::new().append(true).open(target)
-            } else {
-                File::create(target)
-            }
-            .with_context(|| format!("cannot write {}", target.display()))?;
-            obs.file_started(rpath, size, have, pump);
+            let mut file = if have > 0 { OpenOptions::new().append(true).open(target) } else { File::create(target) }
+                .with_context(|| format!("cannot write {}", target.display()))?;
             let n = c.retrieve(rpath, have, &mut file, pump)?;
             file.flush()?;
             check_complete(rpath, have, n, size)?;
             Ok((n, have))
-        },
-    );
-}
-
-/// A download that ended early must never pass for a complete one.
-fn check_complete(rpath: &str, offset: u64, moved: u64, size: Option<u64>) -> anyhow::Result<()> {
-    match size {
-        Some(total) if offset + moved != total => {
-            bail!("{rpath}: received {} of {total} bytes; the copy is incomplete (run again with --resume)", offset + moved)
-        }
-        _ => Ok(()),
+        });
     }
-}
 
-fn upload(
-    c: &mut Connection,
-    local: &Path,
-    rpath: &str,
-    opts: &CopyOptions,
-    obs: &dyn Observer,
-    results: &mut Vec<FileResult>,
-) -> anyhow::Result<()> {
-    let meta =
-        std::fs::metadata(local).with_context(|| format!("cannot read {}", local.display()))?;
-    let name = local
-        .file_name()
-        .and_then(|n| n.to_str())
-        .with_context(|| format!("{} has no usable file name", local.display()))?;
-    let into_dir = rpath.ends_with('/') || c.is_dir(rpath)?;
-    let target = if into_dir {
-        remote_join(rpath, name)
-    } else {
-        rpath.to_string()
-    };
-    if meta.is_dir() {
-        if !opts.recursive {
-            bail!("{} is a directory (use -r to copy a tree)", local.display());
-        }
-        return upload_tree(c, local, &target, opts, obs, results, 0);
-    }
-    upload_file(c, local, &target, opts, obs, results);
-    Ok(())
-}
-
-fn upload_tree(
-    c: &mut Connection,
-    ldir: &Path,
-    rdir: &str,
-    opts: &CopyOptions,
-    obs: &dyn Observer,
-    results: &mut Vec<FileResult>,
-    depth: usize,
-) -> anyhow::Result<()> {
-    if depth > MAX_DEPTH {
-        bail!("{}: tree deeper than {MAX_DEPTH} levels", ldir.display());
-    }
-    c.mkdir(rdir)?;
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(ldir)
-        .with_context(|| format!("cannot list {}", ldir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for path in entries {
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            tracing::warn!("skipping {}: name is not UTF-8", path.display());
-            continue;
+    fn upload(&mut self, local: &Path, rpath: &str) -> anyhow::Result<()> {
+        let meta =
+            std::fs::metadata(local).with_context(|| format!("cannot read {}", local.display()))?;
+        let name = local
+            .file_name()
+            .and_then(|n| n.to_str())
+            .with_context(|| format!("{} has no usable file name", local.display()))?;
+        let into_dir = rpath.ends_with('/') || self.c.is_dir(rpath)?;
+        let target = if into_dir {
+            remote_join(rpath, name)
+        } else {
+            rpath.to_string()
         };
-        let rpath = remote_join(rdir, name);
-        match std::fs::metadata(&path) {
-            Ok(m) if m.is_dir() => upload_tree(c, &path, &rpath, opts, obs, results, depth + 1)?,
-            Ok(m) if m.is_file() => upload_file(c, &path, &rpath, opts, obs, results),
-            _ => tracing::info!("skipping {}: not a file or directory", path.display()),
+        if meta.is_dir() {
+            if !self.opts.recursive {
+                bail!("{} is a directory (use -r to copy a tree)", local.display());
+            }
+            return self.upload_tree(local, &target, 0);
         }
+        self.upload_file(local, &target);
+        Ok(())
     }
-    Ok(())
-}
 
-fn upload_file(
-    c: &mut Connection,
-    local: &Path,
-    rpath: &str,
-    opts: &CopyOptions,
-    obs: &dyn Observer,
-    results: &mut Vec<FileResult>,
-) {
-    record(
-        results,
-        obs,
-        local.display().to_string(),
-        rpath.into(),
-        |pump| {
-            let mut file =
-                File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
-            let len = file.metadata()?.len();
-            let have = if opts.resume {
-                c.size(rpath)?.unwrap_or(0)
-            } else {
-                0
+    fn upload_tree(&mut self, ldir: &Path, rdir: &str, depth: usize) -> anyhow::Result<()> {
+        if depth > MAX_DEPTH {
+            bail!("{}: tree deeper than {MAX_DEPTH} levels", ldir.display());
+        }
+        self.c.mkdir(rdir)?;
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(ldir)
+            .with_context(|| format!("cannot list {}", ldir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for path in entries {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                tracing::warn!("skipping {}: name is not UTF-8", path.display());
+                continue;
             };
+            let rpath = remote_join(rdir, name);
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => self.upload_tree(&path, &rpath, depth + 1)?,
+                Ok(m) if m.is_file() => self.upload_file(&path, &rpath),
+                _ => tracing::info!("skipping {}: not a file or directory", path.display()),
+            }
+        }
+        Ok(())
+    }
+
+    fn upload_file(&mut self, local: &Path, rpath: &str) {
+        let (obs, resume) = (self.obs, self.opts.resume);
+        self.record(local.display().to_string(), rpath.into(), |c, pump| {
+            let mut file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
+            let len = file.metadata()?.len();
+            let have = if resume { c.size(rpath)?.unwrap_or(0) } else { 0 };
             if have > len {
                 bail!("remote {rpath} has {have} bytes, more than {}'s {len}: not a partial copy of it", local.display());
             }
@@ -347,6 +279,16 @@ fn upload_file(
                 }
             }
             Ok((n, have))
-        },
-    );
+        });
+    }
+}
+
+/// A download that ended early must never pass for a complete one.
+fn check_complete(rpath: &str, offset: u64, moved: u64, size: Option<u64>) -> anyhow::Result<()> {
+    match size {
+        Some(total) if offset + moved != total => {
+            bail!("{rpath}: received {} of {total} bytes; the copy is incomplete (run again with --resume)", offset + moved)
+        }
+        _ => Ok(()),
+    }
 }
