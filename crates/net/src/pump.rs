@@ -105,7 +105,7 @@ impl Pump {
         src: &mut (impl Read + ?Sized),
         dst: &mut (impl Write + ?Sized),
     ) -> Result<u64, PumpError> {
-        self.copy_with(src, dst, |chunk, out| out.extend_from_slice(chunk), |_| {})
+        self.copy_with(src, dst, None, |_| {})
     }
 
     /// Copies local text to the network, LF → CRLF (`TYPE A` download).
@@ -115,7 +115,12 @@ impl Pump {
         dst: &mut (impl Write + ?Sized),
     ) -> Result<u64, PumpError> {
         let mut conv = ascii::ToNetwork::default();
-        self.copy_with(src, dst, |chunk, out| conv.convert(chunk, out), |_| {})
+        self.copy_with(
+            src,
+            dst,
+            Some(&mut |chunk, out| conv.convert(chunk, out)),
+            |_| {},
+        )
     }
 
     /// Copies network text to local storage, CRLF → LF (`TYPE A` upload).
@@ -128,7 +133,7 @@ impl Pump {
         self.copy_with(
             src,
             dst,
-            |chunk, out| conv.borrow_mut().convert(chunk, out),
+            Some(&mut |chunk, out| conv.borrow_mut().convert(chunk, out)),
             |out| conv.borrow_mut().finish(out),
         )
     }
@@ -137,11 +142,11 @@ impl Pump {
         &self,
         src: &mut (impl Read + ?Sized),
         dst: &mut (impl Write + ?Sized),
-        mut transform: impl FnMut(&[u8], &mut Vec<u8>),
+        mut transform: Option<&mut dyn FnMut(&[u8], &mut Vec<u8>)>,
         finish: impl FnOnce(&mut Vec<u8>),
     ) -> Result<u64, PumpError> {
         let mut buf = vec![0u8; CHUNK];
-        let mut out = Vec::with_capacity(CHUNK + CHUNK / 8);
+        let mut out = Vec::new();
         let mut total = 0u64;
         loop {
             self.check()?;
@@ -151,9 +156,16 @@ impl Pump {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(self.classify(PumpError::Read(e))),
             };
-            out.clear();
-            transform(&buf[..n], &mut out);
-            dst.write_all(&out)
+            // Untransformed data goes straight from the read buffer: no copy on the fast path.
+            let chunk = match transform.as_mut() {
+                Some(t) => {
+                    out.clear();
+                    t(&buf[..n], &mut out);
+                    &out[..]
+                }
+                None => &buf[..n],
+            };
+            dst.write_all(chunk)
                 .map_err(|e| self.classify(PumpError::Write(e)))?;
             total += n as u64;
             self.add(n);
