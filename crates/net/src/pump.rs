@@ -12,6 +12,9 @@ use std::sync::Mutex;
 
 const CHUNK: usize = 1 << 20;
 
+/// Rewrites a chunk of input into output bytes (line-ending conversion).
+type Transform<'a> = &'a mut dyn FnMut(&[u8], &mut Vec<u8>);
+
 /// Shared state of one running transfer: bytes moved so far and a cancel switch.
 #[derive(Debug, Default)]
 pub struct Pump {
@@ -142,7 +145,7 @@ impl Pump {
         &self,
         src: &mut (impl Read + ?Sized),
         dst: &mut (impl Write + ?Sized),
-        mut transform: Option<&mut dyn FnMut(&[u8], &mut Vec<u8>)>,
+        mut transform: Option<Transform<'_>>,
         finish: impl FnOnce(&mut Vec<u8>),
     ) -> Result<u64, PumpError> {
         let mut buf = vec![0u8; CHUNK];
