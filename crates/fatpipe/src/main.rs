@@ -7,6 +7,7 @@ mod demo;
 mod ls;
 mod passwd;
 mod serve;
+mod testbed;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -34,6 +35,9 @@ enum Cmd {
     Passwd(passwd::Args),
     /// Demonstration transfer on this machine, with the rate it reached.
     Demo(demo::Args),
+    /// The WAN emulator: an emulated long fat path between two network namespaces (needs root).
+    #[command(subcommand)]
+    Testbed(testbed::Cmd),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
         Cmd::Ls(a) => ls::run(a),
         Cmd::Passwd(a) => passwd::run(a),
         Cmd::Demo(a) => demo::run(a),
+        Cmd::Testbed(c) => testbed::run(c),
     };
     match result {
         Ok(code) => code,

@@ -79,7 +79,9 @@ pub fn sysctl(ns: &str, key: &str, value: &str) -> anyhow::Result<()> {
 /// default cannot be set to every algorithm the kernel has).
 pub fn configure_p2p(ns: &str, dev: &str, local: &str, peer: &str, cc: &str) -> anyhow::Result<()> {
     ip(&["-n", ns, "addr", "add", local, "peer", peer, "dev", dev])?;
-    ip(&["-n", ns, "link", "set", dev, "up"])?;
+    // A deep device queue: the emulated queue must be the only place packets are dropped, not the
+    // TUN's own 500-packet queue when the emulator's reader falls behind for a moment.
+    ip(&["-n", ns, "link", "set", dev, "txqueuelen", "20000", "up"])?;
     ip(&[
         "-n", ns, "route", "replace", peer, "dev", dev, "congctl", cc,
     ])
