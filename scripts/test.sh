@@ -25,3 +25,6 @@ echo "==> cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "==> cargo test"
 cargo test --workspace --locked
+
+echo "==> benchmark smoke runs (the full versions are in README.md)"
+bench/emulator-capacity.sh --smoke

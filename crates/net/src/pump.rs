@@ -8,7 +8,8 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 const CHUNK: usize = 1 << 20;
 
@@ -21,6 +22,8 @@ pub struct Pump {
     bytes: AtomicU64,
     cancelled: AtomicBool,
     socket: Mutex<Option<TcpStream>>,
+    first_byte: OnceLock<Instant>,
+    last_byte_ns: AtomicU64,
 }
 
 /// How a pump ended without completing.
@@ -70,7 +73,19 @@ impl Pump {
         Ok(())
     }
 
+    /// Time from the first to the last byte moved: the data phase, without the commands and
+    /// round trips before it. `None` until bytes have moved in more than one chunk.
+    pub fn data_phase(&self) -> Option<Duration> {
+        self.first_byte.get()?;
+        let ns = self.last_byte_ns.load(Ordering::Relaxed);
+        (ns > 0).then(|| Duration::from_nanos(ns))
+    }
+
     fn add(&self, n: usize) {
+        // The clock starts when the first chunk arrives; that chunk's own time is not measurable.
+        let first = *self.first_byte.get_or_init(Instant::now);
+        self.last_byte_ns
+            .store(first.elapsed().as_nanos() as u64, Ordering::Relaxed);
         self.bytes.fetch_add(n as u64, Ordering::Relaxed);
     }
 

@@ -32,6 +32,8 @@ pub struct FileResult {
     pub bytes: u64,
     /// Bytes that were already at the destination when resuming.
     pub resumed_from: u64,
+    /// Duration of the data phase (first to last byte), without login and commands.
+    pub data_seconds: Option<f64>,
     /// Why the file failed, if it did.
     pub error: Option<String>,
 }
@@ -105,21 +107,18 @@ impl Copier<'_> {
         run: impl FnOnce(&mut Connection, &Arc<Pump>) -> anyhow::Result<(u64, u64)>,
     ) {
         let pump = Arc::new(Pump::default());
-        let result = match run(&mut self.c, &pump) {
-            Ok((bytes, resumed_from)) => FileResult {
-                source,
-                destination,
-                bytes,
-                resumed_from,
-                error: None,
-            },
-            Err(e) => FileResult {
-                source,
-                destination,
-                bytes: pump.bytes(),
-                resumed_from: 0,
-                error: Some(format!("{e:#}")),
-            },
+        let outcome = run(&mut self.c, &pump);
+        let (bytes, resumed_from, error) = match outcome {
+            Ok((bytes, resumed_from)) => (bytes, resumed_from, None),
+            Err(e) => (pump.bytes(), 0, Some(format!("{e:#}"))),
+        };
+        let result = FileResult {
+            source,
+            destination,
+            bytes,
+            resumed_from,
+            data_seconds: pump.data_phase().map(|d| d.as_secs_f64()),
+            error,
         };
         self.obs.file_finished(&result);
         self.results.push(result);
