@@ -56,7 +56,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn make_file(path: &Path, mib: u64) -> anyhow::Result<()> {
+/// Writes a file of `mib` MiB of patterned (not all-zero) bytes.
+pub fn make_file(path: &Path, mib: u64) -> anyhow::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     let block: Vec<u8> = (0..1u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)

@@ -4,6 +4,7 @@
 mod cp;
 mod credentials;
 mod demo;
+mod lab;
 mod ls;
 mod passwd;
 mod serve;
@@ -35,6 +36,8 @@ enum Cmd {
     Passwd(passwd::Args),
     /// Demonstration transfer on this machine, with the rate it reached.
     Demo(demo::Args),
+    /// Experiments: run tools across emulated paths and report throughput, retransmissions, memory.
+    Lab(lab::Args),
     /// The WAN emulator: an emulated long fat path between two network namespaces (needs root).
     #[command(subcommand)]
     Testbed(testbed::Cmd),
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Cmd::Passwd(a) => passwd::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Testbed(c) => testbed::run(c),
+        Cmd::Lab(a) => lab::run(a),
     };
     match result {
         Ok(code) => code,

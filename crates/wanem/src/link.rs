@@ -86,7 +86,17 @@ pub struct LinkStats {
     pub late_over_1ms: u64,
     /// Largest queue occupancy seen, in bytes.
     pub queue_peak_bytes: u64,
+    /// Bytes released in full-size ("bulk", at least [`BULK_PACKET`] bytes) packets: the data
+    /// of a transfer, not its acknowledgements and commands.
+    pub bulk_bytes: u64,
+    /// Release time of the first bulk packet, in microseconds since the emulator started.
+    pub first_bulk_us: u64,
+    /// Release time of the last bulk packet, in microseconds since the emulator started.
+    pub last_bulk_us: u64,
 }
+
+/// Packets at least this long count as a transfer's data (see [`LinkStats::bulk_bytes`]).
+pub const BULK_PACKET: usize = 1000;
 
 impl LinkStats {
     /// Records that a packet due at `due` was released at `now`.
@@ -99,6 +109,20 @@ impl LinkStats {
         if late > 1000 {
             self.late_over_1ms += 1;
         }
+        if len >= BULK_PACKET {
+            let at = now.as_micros() as u64;
+            if self.bulk_bytes == 0 {
+                self.first_bulk_us = at;
+            }
+            self.last_bulk_us = at;
+            self.bulk_bytes += len as u64;
+        }
+    }
+
+    /// The data phase seen on this direction: first to last bulk packet.
+    pub fn bulk_phase(&self) -> Option<Duration> {
+        (self.last_bulk_us > self.first_bulk_us)
+            .then(|| Duration::from_micros(self.last_bulk_us - self.first_bulk_us))
     }
 }
 
@@ -360,5 +384,17 @@ mod tests {
             (s.late_max_us, s.late_sum_us, s.late_over_1ms, s.packets_out),
             (2000, 2500, 1, 2)
         );
+    }
+
+    #[test]
+    fn bulk_phase_spans_first_to_last_data_packet() {
+        let mut s = LinkStats::default();
+        s.released(ms(1.0), ms(1.0), 60); // a command or an ACK
+        s.released(ms(5.0), ms(5.0), 1500);
+        s.released(ms(6.0), ms(6.0), 52);
+        s.released(ms(905.0), ms(905.0), 1500);
+        s.released(ms(906.0), ms(906.0), 52);
+        assert_eq!(s.bulk_bytes, 3000);
+        assert_eq!(s.bulk_phase(), Some(ms(900.0)));
     }
 }

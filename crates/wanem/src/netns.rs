@@ -41,12 +41,36 @@ pub fn create(name: &str) -> anyhow::Result<()> {
     ip(&["-n", name, "link", "set", "lo", "up"])
 }
 
-/// Deletes a namespace (processes still inside keep it alive until they exit).
+/// Deletes a namespace (processes still inside keep it alive until they exit) and its
+/// /etc/netns files.
 pub fn delete(name: &str) -> anyhow::Result<()> {
     if exists(name) {
         ip(&["netns", "delete", name])?;
     }
+    let etc = format!("/etc/netns/{name}");
+    if std::path::Path::new(&etc).exists() {
+        std::fs::remove_dir_all(&etc).with_context(|| format!("cannot remove {etc}"))?;
+    }
     Ok(())
+}
+
+/// Writes /etc/netns/NAME/hosts: localhost, this machine's host name at `own`, and `names`.
+pub fn write_hosts(
+    name: &str,
+    own: std::net::Ipv4Addr,
+    names: &[(std::net::Ipv4Addr, &str)],
+) -> anyhow::Result<()> {
+    let dir = format!("/etc/netns/{name}");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {dir}"))?;
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut text = format!("127.0.0.1 localhost\n{own} {host}\n");
+    for (ip, n) in names {
+        text.push_str(&format!("{ip} {n}\n"));
+    }
+    std::fs::write(format!("{dir}/hosts"), text)
+        .with_context(|| format!("cannot write {dir}/hosts"))
 }
 
 /// Writes a sysctl inside a namespace (`key` as a /proc/sys path below `net/`).

@@ -106,6 +106,16 @@ impl Testbed {
         };
         for side in [Side::A, Side::B] {
             netns::create(&tb.ns(side))?;
+            // `ip netns exec` mounts this over /etc/hosts: programs that resolve their own host
+            // name at start (globus-gridftp-server) find it, and the sides have names.
+            netns::write_hosts(
+                &tb.ns(side),
+                Self::addr(side),
+                &[
+                    (Self::addr(Side::A), "side-a"),
+                    (Self::addr(Side::B), "side-b"),
+                ],
+            )?;
         }
         let tun_a = tun::open_in_netns(&tb.ns(Side::A), DEV)?;
         let tun_b = tun::open_in_netns(&tb.ns(Side::B), DEV)?;

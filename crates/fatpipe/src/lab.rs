@@ -1,0 +1,169 @@
+//! `fatpipe lab`: run tools across emulated paths, several times each, and write the results
+//! (JSON and a markdown table).
+
+use anyhow::{bail, Context};
+use fatpipe_lab::report::{markdown, CaseResult};
+use fatpipe_lab::runner::run_once;
+use fatpipe_lab::tools::{preset, Case, Context as ToolContext, PRESETS};
+use fatpipe_wanem::testbed::Profile;
+use fatpipe_wanem::units::{self, QueueLimit};
+use fatpipe_wanem::TestbedConfig;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of `fatpipe lab`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Round-trip times to test (repeatable).
+    #[arg(long = "rtt", required = true, value_parser = units::parse_duration)]
+    rtts: Vec<Duration>,
+    /// Bottleneck rate.
+    #[arg(long, default_value = "1gbit", value_parser = units::parse_rate)]
+    rate: u64,
+    /// Drop-tail queue limit (1bdp, 100p, 256kb).
+    #[arg(long, default_value = "1bdp", value_parser = QueueLimit::parse)]
+    queue: QueueLimit,
+    /// Random loss per direction (0.01 or 1%).
+    #[arg(long, default_value = "0", value_parser = units::parse_loss)]
+    loss: f64,
+    /// TCP profile of both sides: stock or tuned.
+    #[arg(long, default_value = "stock", value_parser = Profile::parse)]
+    profile: Profile,
+    /// Runs per tool and path.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Size of the transferred file in MiB.
+    #[arg(long, default_value_t = 256)]
+    size_mib: u64,
+    /// Tools to run (repeatable): iperf3, curl, globus, globus-p4, globus-p8, fatpipe. Default: all.
+    #[arg(long = "tool")]
+    tools: Vec<String>,
+    /// A server command for side b (shell; `{file}` and `{bytes}` are replaced), with --client and --port.
+    #[arg(long, requires_all = ["client", "port"])]
+    server: Option<String>,
+    /// The client command for side a (shell); the run lasts while it runs and it must exit 0.
+    #[arg(long, requires = "server")]
+    client: Option<String>,
+    /// The port the --server command listens on.
+    #[arg(long)]
+    port: Option<u16>,
+    /// Name of the custom case in the report.
+    #[arg(long, default_value = "custom")]
+    label: String,
+    /// Give up on a run after this long.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Directory for results.json and results.md.
+    #[arg(long, default_value = "results/lab")]
+    out: PathBuf,
+}
+
+/// Runs every case on every path and writes the results.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let dir = tempfile::Builder::new().prefix("fatpipe-lab").tempdir()?;
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    let bytes = a.size_mib << 20;
+    let file = dir.path().join("file");
+    crate::demo::make_file(&file, a.size_mib)?;
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    let exe = std::env::current_exe()?;
+    let ctx = ToolContext {
+        dir: dir.path(),
+        bytes,
+        fatpipe: &exe,
+    };
+    let mut cases: Vec<Case> = Vec::new();
+    let names: Vec<String> = if a.tools.is_empty() && a.server.is_none() {
+        PRESETS.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.tools.clone()
+    };
+    for n in &names {
+        cases.push(
+            preset(n, &ctx)
+                .with_context(|| format!("unknown tool {n:?}; known: {}", PRESETS.join(", ")))?,
+        );
+    }
+    if let (Some(server), Some(client), Some(port)) = (&a.server, &a.client, a.port) {
+        let fill = |s: &str| {
+            s.replace("{file}", &file.display().to_string())
+                .replace("{bytes}", &bytes.to_string())
+        };
+        cases.push(Case {
+            label: a.label.clone(),
+            server: fill(server),
+            port,
+            client: fill(client),
+        });
+    }
+    if cases.is_empty() {
+        bail!("nothing to run: give --tool or --server/--client/--port");
+    }
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    let mut results = Vec::new();
+    for rtt in &a.rtts {
+        let mut cfg = TestbedConfig::new(
+            &format!("lab{}", std::process::id() % 100_000),
+            *rtt,
+            a.rate,
+        );
+        cfg.link.queue = a.queue;
+        cfg.link.loss = a.loss;
+        cfg.profile = a.profile;
+        for case in &cases {
+            let mut r = CaseResult {
+                label: case.label.clone(),
+                rtt_ms: rtt.as_secs_f64() * 1e3,
+                rate_mbit: a.rate as f64 / 1e6,
+                profile: format!("{:?}", a.profile).to_lowercase(),
+                ceiling_mbit: a.rate as f64 * 1448.0 / 1500.0 / 1e6,
+                runs: Vec::new(),
+                failures: Vec::new(),
+            };
+            for i in 0..a.runs {
+                eprint!(
+                    "lab: {} at {:?}, run {}/{} ... ",
+                    case.label,
+                    rtt,
+                    i + 1,
+                    a.runs
+                );
+                std::io::stderr().flush()?;
+                match run_once(&cfg, case, bytes, a.timeout) {
+                    Ok(run) => {
+                        eprintln!("{:.0} Mbit/s, {} retransmissions", run.mbit_s, run.retrans);
+                        r.runs.push(run);
+                    }
+                    Err(e) => {
+                        eprintln!("failed: {e:#}");
+                        r.failures.push(format!("{e:#}"));
+                    }
+                }
+            }
+            results.push(r);
+            // Written after every case, so an interrupted lab keeps what it measured.
+            std::fs::write(
+                a.out.join("results.json"),
+                serde_json::to_string_pretty(&results)?,
+            )?;
+            std::fs::write(a.out.join("results.md"), markdown(&results))?;
+        }
+    }
+    println!("{}", markdown(&results));
+    eprintln!(
+        "lab: results in {}/results.json and results.md",
+        a.out.display()
+    );
+    let failed = results.iter().any(|r| !r.failures.is_empty());
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,165 @@
+//! One measured run: a fresh emulated path, the server in b, the client in a, samplers of
+//! socket memory in both, then the measurements and a full teardown.
+
+use crate::measure::{retrans_segs, sum_skmem, BufferSums};
+use crate::tools::Case;
+use anyhow::{bail, Context};
+use fatpipe_wanem::{Side, Testbed, TestbedConfig};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What one run measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Payload bytes over the data phase (first to last full-size packet on b → a), Mbit/s.
+    pub mbit_s: f64,
+    /// Length of the data phase, seconds.
+    pub data_seconds: f64,
+    /// Wall time of the client command, seconds (includes login and set-up).
+    pub wall_seconds: f64,
+    /// Segments retransmitted by the sender (side b's TCP counters).
+    pub retrans: u64,
+    /// Peak of the receive buffers summed over side a's sockets, bytes.
+    pub peak_rb_receiver: u64,
+    /// Peak of the send buffers summed over side b's sockets, bytes.
+    pub peak_tb_sender: u64,
+}
+
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// A process group started for a run, killed (by its PID) when dropped.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the process group this run created (negative PID = its group).
+        unsafe { libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `case` once on a fresh path built from `cfg`; the test file has `bytes` bytes.
+pub fn run_once(
+    cfg: &TestbedConfig,
+    case: &Case,
+    bytes: u64,
+    timeout: Duration,
+) -> anyhow::Result<RunResult> {
+    let tb = Testbed::up(cfg.clone())?;
+    let _server = if case.server.is_empty() {
+        None
+    } else {
+        let mut cmd = tb.command(Side::B, "sh");
+        cmd.args(["-c", &case.server])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        let g = Group(cmd.spawn().context("cannot start the server")?);
+        wait_listening(&tb, case.port, Duration::from_secs(15))
+            .with_context(|| format!("server of {} did not start", case.label))?;
+        Some(g)
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let samplers = [Side::A, Side::B].map(|side| {
+        let stop = stop.clone();
+        tb.spawn_in(side, move || sample(&stop))
+    });
+    let started = Instant::now();
+    let mut cmd = tb.command(Side::A, "sh");
+    cmd.args(["-c", &case.client])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut client = Group(cmd.spawn().context("cannot start the client")?);
+    let status = loop {
+        if let Some(s) = client.0.try_wait()? {
+            break s;
+        }
+        if started.elapsed() > timeout {
+            bail!("{} did not finish within {timeout:?}", case.label);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let wall = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::SeqCst);
+    let [a, b] = samplers.map(|h| {
+        h.join()
+            .map_err(|_| anyhow::anyhow!("sampler panicked"))
+            .and_then(|r| r)
+    });
+    let (a, b) = (a?, b?);
+    if !status.success() {
+        let mut err = String::new();
+        if let Some(mut e) = client.0.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        bail!("{} failed ({status}): {}", case.label, err.trim());
+    }
+    std::thread::sleep(Duration::from_millis(250)); // the emulator publishes its counters every 100 ms
+    let ba = tb.stats()[1].clone();
+    let phase = ba
+        .bulk_phase()
+        .context("no data crossed the path")?
+        .as_secs_f64();
+    let snmp = tb
+        .spawn_in(Side::B, || {
+            Ok(std::fs::read_to_string("/proc/thread-self/net/snmp")?)
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("snmp reader panicked"))??;
+    drop(client);
+    tb.down()?;
+    Ok(RunResult {
+        mbit_s: bytes as f64 * 8.0 / phase / 1e6,
+        data_seconds: phase,
+        wall_seconds: wall,
+        retrans: retrans_segs(&snmp).unwrap_or(0),
+        peak_rb_receiver: a.rb,
+        peak_tb_sender: b.tb,
+    })
+}
+
+/// Peaks of `ss -tm` buffer sums in the calling thread's namespace until `stop`.
+fn sample(stop: &AtomicBool) -> anyhow::Result<BufferSums> {
+    let mut peak = BufferSums::default();
+    let deadline = Instant::now() + Duration::from_secs(3600);
+    while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+        let out = std::process::Command::new("ss")
+            .args(["-tmH"])
+            .output()
+            .context("cannot run ss (install iproute2)")?;
+        let s = sum_skmem(&String::from_utf8_lossy(&out.stdout));
+        peak.rb = peak.rb.max(s.rb);
+        peak.tb = peak.tb.max(s.tb);
+        std::thread::sleep(SAMPLE_EVERY);
+    }
+    Ok(peak)
+}
+
+/// Waits until something listens on `port` in side b (checked with `ss`, not by connecting:
+/// one-shot servers such as `iperf3 -s -1` would take a probe for their client).
+fn wait_listening(tb: &Testbed, port: u16, limit: Duration) -> anyhow::Result<()> {
+    let filter = format!("sport = :{port}");
+    tb.spawn_in(Side::B, move || {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            let out = std::process::Command::new("ss")
+                .args(["-ltnH", &filter])
+                .output()?;
+            if !out.stdout.is_empty() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!("nothing listens on port {port} after {limit:?}")
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("port check panicked"))?
+}

@@ -1,0 +1,108 @@
+//! The tools the lab runs: real baselines (iperf3, curl from vsftpd, globus-url-copy from
+//! globus-gridftp-server), fatpipe itself, and any pair of commands a user gives. Every preset
+//! moves the file from side b (server) to side a (client), so the data direction is b → a.
+
+use std::path::Path;
+
+/// Address of the server side (b).
+pub const SERVER_ADDR: &str = "198.18.0.2";
+
+/// A server command for side b and a client command for side a (shell command lines).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Case {
+    /// Name in reports.
+    pub label: String,
+    /// Started in side b before the client; killed after it (empty: no server).
+    pub server: String,
+    /// TCP port the server listens on; the client starts when it accepts connections.
+    pub port: u16,
+    /// Run in side a; the run is the client's lifetime and must exit 0.
+    pub client: String,
+}
+
+/// Where a case finds its data and scratch space.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    /// Directory holding the test file `file`, readable by everyone.
+    pub dir: &'a Path,
+    /// Size of the test file in bytes.
+    pub bytes: u64,
+    /// Path of the `fatpipe` binary.
+    pub fatpipe: &'a Path,
+}
+
+/// The names `preset` knows.
+pub const PRESETS: &[&str] = &[
+    "iperf3",
+    "curl",
+    "globus",
+    "globus-p4",
+    "globus-p8",
+    "fatpipe",
+];
+
+/// A named baseline or fatpipe, set up for `ctx`.
+pub fn preset(name: &str, ctx: &Context) -> Option<Case> {
+    let dir = ctx.dir.display();
+    let file = format!("{dir}/file");
+    let globus = |label: &str, opts: &str| {
+        Case {
+        label: label.into(),
+        server: format!(
+            "exec globus-gridftp-server -aa -anonymous-user nobody -p 2811 -control-interface {SERVER_ADDR} -data-interface {SERVER_ADDR} -d error"
+        ),
+        port: 2811,
+        client: format!("exec globus-url-copy {opts} ftp://{SERVER_ADDR}:2811{file} file:///dev/null"),
+    }
+    };
+    Some(match name {
+        "iperf3" => Case {
+            label: "iperf3 (1 stream, -R)".into(),
+            server: "exec iperf3 -s -1".into(),
+            port: 5201,
+            client: format!("exec iperf3 -c {SERVER_ADDR} -R -n {} >/dev/null", ctx.bytes),
+        },
+        "curl" => Case {
+            label: "curl from vsftpd".into(),
+            server: format!(
+                "printf 'listen=YES\\nlisten_ipv6=NO\\nlisten_address={SERVER_ADDR}\\nlisten_port=2121\\nbackground=NO\\nanonymous_enable=YES\\nlocal_enable=NO\\nanon_root={dir}\\nno_anon_password=YES\\nseccomp_sandbox=NO\\nsecure_chroot_dir=/var/run/vsftpd/empty\\nxferlog_enable=NO\\n' > {dir}/vsftpd.conf && mkdir -p /var/run/vsftpd/empty && exec vsftpd {dir}/vsftpd.conf"
+            ),
+            port: 2121,
+            client: format!("exec curl -sS --fail -o /dev/null ftp://{SERVER_ADDR}:2121/file"),
+        },
+        "globus" => globus("globus-url-copy (stream)", ""),
+        "globus-p4" => globus("globus-url-copy -fast -p 4", "-fast -p 4"),
+        "globus-p8" => globus("globus-url-copy -p 8 -tcp-bs 16M", "-fast -p 8 -tcp-bs 16M"),
+        "fatpipe" => Case {
+            label: "fatpipe cp".into(),
+            server: format!("exec {} serve --anonymous --listen {SERVER_ADDR}:2812 --root {dir}", ctx.fatpipe.display()),
+            port: 2812,
+            client: format!("exec {} cp --quiet ftp://{SERVER_ADDR}:2812/file /dev/null", ctx.fatpipe.display()),
+        },
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_is_defined_and_reads_the_test_file() {
+        let ctx = Context {
+            dir: Path::new("/tmp/lab"),
+            bytes: 1000,
+            fatpipe: Path::new("/bin/fatpipe"),
+        };
+        for name in PRESETS {
+            let c = preset(name, &ctx).unwrap();
+            assert!(c.port > 0 && !c.server.is_empty(), "{name}");
+            assert!(
+                c.client.contains("/file") || c.client.contains("-n 1000"),
+                "{name}: {}",
+                c.client
+            );
+        }
+        assert!(preset("scp", &ctx).is_none());
+    }
+}
