@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 # Real peers the interop tests start: curl, lftp, vsftpd, Python's ftplib; unshare/setpriv
 # (util-linux) for the full-disk and unreadable-file tests; iproute2 and iperf3 for the lab.
-packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates)
+packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates globus-gass-copy-progs globus-gridftp-server-progs)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
