@@ -54,13 +54,8 @@ pub fn run_once(
     let _server = if case.server.is_empty() {
         None
     } else {
-        let mut cmd = tb.command(Side::B, "sh");
-        cmd.args(["-c", &case.server])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        let g = Group(cmd.spawn().context("cannot start the server")?);
+        let g =
+            start(&tb, Side::B, &case.server, Stdio::null()).context("cannot start the server")?;
         wait_listening(&tb, case.port, Duration::from_secs(15))
             .with_context(|| format!("server of {} did not start", case.label))?;
         Some(g)
@@ -71,13 +66,8 @@ pub fn run_once(
         tb.spawn_in(side, move || sample(&stop))
     });
     let started = Instant::now();
-    let mut cmd = tb.command(Side::A, "sh");
-    cmd.args(["-c", &case.client])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut client = Group(cmd.spawn().context("cannot start the client")?);
+    let mut client =
+        start(&tb, Side::A, &case.client, Stdio::piped()).context("cannot start the client")?;
     let status = loop {
         if let Some(s) = client.0.try_wait()? {
             break s;
@@ -108,12 +98,9 @@ pub fn run_once(
         .bulk_phase()
         .context("no data crossed the path")?
         .as_secs_f64();
-    let snmp = tb
-        .spawn_in(Side::B, || {
-            Ok(std::fs::read_to_string("/proc/thread-self/net/snmp")?)
-        })
-        .join()
-        .map_err(|_| anyhow::anyhow!("snmp reader panicked"))??;
+    let snmp = tb.run_in(Side::B, || {
+        Ok(std::fs::read_to_string("/proc/thread-self/net/snmp")?)
+    })?;
     drop(client);
     tb.down()?;
     Ok(RunResult {
@@ -147,7 +134,7 @@ fn sample(stop: &AtomicBool) -> anyhow::Result<BufferSums> {
 /// one-shot servers such as `iperf3 -s -1` would take a probe for their client).
 fn wait_listening(tb: &Testbed, port: u16, limit: Duration) -> anyhow::Result<()> {
     let filter = format!("sport = :{port}");
-    tb.spawn_in(Side::B, move || {
+    tb.run_in(Side::B, move || {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             let out = std::process::Command::new("ss")
@@ -160,6 +147,15 @@ fn wait_listening(tb: &Testbed, port: u16, limit: Duration) -> anyhow::Result<()
         }
         bail!("nothing listens on port {port} after {limit:?}")
     })
-    .join()
-    .map_err(|_| anyhow::anyhow!("port check panicked"))?
+}
+
+/// Starts a shell command line in its own process group inside a side's namespace.
+fn start(tb: &Testbed, side: Side, script: &str, stderr: Stdio) -> std::io::Result<Group> {
+    let mut cmd = tb.command(side, "sh");
+    cmd.args(["-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .process_group(0);
+    cmd.spawn().map(Group)
 }

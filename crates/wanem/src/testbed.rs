@@ -192,6 +192,15 @@ impl Testbed {
         netns::spawn_in(&self.ns(side), f)
     }
 
+    /// [`Testbed::spawn_in`] and wait for the result.
+    pub fn run_in<T: Send + 'static>(
+        &self,
+        side: Side,
+        f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        netns::run_in(&self.ns(side), f)
+    }
+
     /// When the emulator's clock started (schedule times count from here).
     pub fn started(&self) -> Option<std::time::Instant> {
         self.engine.as_ref().map(Engine::started)

@@ -36,9 +36,7 @@ fn b_addr() -> SocketAddr {
 /// A UDP echo server in b for `secs`; returns how many datagrams it echoed.
 fn udp_echo(tb: &Testbed, secs: u64) -> std::thread::JoinHandle<anyhow::Result<usize>> {
     let sock = tb
-        .spawn_in(Side::B, move || Ok(UdpSocket::bind(b_addr())?))
-        .join()
-        .unwrap()
+        .run_in(Side::B, move || Ok(UdpSocket::bind(b_addr())?))
         .unwrap();
     std::thread::spawn(move || {
         sock.set_read_timeout(Some(Duration::from_millis(100)))?;
@@ -57,9 +55,7 @@ fn udp_echo(tb: &Testbed, secs: u64) -> std::thread::JoinHandle<anyhow::Result<u
 
 fn udp_client(tb: &Testbed) -> UdpSocket {
     let s = tb
-        .spawn_in(Side::A, || Ok(UdpSocket::bind("198.18.0.1:0")?))
-        .join()
-        .unwrap()
+        .run_in(Side::A, || Ok(UdpSocket::bind("198.18.0.1:0")?))
         .unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     s
@@ -99,9 +95,7 @@ fn idle_rtt_matches_the_setting() {
 /// the receiver between `warmup` and the end.
 fn tcp_goodput(tb: &Testbed, secs: f64, warmup: f64) -> f64 {
     let listener = tb
-        .spawn_in(Side::B, || Ok(TcpListener::bind(b_addr())?))
-        .join()
-        .unwrap()
+        .run_in(Side::B, || Ok(TcpListener::bind(b_addr())?))
         .unwrap();
     let receiver = std::thread::spawn(move || -> f64 {
         let (mut s, _) = listener.accept().unwrap();
@@ -124,9 +118,7 @@ fn tcp_goodput(tb: &Testbed, secs: f64, warmup: f64) -> f64 {
         counted as f64 * 8.0 / span / 1e6
     });
     let mut sender = tb
-        .spawn_in(Side::A, || Ok(TcpStream::connect(b_addr())?))
-        .join()
-        .unwrap()
+        .run_in(Side::A, || Ok(TcpStream::connect(b_addr())?))
         .unwrap();
     let chunk = vec![0x5au8; 1 << 16];
     let end = Instant::now() + Duration::from_secs_f64(secs);
@@ -145,9 +137,7 @@ fn fixed_window_throughput_is_window_over_rtt() {
     const WINDOW: usize = 64 * 1024;
     let tb = up(50.0, "1gbit", |_| {});
     let listener = tb
-        .spawn_in(Side::B, || Ok(TcpListener::bind(b_addr())?))
-        .join()
-        .unwrap()
+        .run_in(Side::B, || Ok(TcpListener::bind(b_addr())?))
         .unwrap();
     let receiver = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
@@ -159,9 +149,7 @@ fn fixed_window_throughput_is_window_over_rtt() {
         }
     });
     let mut s = tb
-        .spawn_in(Side::A, || Ok(TcpStream::connect(b_addr())?))
-        .join()
-        .unwrap()
+        .run_in(Side::A, || Ok(TcpStream::connect(b_addr())?))
         .unwrap();
     s.set_nodelay(true).unwrap();
     let block = vec![7u8; WINDOW];
@@ -206,9 +194,7 @@ fn configured_loss_is_what_the_path_loses() {
         c.seed = 7;
     });
     let receiver = tb
-        .spawn_in(Side::B, || Ok(UdpSocket::bind(b_addr())?))
-        .join()
-        .unwrap()
+        .run_in(Side::B, || Ok(UdpSocket::bind(b_addr())?))
         .unwrap();
     let count = std::thread::spawn(move || {
         receiver
