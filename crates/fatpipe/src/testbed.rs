@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context};
 use fatpipe_wanem::link::LinkStats;
-use fatpipe_wanem::schedule::Schedule;
+use fatpipe_wanem::schedule::{Change, Schedule};
 use fatpipe_wanem::testbed::{namespace, Profile};
 use fatpipe_wanem::units::{self, QueueLimit};
 use fatpipe_wanem::{netns, Side, Testbed, TestbedConfig};
@@ -67,6 +67,10 @@ pub struct PathArgs {
     /// Random loss per direction: 0.01 or 1%.
     #[arg(long, default_value = "0", value_parser = units::parse_loss)]
     loss: f64,
+    /// Settings of the b -> a direction where they differ, e.g. "rate=20mbit delay=30ms loss=0.001"
+    /// (keys rate, delay, rtt, loss, queue; the rest as for a -> b).
+    #[arg(long, value_name = "KEY=VALUE …")]
+    reverse: Option<String>,
     /// Schedule file of `TIME key=value…` lines (rate, rtt, delay, loss, queue; `repeat PERIOD`).
     #[arg(long)]
     schedule: Option<PathBuf>,
@@ -105,6 +109,9 @@ impl PathArgs {
             format!("--seed={}", self.seed),
             format!("--name={}", self.name),
         ];
+        if let Some(r) = &self.reverse {
+            v.push(format!("--reverse={r}"));
+        }
         if let Some(f) = &self.schedule {
             let abs = f
                 .canonicalize()
@@ -174,6 +181,11 @@ fn config(a: &PathArgs) -> anyhow::Result<TestbedConfig> {
     c.link.loss = a.loss;
     c.profile = a.profile;
     c.seed = a.seed;
+    if let Some(r) = &a.reverse {
+        let change =
+            Change::parse(r.split_whitespace()).map_err(|e| anyhow::anyhow!("--reverse: {e}"))?;
+        c.reverse = Some(change.apply(c.link));
+    }
     if let Some(f) = &a.schedule {
         let text = std::fs::read_to_string(f)
             .with_context(|| format!("cannot read schedule {}", f.display()))?;

@@ -36,7 +36,17 @@ fn testbed_lifecycle_from_the_shell() {
     let up = ok(tb(
         name,
         &[
-            "up", "--rtt", "20ms", "--rate", "100mbit", "--queue", "100p", "--loss", "0",
+            "up",
+            "--rtt",
+            "20ms",
+            "--rate",
+            "100mbit",
+            "--queue",
+            "100p",
+            "--loss",
+            "0",
+            "--reverse",
+            "delay=30ms",
         ],
     ));
     assert!(
@@ -51,7 +61,7 @@ fn testbed_lifecycle_from_the_shell() {
         "198.18.0.2"
     );
     // A command in namespace a reaches b through the emulator: a TCP connect to a closed port is
-    // refused by b's stack, one round trip later.
+    // refused by b's stack, one round trip later: 10 ms there, 30 ms back (--reverse).
     let probe = "import socket,time\nt=time.time()\ntry:\n socket.create_connection(('198.18.0.2',9),timeout=5)\nexcept ConnectionRefusedError:\n print('refused %.1f' % ((time.time()-t)*1000))\n";
     let out = ok(run(&mut fatpipe_cmd(&[
         "testbed", "exec", "a", "--name", name, "--", "python3", "-c", probe,
@@ -63,8 +73,8 @@ fn testbed_lifecycle_from_the_shell() {
         .parse()
         .unwrap();
     assert!(
-        (19.0..40.0).contains(&ms),
-        "round trip {ms} ms on a 20 ms path"
+        (39.0..60.0).contains(&ms),
+        "round trip {ms} ms on a 10 + 30 ms path"
     );
     std::thread::sleep(std::time::Duration::from_millis(300));
     let stats: serde_json::Value =

@@ -25,6 +25,29 @@ pub struct Change {
 }
 
 impl Change {
+    /// Parses `key=value` words: `rate`, `rtt` (sets the one-way delay to half), `delay`, `loss`, `queue`.
+    pub fn parse<'a>(words: impl IntoIterator<Item = &'a str>) -> Result<Change, String> {
+        let mut c = Change::default();
+        for w in words {
+            let (k, v) = w
+                .split_once('=')
+                .ok_or_else(|| format!("expected key=value, got {w:?}"))?;
+            match k {
+                "rate" => c.rate_bps = Some(parse_rate(v)?),
+                "rtt" => c.delay = Some(parse_duration(v)? / 2),
+                "delay" => c.delay = Some(parse_duration(v)?),
+                "loss" => c.loss = Some(parse_loss(v)?),
+                "queue" => c.queue = Some(QueueLimit::parse(v)?),
+                _ => {
+                    return Err(format!(
+                        "unknown setting {k:?} (rate, rtt, delay, loss, queue)"
+                    ))
+                }
+            }
+        }
+        Ok(c)
+    }
+
     /// The settings after this change.
     pub fn apply(&self, p: LinkParams) -> LinkParams {
         LinkParams {
@@ -69,24 +92,7 @@ impl Schedule {
             if s.steps.last().is_some_and(|(t, _)| *t > at) {
                 return Err(err("times must not go backwards".into()));
             }
-            let mut c = Change::default();
-            for w in words {
-                let (k, v) = w
-                    .split_once('=')
-                    .ok_or_else(|| err(format!("expected key=value, got {w:?}")))?;
-                match k {
-                    "rate" => c.rate_bps = Some(parse_rate(v).map_err(err)?),
-                    "rtt" => c.delay = Some(parse_duration(v).map_err(err)? / 2),
-                    "delay" => c.delay = Some(parse_duration(v).map_err(err)?),
-                    "loss" => c.loss = Some(parse_loss(v).map_err(err)?),
-                    "queue" => c.queue = Some(QueueLimit::parse(v).map_err(err)?),
-                    _ => {
-                        return Err(err(format!(
-                            "unknown setting {k:?} (rate, rtt, delay, loss, queue)"
-                        )))
-                    }
-                }
-            }
+            let c = Change::parse(words).map_err(err)?;
             s.steps.push((at, c));
         }
         if let (Some(p), Some((last, _))) = (s.repeat, s.steps.last()) {

@@ -47,8 +47,11 @@ impl Profile {
 pub struct TestbedConfig {
     /// Prefix of the namespace names (at most 12 characters).
     pub name: String,
-    /// Settings of each direction (the RTT is the sum of both one-way delays).
+    /// Settings of a → b, and of b → a unless `reverse` is given (the RTT is the sum of both
+    /// one-way delays).
     pub link: LinkParams,
+    /// Settings of b → a when they differ from a → b.
+    pub reverse: Option<LinkParams>,
     /// Seed of the loss pattern.
     pub seed: u64,
     /// TCP profile of both namespaces.
@@ -59,7 +62,7 @@ pub struct TestbedConfig {
 }
 
 impl TestbedConfig {
-    /// A symmetric path with round-trip time `rtt` and bottleneck `rate_bps` in each direction.
+    /// A symmetric path (set `reverse` for an asymmetric one) with round-trip time `rtt` and bottleneck `rate_bps` in each direction.
     pub fn new(name: &str, rtt: Duration, rate_bps: u64) -> Self {
         TestbedConfig {
             name: name.to_string(),
@@ -69,6 +72,7 @@ impl TestbedConfig {
                 queue: QueueLimit::Bdp(1.0),
                 loss: 0.0,
             },
+            reverse: None,
             seed: 1,
             profile: Profile::Stock,
             schedule: None,
@@ -139,18 +143,18 @@ impl Testbed {
             }
         }
         let seed = tb.config.seed;
-        let params = tb.config.link;
+        let (ab, ba) = (tb.config.link, tb.config.reverse.unwrap_or(tb.config.link));
         let dirs = [
             Direction {
                 input: tun_a.try_clone()?,
                 output: tun_b.try_clone()?,
-                params,
+                params: ab,
                 seed,
             },
             Direction {
                 input: tun_b,
                 output: tun_a,
-                params,
+                params: ba,
                 seed: seed.wrapping_add(1),
             },
         ];

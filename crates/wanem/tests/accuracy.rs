@@ -91,6 +91,22 @@ fn idle_rtt_matches_the_setting() {
     }
 }
 
+#[test]
+fn directions_can_differ() {
+    // 5 ms one way, 45 ms back: 50 ms round trip.
+    let tb = up(10.0, "1gbit", |c| {
+        let back = fatpipe_wanem::schedule::Change::parse(["delay=45ms"]).unwrap();
+        c.reverse = Some(back.apply(c.link));
+    });
+    let echo = udp_echo(&tb, 3);
+    let measured = probe_rtt(&udp_client(&tb), 9);
+    assert!(
+        (measured - 50.0).abs() <= 1.0,
+        "RTT {measured:.3} ms, expected 5 + 45 ms"
+    );
+    drop(echo);
+}
+
 /// Sends for `secs` from a to b over one TCP connection; returns goodput in Mbit/s measured at
 /// the receiver between `warmup` and the end.
 fn tcp_goodput(tb: &Testbed, secs: f64, warmup: f64) -> f64 {
