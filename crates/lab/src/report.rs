@@ -6,12 +6,17 @@ use serde::{Deserialize, Serialize};
 /// All runs of one tool on one path, with their summary.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaseResult {
+    /// The tool's name in reports.
     pub label: String,
+    /// Round-trip time of the path, ms.
     pub rtt_ms: f64,
+    /// Bottleneck rate of the path, Mbit/s.
     pub rate_mbit: f64,
+    /// TCP profile of both sides.
     pub profile: String,
     /// The link's goodput ceiling: rate × 1448/1500.
     pub ceiling_mbit: f64,
+    /// Every successful run.
     pub runs: Vec<RunResult>,
     /// Runs that failed, with why.
     pub failures: Vec<String>,

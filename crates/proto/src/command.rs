@@ -28,43 +28,77 @@ pub enum EpsvArg {
 /// One client command with its parsed argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
+    /// USER: the account name.
     User(String),
+    /// PASS: the password.
     Pass(String),
+    /// QUIT: end the session.
     Quit,
+    /// NOOP: do nothing (keep-alive).
     Noop,
+    /// SYST: the system type.
     Syst,
+    /// FEAT: list extensions (RFC 2389).
     Feat,
+    /// OPTS: set an option of a command (RFC 2389).
     Opts(String),
+    /// TYPE: the representation type.
     Type(TransferType),
     /// `MODE S`; other modes are answered 504 at parse time.
     ModeStream,
     /// `STRU F`; other structures are answered 504 at parse time.
     StruFile,
+    /// PWD: print the working directory.
     Pwd,
+    /// CWD: change the working directory.
     Cwd(String),
+    /// CDUP: go to the parent directory.
     Cdup,
+    /// LIST: a human-readable listing over the data connection.
     List(Option<String>),
+    /// NLST: names only over the data connection.
     Nlst(Option<String>),
+    /// MLST: machine-readable facts of one object, on the control connection (RFC 3659).
     Mlst(Option<String>),
+    /// MLSD: machine-readable listing over the data connection (RFC 3659).
     Mlsd(Option<String>),
+    /// SIZE: a file's size (RFC 3659).
     Size(String),
+    /// MDTM: a file's modification time (RFC 3659).
     Mdtm(String),
+    /// REST: restart the next transfer at a byte offset (STREAM mode, RFC 3659).
     Rest(u64),
+    /// RETR: send a file to the client.
     Retr(String),
+    /// STOR: store a file from the client.
     Stor(String),
+    /// APPE: append to a file.
     Appe(String),
+    /// DELE: delete a file.
     Dele(String),
+    /// MKD: make a directory.
     Mkd(String),
+    /// RMD: remove a directory.
     Rmd(String),
+    /// RNFR: the object to rename.
     Rnfr(String),
+    /// RNTO: its new name.
     Rnto(String),
+    /// PASV: the server listens for the data connection (IPv4).
     Pasv,
+    /// EPSV: extended passive mode (RFC 2428).
     Epsv(Option<EpsvArg>),
+    /// PORT: the server connects to this address (IPv4).
     Port(SocketAddrV4),
+    /// EPRT: the server connects to this address (RFC 2428).
     Eprt(SocketAddr),
+    /// ABOR: abort the running transfer.
     Abor,
+    /// STAT: session status, transfer progress, or a listing on the control connection.
     Stat(Option<String>),
+    /// HELP: the commands understood.
     Help(Option<String>),
+    /// ALLO: announce a size to be stored.
     Allo(u64),
 }
 

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Wire formats of the fatpipe control channel (FTP, RFC 959 and its extensions), free of I/O.
 //!
 //! Everything here takes bytes or strings and returns values, so the server, the client and the

@@ -6,9 +6,13 @@ use time::{macros::format_description, OffsetDateTime};
 /// What kind of object a listing entry names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryKind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
+    /// A symbolic link (as a server lists it; not followed).
     Link,
+    /// Anything else (device, pipe, socket, unknown).
     Other,
 }
 
@@ -17,6 +21,7 @@ pub enum EntryKind {
 pub struct Entry {
     /// The name (MLSD, LIST) or full path (MLST) of the entry.
     pub name: String,
+    /// What the entry is.
     pub kind: EntryKind,
     /// Size in bytes.
     pub size: u64,

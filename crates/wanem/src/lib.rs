@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! fatpipe's WAN emulator: two network namespaces joined by a userspace delay line (TUN devices),
 //! with per-direction rate, delay, drop-tail queue, random loss and time schedules.
 //!

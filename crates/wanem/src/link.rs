@@ -70,11 +70,17 @@ pub enum Verdict {
 /// Counters of one direction.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkStats {
+    /// Packets offered to this direction.
     pub packets_in: u64,
+    /// Bytes offered.
     pub bytes_in: u64,
+    /// Packets delivered to the far side.
     pub packets_out: u64,
+    /// Bytes delivered.
     pub bytes_out: u64,
+    /// Packets dropped by random loss.
     pub drops_loss: u64,
+    /// Packets dropped because the queue was full.
     pub drops_queue: u64,
     /// Packets the far side would not take (TUN write failed).
     pub drops_write: u64,

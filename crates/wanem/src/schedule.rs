@@ -17,10 +17,13 @@ use std::time::Duration;
 /// A change of some settings.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Change {
+    /// New bottleneck rate, bit/s.
     pub rate_bps: Option<u64>,
     /// One-way delay (from `rtt=` halved, or `delay=`).
     pub delay: Option<Duration>,
+    /// New loss probability.
     pub loss: Option<f64>,
+    /// New queue limit.
     pub queue: Option<QueueLimit>,
 }
 

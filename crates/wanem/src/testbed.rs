@@ -15,7 +15,9 @@ use std::time::Duration;
 /// Which end of the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Side {
+    /// The client side, 198.18.0.1.
     A,
+    /// The server side, 198.18.0.2.
     B,
 }
 

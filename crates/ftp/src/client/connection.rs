@@ -7,14 +7,16 @@ use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry};
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 /// Who logs in.
 #[derive(Debug, Clone)]
 pub struct Credentials {
+    /// The account name.
     pub user: String,
+    /// Its password.
     pub password: String,
 }
 
@@ -288,8 +290,6 @@ impl Connection {
             })?;
             // Closing the data connection is what tells the server the file is complete.
             data.shutdown(std::net::Shutdown::Write)?;
-            let mut rest = [0u8; 1];
-            let _ = (&data).read(&mut rest);
             Ok(n)
         })
     }
@@ -326,8 +326,6 @@ impl Connection {
         let _ = self.command(&Command::Quit);
     }
 }
-
-use std::io::Read;
 
 /// A command as it may appear in an error message (never a password).
 fn describe(cmd: &Command) -> String {

@@ -26,7 +26,9 @@ pub struct CopyOptions {
 /// What happened to one file.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileResult {
+    /// Where the file came from (path or remote path).
     pub source: String,
+    /// Where it went.
     pub destination: String,
     /// Bytes moved in this run (not counting a resumed prefix).
     pub bytes: u64,
