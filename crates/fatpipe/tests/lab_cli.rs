@@ -87,6 +87,33 @@ fn presets_and_a_custom_pair_are_measured() {
 }
 
 #[test]
+fn uploads_are_measured_in_their_own_direction() {
+    // The client sends the file a -> b (an HTTP PUT-like upload with curl to a netcat-free sink).
+    let dir = tempfile::tempdir().unwrap();
+    let server = "exec python3 -c 'import socket\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\"198.18.0.2\", 8082)); s.listen(1)\nc,_=s.accept()\nwhile c.recv(1<<20): pass'";
+    let client = "exec python3 -c 'import socket,sys\ns=socket.create_connection((\"198.18.0.2\", 8082)); s.sendall(open(sys.argv[1],\"rb\").read()); s.close()' {file}";
+    let out = lab(
+        dir.path(),
+        &[
+            "--server", server, "--client", client, "--port", "8082", "--label", "upload",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = &results(dir.path())[0]["runs"][0];
+    let mbit = run["mbit_s"].as_f64().unwrap();
+    assert!(
+        mbit > 5.0 && mbit <= 100.0 * 1448.0 / 1500.0 * 1.02,
+        "{mbit} Mbit/s"
+    );
+    // The sender's send buffer is side a's here.
+    assert!(run["peak_tb_sender"].as_u64().unwrap() > 0, "{run}");
+}
+
+#[test]
 fn a_failing_client_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let out = lab(

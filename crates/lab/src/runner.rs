@@ -16,17 +16,18 @@ use std::time::{Duration, Instant};
 /// What one run measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResult {
-    /// Payload bytes over the data phase (first to last full-size packet on b → a), Mbit/s.
+    /// Payload bytes over the data phase (first to last full-size packet in the direction that
+    /// carried the data), Mbit/s.
     pub mbit_s: f64,
     /// Length of the data phase, seconds.
     pub data_seconds: f64,
     /// Wall time of the client command, seconds (includes login and set-up).
     pub wall_seconds: f64,
-    /// Segments retransmitted by the sender (side b's TCP counters).
+    /// Segments retransmitted by the sending side (its namespace's TCP counters).
     pub retrans: u64,
-    /// Peak of the receive buffers summed over side a's sockets, bytes.
+    /// Peak of the receive buffers summed over the receiving side's sockets, bytes.
     pub peak_rb_receiver: u64,
-    /// Peak of the send buffers summed over side b's sockets, bytes.
+    /// Peak of the send buffers summed over the sending side's sockets, bytes.
     pub peak_tb_sender: u64,
 }
 
@@ -93,12 +94,18 @@ pub fn run_once(
         bail!("{} failed ({status}): {}", case.label, err.trim());
     }
     std::thread::sleep(Duration::from_millis(250)); // the emulator publishes its counters every 100 ms
-    let ba = tb.stats()[1].clone();
-    let phase = ba
+                                                    // The data direction is the one that carried the bulk: b -> a for downloads, a -> b for uploads.
+    let [ab, ba] = tb.stats();
+    let (data, sender, recv_peak, send_peak) = if ab.bulk_bytes > ba.bulk_bytes {
+        (ab, Side::A, b, a)
+    } else {
+        (ba, Side::B, a, b)
+    };
+    let phase = data
         .bulk_phase()
         .context("no data crossed the path")?
         .as_secs_f64();
-    let snmp = tb.run_in(Side::B, || {
+    let snmp = tb.run_in(sender, || {
         Ok(std::fs::read_to_string("/proc/thread-self/net/snmp")?)
     })?;
     drop(client);
@@ -108,8 +115,8 @@ pub fn run_once(
         data_seconds: phase,
         wall_seconds: wall,
         retrans: retrans_segs(&snmp).unwrap_or(0),
-        peak_rb_receiver: a.rb,
-        peak_tb_sender: b.tb,
+        peak_rb_receiver: recv_peak.rb,
+        peak_tb_sender: send_peak.tb,
     })
 }
 
