@@ -67,12 +67,7 @@ fn paths_never_leave_the_root() {
         "nothing created outside"
     );
     // The listing does not show links that lead out.
-    let mut d = c.data();
-    assert_eq!(c.cmd("NLST").0, 150);
-    let mut names = String::new();
-    d.read_to_string(&mut names).unwrap();
-    assert_eq!(c.reply().0, 226);
-    assert_eq!(names, "inside\r\n");
+    assert_eq!(c.fetch("NLST"), b"inside\r\n");
 }
 
 #[test]
@@ -267,12 +262,7 @@ fn type_a_converts_line_endings_both_ways() {
     std::fs::write(s.path("t.txt"), b"one\ntwo\n").unwrap();
     let mut c = Raw::login(s.addr, "alice", "pw");
     assert_eq!(c.cmd("TYPE A").0, 200);
-    let mut d = c.data();
-    assert_eq!(c.cmd("RETR t.txt").0, 150);
-    let mut wire = Vec::new();
-    d.read_to_end(&mut wire).unwrap();
-    assert_eq!(c.reply().0, 226);
-    assert_eq!(wire, b"one\r\ntwo\r\n");
+    assert_eq!(c.fetch("RETR t.txt"), b"one\r\ntwo\r\n");
     let mut d = c.data();
     assert_eq!(c.cmd("STOR u.txt").0, 150);
     d.write_all(b"a\r\nb\r\n").unwrap();

@@ -361,6 +361,17 @@ impl Raw {
         }
     }
 
+    /// Runs a download command (`RETR`, `LIST`, …) over a fresh passive connection: expects 150,
+    /// reads everything, expects 226, returns the bytes.
+    pub fn fetch(&mut self, command: &str) -> Vec<u8> {
+        let mut d = self.data();
+        assert_eq!(self.cmd(command).0, 150, "{command}");
+        let mut bytes = Vec::new();
+        d.read_to_end(&mut bytes).unwrap();
+        assert_eq!(self.reply().0, 226, "{command}");
+        bytes
+    }
+
     /// Opens a passive data connection (EPSV).
     pub fn data(&mut self) -> TcpStream {
         let (code, text) = self.cmd("EPSV");
