@@ -197,6 +197,10 @@ fn config(a: &PathArgs) -> anyhow::Result<TestbedConfig> {
 
 fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
     let cfg = config(&a)?; // check everything before touching the system
+                           // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("fatpipe testbed needs root: it creates network namespaces and TUN devices");
+    }
     if down(&a.name)? {
         eprintln!("removed a leftover testbed {}", a.name);
     }
@@ -214,8 +218,11 @@ fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
     }
     if line.trim() != "ready" {
         let _ = child.wait();
-        let log = std::fs::read_to_string(state_dir(&a.name).join("log")).unwrap_or_default();
-        bail!("the testbed did not come up: {}", log.trim());
+        let reason = line
+            .trim()
+            .strip_prefix("error: ")
+            .unwrap_or("the daemon exited without a word");
+        bail!("the testbed did not come up: {reason}");
     }
     println!(
         "testbed {} up: a = {} (netns {}), b = {} (netns {}); rtt {:?}, rate {} bit/s, queue {:?}, loss {}, profile {:?}",
@@ -294,8 +301,6 @@ fn nix_pid(pid: i32) -> libc::pid_t {
 
 fn daemon(a: PathArgs) -> anyhow::Result<ExitCode> {
     let dir = state_dir(&a.name);
-    std::fs::create_dir_all(&dir)?;
-    let log_path = dir.join("log");
     // Block the stop signals before any thread starts, then wait for them synchronously.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: plain sigset manipulation on a local set, then masking this thread (inherited by later threads).
@@ -306,23 +311,34 @@ fn daemon(a: PathArgs) -> anyhow::Result<ExitCode> {
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
-    let tb = match config(&a).and_then(Testbed::up) {
-        Ok(tb) => tb,
-        Err(e) => {
-            std::fs::write(&log_path, format!("{e:#}\n"))?;
-            return Err(e);
+    let setup = || -> anyhow::Result<Testbed> {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let tb = config(&a).and_then(Testbed::up)?;
+        std::fs::write(dir.join("pid"), std::process::id().to_string())?;
+        std::fs::write(
+            dir.join("config.json"),
+            serde_json::to_string_pretty(tb.config())?,
+        )?;
+        Ok(tb)
+    };
+    // `up` reads one line from this pipe: "ready", or the reason it failed.
+    let tb = {
+        let mut out = std::io::stdout().lock();
+        match setup() {
+            Ok(tb) => {
+                writeln!(out, "ready")?;
+                out.flush()?;
+                tb
+            }
+            Err(e) => {
+                writeln!(out, "error: {e:#}")?;
+                out.flush()?;
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
         }
     };
-    std::fs::write(dir.join("pid"), std::process::id().to_string())?;
-    std::fs::write(
-        dir.join("config.json"),
-        serde_json::to_string_pretty(tb.config())?,
-    )?;
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "ready")?;
-        out.flush()?;
-    }
     // SAFETY: closing our stdout (the pipe to `up`) so that `up` can exit; nothing prints after this.
     unsafe { libc::close(1) };
     let stats_path = dir.join("stats.json");

@@ -165,6 +165,50 @@ fn testbed_rejects_bad_settings_before_touching_anything() {
     assert!(!std::path::Path::new("/var/run/netns/fptbad-a").exists());
 }
 
+#[test]
+fn testbed_failures_say_why() {
+    // A failure inside the daemon reaches the user.
+    let out = run(&mut fatpipe_cmd(&[
+        "testbed",
+        "up",
+        "--rtt",
+        "10ms",
+        "--rate",
+        "1gbit",
+        "--name",
+        "waytoolongname1",
+    ]));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("did not come up") && err.contains("must be 1 to 12"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new("/run/fatpipe/testbed/waytoolongname1").exists());
+    // Without root it says so before trying.
+    require("setpriv");
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        fatpipe(),
+        "testbed",
+        "up",
+        "--rtt",
+        "10ms",
+        "--rate",
+        "1gbit",
+    ]);
+    let out = run(&mut cmd);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs root"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn kill_hard(pid: i32) -> i32 {
     // Kill by the PID the daemon recorded, as a crash would end it.
     let out = std::process::Command::new("kill")
