@@ -10,6 +10,16 @@ use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// These tests measure times and rates: they run one at a time, not sharing the two cores with
+/// each other (cargo runs the tests of a file in parallel otherwise).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A testbed name unique to this process and call, so tests can run side by side.
 fn name() -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -78,6 +88,7 @@ fn probe_rtt(sock: &UdpSocket, n: usize) -> f64 {
 
 #[test]
 fn idle_rtt_matches_the_setting() {
+    let _serial = serial();
     for rtt in [1.0, 50.0, 200.0] {
         let tb = up(rtt, "1gbit", |_| {});
         let echo = udp_echo(&tb, 4 + (rtt as u64) / 50);
@@ -93,6 +104,7 @@ fn idle_rtt_matches_the_setting() {
 
 #[test]
 fn directions_can_differ() {
+    let _serial = serial();
     // 5 ms one way, 45 ms back: 50 ms round trip.
     let tb = up(10.0, "1gbit", |c| {
         let back = fatpipe_wanem::schedule::Change::parse(["delay=45ms"]).unwrap();
@@ -147,6 +159,7 @@ fn tcp_goodput(tb: &Testbed, secs: f64, warmup: f64) -> f64 {
 
 #[test]
 fn fixed_window_throughput_is_window_over_rtt() {
+    let _serial = serial();
     // A window of exactly 64 KiB per round trip, kept by the application: the sender sends 64 KiB
     // and waits for the receiver to confirm it. (TCP_WINDOW_CLAMP cannot do this on Linux 6.18:
     // the window advertised at SYN time, 128 KiB here, is never shrunk.)
@@ -194,6 +207,7 @@ fn fixed_window_throughput_is_window_over_rtt() {
 
 #[test]
 fn ample_buffers_fill_the_bottleneck() {
+    let _serial = serial();
     let tb = up(50.0, "100mbit", |c| c.profile = Profile::Tuned);
     let mbit = tcp_goodput(&tb, 6.0, 2.0);
     assert!(
@@ -204,6 +218,7 @@ fn ample_buffers_fill_the_bottleneck() {
 
 #[test]
 fn configured_loss_is_what_the_path_loses() {
+    let _serial = serial();
     let tb = up(2.0, "1gbit", |c| {
         c.link.loss = 0.01;
         c.link.queue = QueueLimit::Packets(100_000);
@@ -251,6 +266,7 @@ fn configured_loss_is_what_the_path_loses() {
 
 #[test]
 fn schedule_step_takes_effect_within_10ms() {
+    let _serial = serial();
     let schedule = Schedule::parse("0s rtt=20ms\n1s rtt=100ms\n").unwrap();
     let tb = up(20.0, "1gbit", |c| c.schedule = Some(schedule));
     let started = tb.started().unwrap();
