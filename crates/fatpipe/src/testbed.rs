@@ -88,15 +88,10 @@ pub struct PathArgs {
 impl PathArgs {
     /// The same settings as command-line arguments (for the daemon).
     fn to_args(&self) -> anyhow::Result<Vec<String>> {
-        let queue = match self.queue {
-            QueueLimit::Bytes(b) => format!("{b}b"),
-            QueueLimit::Packets(p) => format!("{p}p"),
-            QueueLimit::Bdp(k) => format!("{k}bdp"),
-        };
         let mut v = vec![
             format!("--rtt={}us", self.rtt.as_micros()),
             format!("--rate={}bit", self.rate),
-            format!("--queue={queue}"),
+            format!("--queue={}", self.queue),
             format!("--loss={}", self.loss),
             format!(
                 "--profile={}",
@@ -225,7 +220,7 @@ fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
         bail!("the testbed did not come up: {reason}");
     }
     println!(
-        "testbed {} up: a = {} (netns {}), b = {} (netns {}); rtt {:?}, rate {} bit/s, queue {:?}, loss {}, profile {:?}",
+        "testbed {} up: a = {} (netns {}), b = {} (netns {}); rtt {:?}, rate {} bit/s, queue {}, loss {}, profile {:?}",
         cfg.name,
         Testbed::addr(Side::A),
         namespace(&cfg.name, Side::A),

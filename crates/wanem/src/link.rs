@@ -43,11 +43,7 @@ mod queue_serde {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(q: &QueueLimit, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&match q {
-            QueueLimit::Bytes(b) => format!("{b}b"),
-            QueueLimit::Packets(p) => format!("{p}p"),
-            QueueLimit::Bdp(k) => format!("{k}bdp"),
-        })
+        s.collect_str(q)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<QueueLimit, D::Error> {

@@ -89,6 +89,17 @@ impl QueueLimit {
     }
 }
 
+impl std::fmt::Display for QueueLimit {
+    /// The form [`QueueLimit::parse`] reads back: `65536b`, `100p`, `1bdp`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueueLimit::Bytes(b) => write!(f, "{b}b"),
+            QueueLimit::Packets(p) => write!(f, "{p}p"),
+            QueueLimit::Bdp(k) => write!(f, "{k}bdp"),
+        }
+    }
+}
+
 /// Parses a loss probability: `0.01` or `1%`.
 pub fn parse_loss(s: &str) -> Result<f64, String> {
     let t = s.trim();
@@ -129,6 +140,16 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn queue_limit_display_parses_back(n in 1u64..1_000_000_000, k in 0.01f64..100.0, which in 0u8..3) {
+            let q = match which {
+                0 => QueueLimit::Bytes(n),
+                1 => QueueLimit::Packets(n),
+                _ => QueueLimit::Bdp(k),
+            };
+            prop_assert_eq!(QueueLimit::parse(&q.to_string()), Ok(q));
+        }
+
         #[test]
         fn parsers_never_panic(s in "\\PC{0,16}") {
             let _ = parse_rate(&s);
