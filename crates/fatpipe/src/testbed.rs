@@ -273,8 +273,7 @@ fn is_our_daemon(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
-fn stop_pid(pid: i32) {
-    let pid = nix_pid(pid);
+fn stop_pid(pid: libc::pid_t) {
     // SAFETY: kill(2) with a PID we recorded and checked.
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -288,10 +287,6 @@ fn stop_pid(pid: i32) {
         // SAFETY: as above; the daemon did not stop in time.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
-}
-
-fn nix_pid(pid: i32) -> libc::pid_t {
-    pid as libc::pid_t
 }
 
 fn daemon(a: PathArgs) -> anyhow::Result<ExitCode> {

@@ -481,10 +481,7 @@ impl Session {
 
     fn status(&self) -> Reply {
         let user = self.login.as_ref().map_or("-", |l| l.user.as_str());
-        let ttype = match self.ttype {
-            TransferType::Ascii => "ASCII",
-            TransferType::Image => "BINARY",
-        };
+        let ttype = self.mode_word();
         Reply::multi(
             211,
             "fatpipe FTP server status:",
