@@ -110,12 +110,8 @@ fn wan(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         if let Some(out) = server.0.stdout.take() {
             BufReader::new(out).read_line(&mut line)?;
         }
-        let addr = line
-            .split("listening on ")
-            .nth(1)
-            .and_then(|r| r.split(',').next())
-            .with_context(|| format!("the server did not start: {line:?}"))?
-            .to_string();
+        let addr = crate::serve::announced_addr(&line)
+            .with_context(|| format!("the server did not start: {line:?}"))?;
         let out = tb
             .command(Side::A, &exe.to_string_lossy())
             .args([

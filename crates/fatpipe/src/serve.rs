@@ -55,6 +55,18 @@ fn parse_range(s: &str) -> Result<RangeInclusive<u16>, String> {
     Ok(lo..=hi)
 }
 
+/// How the first line of `fatpipe serve`'s output begins; the bound address follows.
+const ANNOUNCEMENT: &str = "fatpipe serve: listening on ";
+
+/// The address in the line `fatpipe serve` prints when it is ready.
+pub fn announced_addr(line: &str) -> Option<std::net::SocketAddr> {
+    line.strip_prefix(ANNOUNCEMENT)?
+        .split(',')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Runs the server until Ctrl-C or SIGTERM.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut config = ServerConfig::new(a.root);
@@ -79,8 +91,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let root = config.root.display().to_string();
         let server = Server::bind(config).await?;
         let addr = server.local_addr()?;
-        // Scripts and tests read this line to learn the port.
-        println!("fatpipe serve: listening on {addr}, root {root}");
+        // Scripts and tests read this line to learn the port (see `announced_addr`).
+        println!("{ANNOUNCEMENT}{addr}, root {root}");
         std::io::stdout().flush()?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
