@@ -170,10 +170,8 @@ impl Copier<'_> {
             let lpath = ldir.join(&e.name);
             match e.kind {
                 EntryKind::Dir => self.download_tree(&rpath, &lpath, depth + 1)?,
-                EntryKind::File => {
-                    let size = self.c.size(&rpath)?.or(Some(e.size));
-                    self.download_file(&rpath, size, &lpath);
-                }
+                // The listing already gives the size: no SIZE round trip per file.
+                EntryKind::File => self.download_file(&rpath, Some(e.size), &lpath),
                 EntryKind::Link | EntryKind::Other => {
                     tracing::info!("skipping {rpath}: not a file or directory")
                 }
