@@ -1,0 +1,398 @@
+//! DRS fed by `TCP_INFO`, evaluated once per RTT at each end.
+//!
+//! Receiver: the bytes that arrived during the last RTT are what was in flight. If that fills
+//! most of the window, the window may be the bottleneck: it doubles (keeping pace with slow
+//! start), or, once the last change has shown its effect, grows by a quarter when a stretched
+//! RTT hints at a queue. That quarter is a trial: if
+//! the rate has not risen by a tenth three RTTs later, the path was the limit, the window goes
+//! back to its size before the trial and no new trial starts for two seconds. When the path is
+//! the limit the window settles at 1.25 × BDP (highest rate of the last second × lowest RTT of
+//! the last ten), a quarter of a BDP for bursts instead of the seeds' 2 ×. It shrinks when the
+//! BDP has fallen below half the window and the window has gone underused for a while (a
+//! sender that met loss no longer fills it). The clamp goes down first and the buffer never below the
+//! window already advertised, so data the peer may send is never refused.
+//!
+//! Sender: the send buffer holds what may be in flight (the smaller of the congestion window
+//! and the peer's window) with room for as much again unsent; while the congestion window
+//! grows or the buffer limits sending, half as much again.
+
+use super::window::{Extreme, History};
+use super::{rate, Decision, Law, Setup};
+use crate::mode::{Params, STOCK_BUFFER};
+use crate::sample::{Role, Sample, TcpStats};
+use std::time::Duration;
+
+/// Window in flight per unit of BDP once the path is the limit.
+const STEADY_GAIN: f64 = 1.25;
+/// Growth per trial while the window is the limit and the RTT is at its base (slow start).
+const GROWTH_GAIN: f64 = 2.0;
+/// Growth per trial when the RTT is stretched (the path may already be full).
+const GENTLE_GAIN: f64 = 1.25;
+/// "Most of the window" for the receiver's window-limited test.
+const FULL: f64 = 0.7;
+/// RTT above the base RTT by this factor means a standing queue.
+const QUEUE: f64 = 1.15;
+/// A shrink waits until the estimate has stayed low this long (and at least 4 RTTs).
+const SHRINK_HOLD: Duration = Duration::from_secs(1);
+/// RTTs after a growth by which the rate must have risen.
+const TRIAL_RTTS: u32 = 3;
+/// Rise in rate that makes a growth worth it.
+const PAYS: f64 = 1.1;
+/// Pause after a futile growth before the next trial.
+const QUIET: Duration = Duration::from_secs(2);
+
+/// A growth on probation: when, from which size, at which rate.
+#[derive(Debug, Clone, Copy)]
+struct Trial {
+    at: Duration,
+    from: u64,
+    rate: f64,
+}
+
+/// The `drs` law for one end.
+#[derive(Debug, Clone)]
+pub struct Info {
+    role: Role,
+    history: History,
+    peak_rate: Extreme,
+    base_rtt: Extreme,
+    size: Option<u64>,
+    low_since: Option<Duration>,
+    last: Option<TcpStats>,
+    trial: Option<Trial>,
+    quiet_until: Duration,
+    changed_at: Duration,
+}
+
+impl Info {
+    /// A law for `role`; `drs` has no parameters of its own.
+    pub fn new(role: Role, _: &Params) -> Info {
+        Info {
+            role,
+            history: History::default(),
+            peak_rate: Extreme::max(Duration::from_secs(1)),
+            base_rtt: Extreme::min(Duration::from_secs(10)),
+            size: None,
+            low_since: None,
+            last: None,
+            trial: None,
+            quiet_until: Duration::ZERO,
+            changed_at: Duration::ZERO,
+        }
+    }
+
+    /// Grows at once to `target`; shrinks to it only after the estimate has stayed below half
+    /// the current size for the hold time, and only while `may_shrink`.
+    fn steer(&mut self, now: Duration, rtt: Duration, target: u64, may_shrink: bool) -> Option<u64> {
+        let target = target.max(STOCK_BUFFER);
+        let current = self.size.unwrap_or(0);
+        if target > current {
+            self.low_since = None;
+            self.size = Some(target);
+            return Some(target);
+        }
+        if 2 * target >= current || !may_shrink {
+            self.low_since = None;
+            return None;
+        }
+        let since = *self.low_since.get_or_insert(now);
+        if now.saturating_sub(since) < SHRINK_HOLD.max(4 * rtt) {
+            return None;
+        }
+        self.low_since = None;
+        self.size = Some(target);
+        Some(target)
+    }
+
+    fn receiver(&mut self, s: &Sample, tcp: &TcpStats, base: Duration, d: &mut Decision) {
+        let rtt = match tcp.rcv_rtt_us {
+            0 => base,
+            us => Duration::from_micros(us.into()).max(base),
+        };
+        let Some((bytes, dt)) = self.history.since(rtt) else {
+            return;
+        };
+        let now_rate = rate(bytes, dt);
+        let peak = self.peak_rate.push(s.now, now_rate);
+        let bdp = peak * base.as_secs_f64();
+        d.bdp = Some(bdp as u64);
+        let in_flight = now_rate * rtt.as_secs_f64();
+        let window = self
+            .size
+            .map(|n| n as f64)
+            .unwrap_or(f64::from(tcp.rcv_wnd.max(tcp.rcv_ssthresh)));
+        // A stretched RTT means a queue or a longer path; grow gently then, and let the trial tell.
+        let queue = rtt.as_secs_f64() > QUEUE * base.as_secs_f64();
+        let limited = in_flight >= FULL * window;
+        if let Some(t) = self.trial.filter(|t| s.now.saturating_sub(t.at) >= TRIAL_RTTS * rtt) {
+            self.trial = None;
+            if now_rate < PAYS * t.rate {
+                self.quiet_until = s.now + QUIET;
+                self.low_since = None;
+                self.size = Some(t.from);
+                let note = format!("growth did not raise the rate: back to {} bytes", t.from);
+                Self::set_window(d, t.from, tcp, note);
+                return;
+            }
+        }
+        // At the base RTT a full window is the bottleneck for sure: double it (slow start). With
+        // a stretched RTT, try a quarter more once the last change has shown its effect.
+        let settled = s.now.saturating_sub(self.changed_at) >= 2 * rtt;
+        let gain = match (limited, queue) {
+            (true, false) => Some(GROWTH_GAIN),
+            (true, true) if self.trial.is_none() && settled && s.now >= self.quiet_until => {
+                Some(GENTLE_GAIN)
+            }
+            _ => None,
+        };
+        let target = match gain {
+            Some(g) => (g * window).max(STEADY_GAIN * bdp),
+            None => (STEADY_GAIN * bdp).min(window),
+        };
+        let before = self.size;
+        let Some(size) = self.steer(s.now, base, target as u64, !limited) else {
+            return;
+        };
+        self.changed_at = s.now;
+        let note = if (size as f64) < window {
+            format!("shrink: BDP fell to {} bytes", bdp as u64)
+        } else if queue {
+            self.trial = Some(Trial {
+                at: s.now,
+                from: before.unwrap_or(window as u64),
+                rate: now_rate,
+            });
+            format!("try: {} bytes in flight per RTT, RTT stretched", in_flight as u64)
+        } else {
+            format!("grow: window-limited, {} bytes in flight per RTT", in_flight as u64)
+        };
+        Self::set_window(d, size, tcp, note);
+    }
+
+    /// Sets the window clamp and a buffer that holds it, never below the advertised window.
+    fn set_window(d: &mut Decision, size: u64, tcp: &TcpStats, note: String) {
+        d.set.rcvbuf = Some(size.max(u64::from(tcp.rcv_wnd)));
+        d.clamp = Some(size);
+        d.announce = Some(size);
+        d.note = Some(note);
+    }
+
+    fn sender(&mut self, s: &Sample, tcp: &TcpStats, base: Duration, d: &mut Decision) {
+        let cap = match tcp.snd_wnd {
+            0 => tcp.cwnd_bytes,
+            w => tcp.cwnd_bytes.min(u64::from(w)),
+        };
+        let last = self.last.unwrap_or_default();
+        let buffer_bound = tcp.sndbuf_limited_us > last.sndbuf_limited_us;
+        let growing = tcp.cwnd_bytes * 10 > last.cwnd_bytes * 11 || buffer_bound;
+        let gain = if growing { 1.5 } else { 1.0 };
+        let mut target = (gain * cap as f64) as u64;
+        if buffer_bound {
+            target = target.max(s.sndbuf);
+        }
+        d.bdp = Some((tcp.delivery_rate as f64 * base.as_secs_f64()) as u64);
+        if let Some(size) = self.steer(s.now, base, target, !buffer_bound) {
+            d.set.sndbuf = Some(size);
+            d.announce = Some(size);
+            d.note = Some(format!(
+                "send buffer for {cap} bytes in flight{}",
+                if buffer_bound { ", was buffer-limited" } else { "" }
+            ));
+        }
+    }
+}
+
+impl Law for Info {
+    fn setup(&self) -> Setup {
+        Setup::default()
+    }
+
+    fn on_sample(&mut self, s: &Sample) -> Decision {
+        let mut d = Decision {
+            next: Duration::from_millis(10),
+            ..Decision::default()
+        };
+        self.history.push(s.now, s.bytes);
+        let Some(tcp) = s.tcp else {
+            return d;
+        };
+        let base = super::probe::lowest_rtt(s).map(|r| self.base_rtt.push(s.now, r.as_secs_f64()));
+        let Some(base) = base.map(Duration::from_secs_f64) else {
+            return d;
+        };
+        d.next = base.clamp(Duration::from_millis(10), Duration::from_millis(250));
+        match self.role {
+            Role::Receiver => self.receiver(s, &tcp, base, &mut d),
+            Role::Sender => self.sender(s, &tcp, base, &mut d),
+        }
+        self.last = Some(tcp);
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fluid model of one path: capacity `rate` bytes/s, base RTT `base`, a drop-tail queue of
+    /// one BDP. The sender fills the advertised window up to what the path holds before loss
+    /// (its congestion control backs off there); what exceeds the BDP queues and stretches the RTT.
+    struct Path {
+        rate: f64,
+        base: f64,
+        window: f64,
+        bytes: f64,
+        t: f64,
+    }
+
+    impl Path {
+        fn in_flight(&self) -> f64 {
+            self.window.min(2.0 * self.rate * self.base)
+        }
+
+        fn rtt(&self) -> f64 {
+            self.base + (self.in_flight() - self.rate * self.base).max(0.0) / self.rate
+        }
+
+        /// Runs the receiver law until `until` seconds; returns the windows it chose, with times.
+        fn run(&mut self, law: &mut Info, until: f64) -> Vec<(f64, f64)> {
+            let mut chosen = Vec::new();
+            let mut next = 0.0;
+            while self.t < until {
+                let dt = 0.001;
+                self.bytes += (self.in_flight() / self.rtt()).min(self.rate) * dt;
+                self.t += dt;
+                if self.t < next {
+                    continue;
+                }
+                let tcp = TcpStats {
+                    min_rtt_us: 0,
+                    rcv_rtt_us: (self.rtt() * 1e6) as u32,
+                    rcv_wnd: self.window as u32,
+                    ..TcpStats::default()
+                };
+                let s = Sample {
+                    now: Duration::from_secs_f64(self.t),
+                    bytes: self.bytes as u64,
+                    tcp: Some(tcp),
+                    ..Sample::default()
+                };
+                let d = law.on_sample(&s);
+                if let Some(w) = d.clamp {
+                    // The buffer is never set below the window already advertised.
+                    assert!(d.set.rcvbuf >= Some(tcp.rcv_wnd.into()));
+                    self.window = w as f64;
+                    chosen.push((self.t, self.window));
+                }
+                next = self.t + d.next.as_secs_f64();
+            }
+            chosen
+        }
+    }
+
+    fn receiver() -> Info {
+        Info::new(Role::Receiver, &Params::default())
+    }
+
+    #[test]
+    fn receiver_grows_through_slow_start_and_settles_near_the_bdp() {
+        // 1 Gbit/s, 100 ms: BDP 12.5 MB. Start from the kernel's 64 KiB.
+        let mut path = Path {
+            rate: 125e6,
+            base: 0.1,
+            window: 65536.0,
+            bytes: 0.0,
+            t: 0.0,
+        };
+        let mut law = receiver();
+        let chosen = path.run(&mut law, 10.0);
+        let reached = chosen.iter().find(|&&(_, w)| w >= 12.5e6).map(|&(t, _)| t);
+        assert!(reached.is_some_and(|t| t < 2.0), "too slow: {chosen:?}");
+        // It settles between 1.1 and 1.6 BDP; later trials never go past 2 BDP (the queue's end).
+        assert!(
+            (1.1 * 12.5e6..=1.6 * 12.5e6).contains(&path.window),
+            "{} bytes; {chosen:?}",
+            path.window
+        );
+        assert!(chosen.iter().all(|c| c.1 <= 2.0 * 12.5e6), "{chosen:?}");
+        // Steady throughput is the path's.
+        let before = path.bytes;
+        path.run(&mut law, 12.0);
+        assert!((path.bytes - before) / 2.0 > 0.99 * 125e6);
+    }
+
+    #[test]
+    fn receiver_shrinks_after_the_rate_falls_but_not_at_once() {
+        let mut path = Path {
+            rate: 62.5e6,
+            base: 0.04,
+            window: 65536.0,
+            bytes: 0.0,
+            t: 0.0,
+        };
+        let mut law = receiver();
+        path.run(&mut law, 5.0);
+        let high = path.window;
+        assert!(high >= 2.5e6, "{high}");
+        // 500 -> 50 Mbit/s: the BDP falls tenfold; the window waits, then shrinks.
+        path.rate = 6.25e6;
+        let early = path.run(&mut law, 5.5);
+        assert!(early.iter().all(|c| c.1 >= 2.5e6), "shrank within 0.5 s: {early:?}");
+        path.run(&mut law, 10.0);
+        assert!(path.window <= 0.4e6, "did not shrink: {}", path.window);
+        assert!(path.window >= 0.25e6 * 1.1, "below the BDP: {}", path.window);
+    }
+
+    #[test]
+    fn receiver_follows_an_rtt_increase() {
+        let mut path = Path {
+            rate: 12.5e6,
+            base: 0.04,
+            window: 65536.0,
+            bytes: 0.0,
+            t: 0.0,
+        };
+        let mut law = receiver();
+        path.run(&mut law, 5.0);
+        path.base = 0.2; // BDP 0.5 MB -> 2.5 MB
+        path.run(&mut law, 12.0);
+        assert!(path.window >= 2.5e6, "{}", path.window);
+        let before = path.bytes;
+        path.run(&mut law, 14.0);
+        assert!((path.bytes - before) / 2.0 > 0.98 * 12.5e6);
+    }
+
+    fn sender_sample(t_ms: u64, cwnd: u64, snd_wnd: u32, limited_us: u64, sndbuf: u64) -> Sample {
+        Sample {
+            now: Duration::from_millis(t_ms),
+            sndbuf,
+            tcp: Some(TcpStats {
+                min_rtt_us: 100_000,
+                cwnd_bytes: cwnd,
+                snd_wnd,
+                sndbuf_limited_us: limited_us,
+                ..TcpStats::default()
+            }),
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn sender_holds_what_may_be_in_flight() {
+        let mut law = Info::new(Role::Sender, &Params::default());
+        // Slow start: the congestion window doubles; 1.5 x while growing.
+        let d = law.on_sample(&sender_sample(0, 1 << 20, 64 << 20, 0, 0));
+        assert_eq!(d.set.sndbuf, Some(3 << 19));
+        assert_eq!(d.next, Duration::from_millis(100));
+        let d = law.on_sample(&sender_sample(100, 2 << 20, 64 << 20, 0, 0));
+        assert_eq!(d.set.sndbuf, Some(3 << 20));
+        // Limited by the peer's 4 MiB window: the buffer stays, it does not grow with cwnd.
+        let d = law.on_sample(&sender_sample(200, 16 << 20, 4 << 20, 0, 0));
+        assert_eq!(d.set.sndbuf, Some(6 << 20));
+        let d = law.on_sample(&sender_sample(300, 16 << 20, 4 << 20, 0, 0));
+        assert_eq!(d.set.sndbuf, None);
+        // Buffer-limited time grew: at least the current kernel buffer, never shrink.
+        let d = law.on_sample(&sender_sample(400, 16 << 20, 4 << 20, 5000, 32 << 20));
+        assert_eq!(d.set.sndbuf, Some(32 << 20));
+    }
+}

@@ -1,0 +1,75 @@
+//! The laws: one per tuning mode and role. A law says which buffers to set around connection
+//! set-up ([`Setup`]) and then answers each [`Sample`] with a [`Decision`], telling its driver
+//! when it wants the next sample. Buffer sizes in decisions are `setsockopt` values (Linux
+//! doubles them for its own accounting); sizes in samples are the kernel's accounting.
+
+pub mod classic;
+pub mod fixed;
+pub mod follow;
+pub mod info;
+pub mod probe;
+mod window;
+
+use crate::sample::Sample;
+use std::time::Duration;
+
+/// Send/receive buffer sizes to set (`None`: leave as is).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Buffers {
+    /// `SO_RCVBUF` value.
+    pub rcvbuf: Option<u64>,
+    /// `SO_SNDBUF` value.
+    pub sndbuf: Option<u64>,
+}
+
+impl Buffers {
+    /// The same size for both buffers.
+    pub fn both(n: u64) -> Buffers {
+        Buffers {
+            rcvbuf: Some(n),
+            sndbuf: Some(n),
+        }
+    }
+}
+
+/// What to set around connection set-up. Buffers set before `connect`/`listen` fix the window
+/// scale the connection can ever use; the classic modes set large ones there and reset after.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// Set on the socket before it connects or listens.
+    pub before_connect: Buffers,
+    /// Set on the connected socket.
+    pub after_connect: Buffers,
+}
+
+/// A law's answer to one sample.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Decision {
+    /// New buffer sizes, if any change.
+    pub set: Buffers,
+    /// New `TCP_WINDOW_CLAMP` (the largest window to advertise), if any change.
+    pub clamp: Option<u64>,
+    /// Tell the peer this buffer size over the control channel (the drsFTP message).
+    pub announce: Option<u64>,
+    /// Application read buffer the law needs (drs-grid reads a whole buffer at once).
+    pub read_buffer: Option<u64>,
+    /// The law's bandwidth-delay-product estimate, bytes.
+    pub bdp: Option<u64>,
+    /// Why, in a few words, when something changes.
+    pub note: Option<String>,
+    /// When the law wants the next sample.
+    pub next: Duration,
+}
+
+/// A buffer-sizing law for one end of a data connection.
+pub trait Law: Send {
+    /// Buffers to set before and just after the connection is made.
+    fn setup(&self) -> Setup;
+    /// Takes one sample and decides.
+    fn on_sample(&mut self, s: &Sample) -> Decision;
+}
+
+/// Rate in bytes/s of `bytes` over `dt`.
+fn rate(bytes: u64, dt: Duration) -> f64 {
+    bytes as f64 / dt.as_secs_f64().max(1e-6)
+}

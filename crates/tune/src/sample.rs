@@ -1,0 +1,68 @@
+//! What one end of a data connection observes at one instant: the inputs of every law.
+
+use serde::Serialize;
+use std::time::Duration;
+
+/// Which way the data flows at this end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// This end writes the data: it sizes its send buffer.
+    Sender,
+    /// This end reads the data: it sizes its receive buffer (the advertised window).
+    Receiver,
+}
+
+/// The `TCP_INFO` fields the laws use, in plain units. Zero where the kernel gave nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct TcpStats {
+    /// Smoothed RTT seen by the sender side of this socket, µs.
+    pub rtt_us: u32,
+    /// Minimum RTT seen over the connection, µs.
+    pub min_rtt_us: u32,
+    /// The receiver's RTT estimate (from timestamps or window round trips), µs.
+    pub rcv_rtt_us: u32,
+    /// The kernel's own DRS estimate: bytes the receiver got in one RTT.
+    pub rcv_space: u32,
+    /// Upper bound the kernel currently allows the advertised window to grow to.
+    pub rcv_ssthresh: u32,
+    /// Congestion window, bytes (`snd_cwnd` × `snd_mss`).
+    pub cwnd_bytes: u64,
+    /// Latest delivery-rate sample, bytes/s.
+    pub delivery_rate: u64,
+    /// Time spent limited by the peer's receive window, µs since the connection began.
+    pub rwnd_limited_us: u64,
+    /// Time spent limited by the send buffer, µs since the connection began.
+    pub sndbuf_limited_us: u64,
+    /// Time spent with data to send, µs since the connection began.
+    pub busy_us: u64,
+    /// The peer's advertised window, bytes (0 on kernels that do not report it).
+    pub snd_wnd: u32,
+    /// Our advertised window, bytes (0 on kernels that do not report it).
+    pub rcv_wnd: u32,
+    /// Bytes written by the application but not yet sent.
+    pub notsent_bytes: u32,
+    /// Segments retransmitted over the connection.
+    pub total_retrans: u32,
+}
+
+/// One observation of one end, taken by its driver.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    /// Time since the data connection was made.
+    pub now: Duration,
+    /// Payload bytes moved by this end so far.
+    pub bytes: u64,
+    /// Largest single read from the socket since the previous sample (receivers).
+    pub max_read: u64,
+    /// Receive buffer as the kernel accounts it (`SO_RCVBUF` read back; `ss` `rb`).
+    pub rcvbuf: u64,
+    /// Send buffer as the kernel accounts it (`SO_SNDBUF` read back; `ss` `tb`).
+    pub sndbuf: u64,
+    /// `TCP_INFO` of the data socket, when it could be read.
+    pub tcp: Option<TcpStats>,
+    /// The latest control-channel round trip (a probe answered by the peer), if any.
+    pub probe_rtt: Option<Duration>,
+    /// The buffer size the peer last announced over the control channel, bytes.
+    pub peer_buffer: Option<u64>,
+}
