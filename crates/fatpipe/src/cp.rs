@@ -1,6 +1,7 @@
 //! `fatpipe cp`: copy a file or tree, with a progress bar on a terminal and a summary at the end.
 
 use crate::credentials;
+use crate::tuning::{self, TuneArgs};
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer};
 use fatpipe_ftp::client::{Credentials, Location};
 use fatpipe_net::Pump;
@@ -33,6 +34,8 @@ pub struct Args {
     /// Give up on a connection silent for this long.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    #[command(flatten)]
+    tune: TuneArgs,
 }
 
 /// The `--json` summary.
@@ -59,6 +62,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         recursive: a.recursive,
         resume: a.resume,
         timeout: a.timeout,
+        tune: Some(a.tune.config("client")?),
     };
     let progress = Progress::new(a.quiet);
     let started = Instant::now();
@@ -102,12 +106,28 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             results.len() - failed,
             failed
         );
+        if let Some(line) = tune_line(&results, a.tune.tuning) {
+            eprintln!("fatpipe: tuning {}: {line}", a.tune.tuning);
+        }
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The buffer summary over all files: peaks, Mbit/s per MiB over the data phases, caps met.
+fn tune_line(results: &[FileResult], _: fatpipe_tune::Tuning) -> Option<String> {
+    let local = results.iter().filter_map(|r| r.peak_buffer).max()?;
+    let peer = results.iter().filter_map(|r| r.peer_peak_buffer).max();
+    let bytes: u64 = results.iter().map(|r| r.bytes).sum();
+    let secs: f64 = results.iter().filter_map(|r| r.data_seconds).sum();
+    let mbit_s = bytes as f64 * 8.0 / secs.max(1e-9) / 1e6;
+    let mut capped: Vec<String> = results.iter().flat_map(|r| r.capped.clone()).collect();
+    capped.sort();
+    capped.dedup();
+    Some(tuning::describe(local, peer, mbit_s, &capped))
 }
 
 /// Progress bar fed from the running pump (hidden when standard error is not a terminal).

@@ -43,7 +43,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         dir.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )?;
-    make_file(&dir.path().join("demo.bin"), a.size_mib)?;
+    make_file(&dir.path().join("demo.bin"), a.size_mib << 20)?;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if !a.loopback && root && Path::new("/dev/net/tun").exists() {
@@ -56,14 +56,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Writes a file of `mib` MiB of patterned (not all-zero) bytes.
-pub fn make_file(path: &Path, mib: u64) -> anyhow::Result<()> {
+/// Writes a file of `bytes` patterned (not all-zero) bytes.
+pub fn make_file(path: &Path, bytes: u64) -> anyhow::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     let block: Vec<u8> = (0..1u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
         .collect();
-    for _ in 0..mib {
-        f.write_all(&block)?;
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(block.len() as u64);
+        f.write_all(&block[..n as usize])?;
+        left -= n;
     }
     f.flush()?;
     Ok(())
@@ -175,6 +178,7 @@ fn loopback(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         recursive: false,
         resume: false,
         timeout: Duration::from_secs(60),
+        tune: None,
     };
     let results = copy::copy(&src, &dst, &Credentials::anonymous(), &opts, &Quiet)?;
     let r = results.first().context("nothing was copied")?;

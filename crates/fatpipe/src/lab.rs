@@ -5,6 +5,7 @@ use anyhow::{bail, Context};
 use fatpipe_lab::report::{markdown, CaseResult};
 use fatpipe_lab::runner::run_once;
 use fatpipe_lab::tools::{preset, Case, Context as ToolContext, PRESETS};
+use fatpipe_tune::size::parse_size;
 use fatpipe_wanem::testbed::Profile;
 use fatpipe_wanem::units::{self, QueueLimit};
 use fatpipe_wanem::TestbedConfig;
@@ -35,11 +36,19 @@ pub struct Args {
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Size of the transferred file in MiB.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, conflicts_with = "sizes")]
     size_mib: u64,
-    /// Tools to run (repeatable): iperf3, curl, globus, globus-p4, globus-p8, fatpipe. Default: all.
+    /// Sizes of the transferred file (repeatable; 8K, 64M, ...); overrides --size-mib.
+    #[arg(long = "size", value_parser = parse_size)]
+    sizes: Vec<u64>,
+    /// Tools to run (repeatable): iperf3, curl, globus, globus-p4, globus-p8, fatpipe,
+    /// fatpipe:MODE (fatpipe with --tuning MODE at both ends). Default: the first six.
     #[arg(long = "tool")]
     tools: Vec<String>,
+    /// Extra options for every fatpipe command (e.g. "--stats /tmp/s.jsonl"). With the stock
+    /// profile fatpipe also gets --no-force-buffers: the limits of an unprivileged user.
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    fatpipe_args: String,
     /// A server command for side b (shell; `{file}` and `{bytes}` are replaced), with --client and --port.
     #[arg(long, requires_all = ["client", "port"])]
     server: Option<String>,
@@ -60,23 +69,8 @@ pub struct Args {
     out: PathBuf,
 }
 
-/// Runs every case on every path and writes the results.
-pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let dir = tempfile::Builder::new().prefix("fatpipe-lab").tempdir()?;
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )?;
-    let bytes = a.size_mib << 20;
-    let file = dir.path().join("file");
-    crate::demo::make_file(&file, a.size_mib)?;
-    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
-    let exe = std::env::current_exe()?;
-    let ctx = ToolContext {
-        dir: dir.path(),
-        bytes,
-        fatpipe: &exe,
-    };
+/// The cases `a` asks for, set up for one file.
+fn cases_for(a: &Args, ctx: &ToolContext, file: &std::path::Path) -> anyhow::Result<Vec<Case>> {
     let mut cases: Vec<Case> = Vec::new();
     let names: Vec<String> = if a.tools.is_empty() && a.server.is_none() {
         PRESETS.iter().map(|s| s.to_string()).collect()
@@ -85,14 +79,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     for n in &names {
         cases.push(
-            preset(n, &ctx)
+            preset(n, ctx)
                 .with_context(|| format!("unknown tool {n:?}; known: {}", PRESETS.join(", ")))?,
         );
     }
     if let (Some(server), Some(client), Some(port)) = (&a.server, &a.client, a.port) {
         let fill = |s: &str| {
             s.replace("{file}", &file.display().to_string())
-                .replace("{bytes}", &bytes.to_string())
+                .replace("{bytes}", &ctx.bytes.to_string())
         };
         cases.push(Case {
             label: a.label.clone(),
@@ -104,55 +98,88 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if cases.is_empty() {
         bail!("nothing to run: give --tool or --server/--client/--port");
     }
+    Ok(cases)
+}
+
+/// Runs every case on every path and writes the results.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let dir = tempfile::Builder::new().prefix("fatpipe-lab").tempdir()?;
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    let sizes = if a.sizes.is_empty() {
+        vec![a.size_mib << 20]
+    } else {
+        a.sizes.clone()
+    };
+    let file = dir.path().join("file");
+    let exe = std::env::current_exe()?;
+    let mut flags = a.fatpipe_args.clone();
+    if a.profile == Profile::Stock {
+        flags.push_str(" --no-force-buffers");
+    }
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;
     let mut results = Vec::new();
-    for rtt in &a.rtts {
-        let mut cfg = TestbedConfig::new(
-            &format!("lab{}", std::process::id() % 100_000),
-            *rtt,
-            a.rate,
-        );
-        cfg.link.queue = a.queue;
-        cfg.link.loss = a.loss;
-        cfg.profile = a.profile;
-        for case in &cases {
-            let mut r = CaseResult {
-                label: case.label.clone(),
-                rtt_ms: rtt.as_secs_f64() * 1e3,
-                rate_mbit: a.rate as f64 / 1e6,
-                profile: format!("{:?}", a.profile).to_lowercase(),
-                ceiling_mbit: a.rate as f64 * 1448.0 / 1500.0 / 1e6,
-                runs: Vec::new(),
-                failures: Vec::new(),
-            };
-            for i in 0..a.runs {
-                eprint!(
-                    "lab: {} at {:?}, run {}/{} ... ",
-                    case.label,
-                    rtt,
-                    i + 1,
-                    a.runs
-                );
-                std::io::stderr().flush()?;
-                match run_once(&cfg, case, bytes, a.timeout) {
-                    Ok(run) => {
-                        eprintln!("{:.0} Mbit/s, {} retransmissions", run.mbit_s, run.retrans);
-                        r.runs.push(run);
-                    }
-                    Err(e) => {
-                        eprintln!("failed: {e:#}");
-                        r.failures.push(format!("{e:#}"));
+    for &bytes in &sizes {
+        crate::demo::make_file(&file, bytes)?;
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+        let ctx = ToolContext {
+            dir: dir.path(),
+            bytes,
+            fatpipe: &exe,
+            fatpipe_flags: &flags,
+        };
+        let cases = cases_for(&a, &ctx, &file)?;
+        for rtt in &a.rtts {
+            let mut cfg = TestbedConfig::new(
+                &format!("lab{}", std::process::id() % 100_000),
+                *rtt,
+                a.rate,
+            );
+            cfg.link.queue = a.queue;
+            cfg.link.loss = a.loss;
+            cfg.profile = a.profile;
+            for case in &cases {
+                let mut r = CaseResult {
+                    label: case.label.clone(),
+                    bytes,
+                    rtt_ms: rtt.as_secs_f64() * 1e3,
+                    rate_mbit: a.rate as f64 / 1e6,
+                    profile: format!("{:?}", a.profile).to_lowercase(),
+                    ceiling_mbit: a.rate as f64 * 1448.0 / 1500.0 / 1e6,
+                    runs: Vec::new(),
+                    failures: Vec::new(),
+                };
+                for i in 0..a.runs {
+                    eprint!(
+                        "lab: {} at {:?}, run {}/{} ... ",
+                        case.label,
+                        rtt,
+                        i + 1,
+                        a.runs
+                    );
+                    std::io::stderr().flush()?;
+                    match run_once(&cfg, case, bytes, a.timeout) {
+                        Ok(run) => {
+                            eprintln!("{:.0} Mbit/s, {} retransmissions", run.mbit_s, run.retrans);
+                            r.runs.push(run);
+                        }
+                        Err(e) => {
+                            eprintln!("failed: {e:#}");
+                            r.failures.push(format!("{e:#}"));
+                        }
                     }
                 }
+                results.push(r);
+                // Written after every case, so an interrupted lab keeps what it measured.
+                std::fs::write(
+                    a.out.join("results.json"),
+                    serde_json::to_string_pretty(&results)?,
+                )?;
+                std::fs::write(a.out.join("results.md"), markdown(&results))?;
             }
-            results.push(r);
-            // Written after every case, so an interrupted lab keeps what it measured.
-            std::fs::write(
-                a.out.join("results.json"),
-                serde_json::to_string_pretty(&results)?,
-            )?;
-            std::fs::write(a.out.join("results.md"), markdown(&results))?;
         }
     }
     println!("{}", markdown(&results));

@@ -7,8 +7,10 @@ mod demo;
 mod lab;
 mod ls;
 mod passwd;
+mod plot;
 mod serve;
 mod testbed;
+mod tuning;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -38,6 +40,8 @@ enum Cmd {
     Demo(demo::Args),
     /// Experiments: run tools across emulated paths and report throughput, retransmissions, memory.
     Lab(lab::Args),
+    /// Draw a --stats file: throughput, buffers against the BDP, and RTT over time (SVG/PNG).
+    Plot(plot::Args),
     /// The WAN emulator: an emulated long fat path between two network namespaces (needs root).
     #[command(subcommand)]
     Testbed(testbed::Cmd),
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Testbed(c) => testbed::run(c),
         Cmd::Lab(a) => lab::run(a),
+        Cmd::Plot(a) => plot::run(a),
     };
     match result {
         Ok(code) => code,

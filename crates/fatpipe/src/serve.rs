@@ -1,5 +1,6 @@
 //! `fatpipe serve`: run the FTP server until interrupted.
 
+use crate::tuning::TuneArgs;
 use anyhow::Context;
 use fatpipe_ftp::server::auth::Anonymous;
 use fatpipe_ftp::server::{Server, ServerConfig};
@@ -43,6 +44,9 @@ pub struct Args {
     /// Close a session after this many failed logins.
     #[arg(long, default_value_t = 3)]
     max_login_failures: u32,
+    /// Tuning of data connections unless a client picks another mode (OPTS DRS, SBUF).
+    #[command(flatten)]
+    tune: TuneArgs,
 }
 
 fn parse_range(s: &str) -> Result<RangeInclusive<u16>, String> {
@@ -86,6 +90,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     config.max_sessions = a.max_sessions;
     config.idle_timeout = a.idle_timeout;
     config.max_login_failures = a.max_login_failures;
+    let tune = a.tune.config("server")?;
+    config.tuning = tune.tuning;
+    config.tune_params = tune.params;
+    config.buffer_control = tune.control;
+    config.stats = tune.stats;
     let rt = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
     rt.block_on(async move {
         let root = config.root.display().to_string();

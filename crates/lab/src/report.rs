@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 pub struct CaseResult {
     /// The tool's name in reports.
     pub label: String,
+    /// Size of the transferred file, bytes.
+    #[serde(default)]
+    pub bytes: u64,
     /// Round-trip time of the path, ms.
     pub rtt_ms: f64,
     /// Bottleneck rate of the path, Mbit/s.
@@ -52,7 +55,7 @@ impl CaseResult {
 /// A markdown table: one row per tool and path.
 pub fn markdown(results: &[CaseResult]) -> String {
     let mut out = String::from(
-        "| path | profile | tool | runs | median Mbit/s | min–max | of ceiling | retrans (median) | peak rb recv + tb send MiB (median) |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| path | profile | size | tool | runs | median Mbit/s | min–max | of ceiling | retrans (median) | peak rb recv + tb send MiB (median) | Mbit/s per MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in results {
         let path = format!("{:.0} ms, {:.0} Mbit/s", r.rtt_ms, r.rate_mbit);
@@ -67,16 +70,20 @@ pub fn markdown(results: &[CaseResult]) -> String {
         let retrans = r
             .median_of(|x| x.retrans as f64)
             .map_or("-".into(), |v| format!("{v:.0}"));
-        let mem = r
-            .median_of(|x| (x.peak_rb_receiver + x.peak_tb_sender) as f64 / 1048576.0)
-            .map_or("-".into(), |v| format!("{v:.1}"));
+        let mem_mib = r.median_of(|x| (x.peak_rb_receiver + x.peak_tb_sender) as f64 / 1048576.0);
+        let mem = mem_mib.map_or("-".into(), |v| format!("{v:.1}"));
+        let per_mib = match (r.throughput(), mem_mib) {
+            (Some((m, _, _)), Some(v)) if v > 0.0 => format!("{:.1}", m / v),
+            _ => "-".into(),
+        };
+        let size = fatpipe_tune::size::format_size(r.bytes);
         let runs = if r.failures.is_empty() {
             r.runs.len().to_string()
         } else {
             format!("{} ({} failed)", r.runs.len(), r.failures.len())
         };
         out.push_str(&format!(
-            "| {path} | {} | {} | {runs} | {tp} | {spread} | {pct} | {retrans} | {mem} |\n",
+            "| {path} | {} | {size} | {} | {runs} | {tp} | {spread} | {pct} | {retrans} | {mem} | {per_mib} |\n",
             r.profile, r.label
         ));
     }
@@ -102,6 +109,7 @@ mod tests {
     fn medians_and_table() {
         let r = CaseResult {
             label: "x".into(),
+            bytes: 256 << 20,
             rtt_ms: 100.0,
             rate_mbit: 1000.0,
             profile: "stock".into(),
@@ -112,7 +120,7 @@ mod tests {
         assert_eq!(r.throughput(), Some((200.0, 100.0, 300.0)));
         let t = markdown(&[r]);
         assert!(
-            t.contains("| 100 ms, 1000 Mbit/s | stock | x | 3 | 200 | 100–300 | 21 % | 5 | 2.0 |"),
+            t.contains("| 100 ms, 1000 Mbit/s | stock | 256 MiB | x | 3 | 200 | 100–300 | 21 % | 5 | 2.0 | 100.0 |"),
             "{t}"
         );
         assert_eq!(median(vec![1.0, 2.0, 3.0, 4.0]), Some(2.5));

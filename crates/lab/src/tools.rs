@@ -29,9 +29,11 @@ pub struct Context<'a> {
     pub bytes: u64,
     /// Path of the `fatpipe` binary.
     pub fatpipe: &'a Path,
+    /// Extra options for both fatpipe commands (e.g. `--no-force-buffers`, `--stats F`).
+    pub fatpipe_flags: &'a str,
 }
 
-/// The names `preset` knows.
+/// The names `preset` knows; `fatpipe:MODE` also runs fatpipe with `--tuning MODE`.
 pub const PRESETS: &[&str] = &[
     "iperf3",
     "curl",
@@ -55,6 +57,15 @@ pub fn preset(name: &str, ctx: &Context) -> Option<Case> {
         client: format!("exec globus-url-copy {opts} ftp://{SERVER_ADDR}:2811{file} file:///dev/null"),
     }
     };
+    let fatpipe = |label: &str, opts: &str| {
+        let (exe, flags) = (ctx.fatpipe.display(), ctx.fatpipe_flags);
+        Case {
+            label: label.into(),
+            server: format!("exec {exe} serve --anonymous --listen {SERVER_ADDR}:2812 --root {dir} {opts} {flags}"),
+            port: 2812,
+            client: format!("exec {exe} cp --quiet ftp://{SERVER_ADDR}:2812/file /dev/null {opts} {flags}"),
+        }
+    };
     Some(match name {
         "iperf3" => Case {
             label: "iperf3 (1 stream, -R)".into(),
@@ -73,13 +84,11 @@ pub fn preset(name: &str, ctx: &Context) -> Option<Case> {
         "globus" => globus("globus-url-copy (stream)", ""),
         "globus-p4" => globus("globus-url-copy -fast -p 4", "-fast -p 4"),
         "globus-p8" => globus("globus-url-copy -p 8 -tcp-bs 16M", "-fast -p 8 -tcp-bs 16M"),
-        "fatpipe" => Case {
-            label: "fatpipe cp".into(),
-            server: format!("exec {} serve --anonymous --listen {SERVER_ADDR}:2812 --root {dir}", ctx.fatpipe.display()),
-            port: 2812,
-            client: format!("exec {} cp --quiet ftp://{SERVER_ADDR}:2812/file /dev/null", ctx.fatpipe.display()),
+        "fatpipe" => fatpipe("fatpipe cp", ""),
+        _ => match name.strip_prefix("fatpipe:") {
+            Some(mode) => fatpipe(&format!("fatpipe cp --tuning {mode}"), &format!("--tuning {mode}")),
+            None => return None,
         },
-        _ => return None,
     })
 }
 
@@ -93,6 +102,7 @@ mod tests {
             dir: Path::new("/tmp/lab"),
             bytes: 1000,
             fatpipe: Path::new("/bin/fatpipe"),
+            fatpipe_flags: "--no-force-buffers",
         };
         for name in PRESETS {
             let c = preset(name, &ctx).unwrap();
@@ -104,5 +114,16 @@ mod tests {
             );
         }
         assert!(preset("scp", &ctx).is_none());
+        let drs = preset("fatpipe:drs", &ctx).unwrap();
+        assert!(
+            drs.server.contains("--tuning drs --no-force-buffers"),
+            "{}",
+            drs.server
+        );
+        assert!(
+            drs.client.contains("--tuning drs --no-force-buffers"),
+            "{}",
+            drs.client
+        );
     }
 }

@@ -1,8 +1,14 @@
 #![warn(missing_docs)]
 //! fatpipe's data movers: blocking byte pumps between files and sockets, and the socket set-up
-//! they need. Control logic lives elsewhere; this crate only moves bytes fast and reports them.
+//! they need, and the driver that applies a tuning law to a live socket (the laws themselves
+//! live in `fatpipe-tune`).
 
+pub mod buffers;
 pub mod pump;
 pub mod socket;
+pub mod tcpinfo;
+pub mod telemetry;
+pub mod tuner;
 
 pub use pump::{Pump, PumpError};
+pub use tuner::{TuneSummary, Tuner, TunerConfig};

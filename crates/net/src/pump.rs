@@ -12,6 +12,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const CHUNK: usize = 1 << 20;
+/// Largest read buffer a law may ask for.
+const MAX_READ: u64 = 256 << 20;
 
 /// Rewrites a chunk of input into output bytes (line-ending conversion).
 type Transform<'a> = &'a mut dyn FnMut(&[u8], &mut Vec<u8>);
@@ -24,6 +26,8 @@ pub struct Pump {
     socket: Mutex<Option<TcpStream>>,
     first_byte: OnceLock<Instant>,
     last_byte_ns: AtomicU64,
+    max_read: AtomicU64,
+    read_size: AtomicU64,
 }
 
 /// How a pump ended without completing.
@@ -79,6 +83,16 @@ impl Pump {
         self.first_byte.get()?;
         let ns = self.last_byte_ns.load(Ordering::Relaxed);
         (ns > 0).then(|| Duration::from_nanos(ns))
+    }
+
+    /// The largest single read since the previous call (what drs-grid's law looks at).
+    pub fn take_max_read(&self) -> u64 {
+        self.max_read.swap(0, Ordering::Relaxed)
+    }
+
+    /// Asks the receiving loop to read up to `bytes` at a time (drs-grid reads whole buffers).
+    pub fn set_read_size(&self, bytes: u64) {
+        self.read_size.store(bytes.min(MAX_READ), Ordering::Relaxed);
     }
 
     fn add(&self, n: usize) {
@@ -168,9 +182,16 @@ impl Pump {
         let mut total = 0u64;
         loop {
             self.check()?;
+            let want = self.read_size.load(Ordering::Relaxed) as usize;
+            if want > buf.len() {
+                buf.resize(want, 0);
+            }
             let n = match src.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => n,
+                Ok(n) => {
+                    self.max_read.fetch_max(n as u64, Ordering::Relaxed);
+                    n
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(self.classify(PumpError::Read(e))),
             };

@@ -1,5 +1,6 @@
 //! Socket set-up for data connections: passive listeners in a port range, bounded connects.
 
+use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::ops::RangeInclusive;
@@ -36,9 +37,21 @@ pub fn bind_in_range(
 
 /// Connects with a time limit.
 pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&addr, timeout)?;
-    s.set_nodelay(true)?;
-    Ok(s)
+    connect_prepared(addr, timeout, |_| Ok(()))
+}
+
+/// Connects with a time limit after `prepare` has set options on the unconnected socket (buffers
+/// set before the SYN fix the window scale).
+pub fn connect_prepared(
+    addr: SocketAddr,
+    timeout: Duration,
+    prepare: impl FnOnce(&Socket) -> io::Result<()>,
+) -> io::Result<TcpStream> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    prepare(&sock)?;
+    sock.connect_timeout(&addr.into(), timeout)?;
+    sock.set_nodelay(true)?;
+    Ok(sock.into())
 }
 
 #[cfg(test)]

@@ -100,6 +100,8 @@ pub enum Command {
     Help(Option<String>),
     /// ALLO: announce a size to be stored.
     Allo(u64),
+    /// SBUF (GridFTP; drsFTP during a transfer): the TCP buffer size to use.
+    Sbuf(u64),
 }
 
 /// Why a line is not a valid command, with the reply code it earns.
@@ -240,6 +242,13 @@ impl Command {
                 .and_then(|n| n.parse().ok())
                 .map(Command::Allo)
                 .ok_or_else(|| CommandError::syntax("ALLO needs a byte count")),
+            "SBUF" => need(arg)?
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+                .map(Command::Sbuf)
+                .ok_or_else(|| CommandError::syntax("SBUF needs a buffer size in bytes")),
             _ => Err(CommandError::unknown(&verb)),
         }
     }
@@ -322,6 +331,7 @@ impl fmt::Display for Command {
             Command::Stat(a) => with(f, "STAT", a),
             Command::Help(a) => with(f, "HELP", a),
             Command::Allo(n) => write!(f, "ALLO {n}"),
+            Command::Sbuf(n) => write!(f, "SBUF {n}"),
         }
     }
 }
@@ -407,6 +417,7 @@ mod tests {
             path().prop_map(|p| Command::Mlsd(Some(p))),
             any::<u64>().prop_map(Command::Rest),
             any::<u64>().prop_map(Command::Allo),
+            (1..u64::MAX).prop_map(Command::Sbuf),
             any::<SocketAddrV4>().prop_map(Command::Port),
             any::<SocketAddrV4>().prop_map(|a| Command::Eprt(SocketAddr::V4(a))),
             Just(Command::Epsv(Some(EpsvArg::All))),

@@ -7,6 +7,7 @@
 pub mod addr;
 pub mod ascii;
 pub mod command;
+pub mod drs;
 pub mod line;
 pub mod listing;
 pub mod reply;

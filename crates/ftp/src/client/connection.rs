@@ -2,14 +2,20 @@
 //! single transfers (passive: `EPSV`, falling back to `PASV`).
 
 use anyhow::{anyhow, bail, Context};
-use fatpipe_net::Pump;
+use fatpipe_net::tuner::before_connect;
+use fatpipe_net::{Pump, TuneSummary, Tuner, TunerConfig};
+use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
 use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry};
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
+use fatpipe_tune::{Role, Tuning};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 
 /// Who logs in.
 #[derive(Debug, Clone)]
@@ -41,6 +47,10 @@ pub struct Connection {
     ttype: Option<TransferType>,
     epsv_failed: bool,
     timeout: Duration,
+    tune: Option<TunerConfig>,
+    /// Whether the server speaks the drsFTP messages (`OPTS DRS` accepted).
+    drs_peer: bool,
+    last_tune: Option<TuneSummary>,
 }
 
 /// Longest reply line accepted from a server.
@@ -84,6 +94,9 @@ impl Connection {
             ttype: None,
             epsv_failed: false,
             timeout,
+            tune: None,
+            drs_peer: false,
+            last_tune: None,
         };
         let greeting = c.read_reply()?;
         if !greeting.is_success() {
@@ -106,6 +119,41 @@ impl Connection {
                 .collect();
         }
         Ok(c)
+    }
+
+    /// Tunes the data connections from now on: tells the server the mode (`OPTS DRS` with a
+    /// fatpipe server, `SBUF` for fixed sizes with other GridFTP servers) and runs the mode's law
+    /// at this end.
+    pub fn set_tuning(&mut self, cfg: TunerConfig) -> anyhow::Result<()> {
+        let tuning = cfg.tuning;
+        self.drs_peer = false;
+        if self.has_feature("DRS") {
+            let opts = DrsOpts {
+                notify: Some(true),
+                tuning: Some(tuning.to_string()),
+            };
+            self.drs_peer = self.command(&Command::Opts(opts.to_string()))?.is_success();
+        }
+        if !self.drs_peer && self.has_feature("SBUF") {
+            let fixed = match tuning {
+                Tuning::Stock => Some(fatpipe_tune::mode::STOCK_BUFFER),
+                Tuning::Static(n) => Some(n),
+                _ => None,
+            };
+            if let Some(n) = fixed {
+                let r = self.command(&Command::Sbuf(n))?;
+                if !r.is_success() {
+                    tracing::warn!("the server refused SBUF {n}: {r}");
+                }
+            }
+        }
+        self.tune = Some(cfg);
+        Ok(())
+    }
+
+    /// Peak buffers and caps of the latest tuned transfer.
+    pub fn last_tune(&self) -> Option<&TuneSummary> {
+        self.last_tune.as_ref()
     }
 
     /// Whether `FEAT` listed a feature whose first word is `name`.
@@ -132,6 +180,31 @@ impl Connection {
                 return Ok(r);
             }
         }
+    }
+
+    /// A reply if one arrives within `wait`, else `None`.
+    fn poll_reply(&mut self, wait: Duration) -> anyhow::Result<Option<Reply>> {
+        if self.reader.buffer().is_empty() {
+            let mut pfd = libc::pollfd {
+                fd: self.writer.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
+            // SAFETY: one valid pollfd for the control socket, which outlives the call.
+            let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if n <= 0 {
+                return Ok(None);
+            }
+        }
+        self.read_reply().map(Some)
+    }
+
+    /// Sends a command without waiting for its reply.
+    fn send_only(&mut self, cmd: &Command) -> anyhow::Result<()> {
+        self.writer
+            .write_all(format!("{cmd}\r\n").as_bytes())
+            .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))
     }
 
     /// Sends a command and returns its (first) reply.
@@ -189,8 +262,16 @@ impl Connection {
             }
         };
         let target = SocketAddr::new(self.peer.ip(), port);
-        let s = fatpipe_net::socket::connect(target, self.timeout)
-            .with_context(|| format!("cannot open data connection to {target}"))?;
+        let tune = self.tune.clone();
+        let s = fatpipe_net::socket::connect_prepared(target, self.timeout, |sock| {
+            if let Some(t) = &tune {
+                for cap in before_connect(t.tuning, &t.params, &t.control, sock)? {
+                    tracing::info!("{cap}");
+                }
+            }
+            Ok(())
+        })
+        .with_context(|| format!("cannot open data connection to {target}"))?;
         s.set_read_timeout(Some(self.timeout))?;
         s.set_write_timeout(Some(self.timeout))?;
         Ok(s)
@@ -228,12 +309,15 @@ impl Connection {
 
     /// Runs one transfer command over a fresh data connection: `REST` first when `offset` > 0,
     /// then `cmd`, then `work` on the data socket, then the final reply, which must be 2xx.
+    /// With tuning on (and a pump to watch), the law runs beside `work` and talks to the server.
     fn transfer(
         &mut self,
         cmd: Command,
         offset: u64,
-        work: impl FnOnce(TcpStream) -> anyhow::Result<u64>,
+        tuned: Option<(Role, &Arc<Pump>)>,
+        work: impl FnOnce(TcpStream) -> anyhow::Result<u64> + Send,
     ) -> anyhow::Result<u64> {
+        self.last_tune = None;
         let data = self.open_data()?;
         if offset > 0 {
             self.checked(&Command::Rest(offset))?;
@@ -243,8 +327,24 @@ impl Connection {
         if !r.is_preliminary() {
             bail!("{what}: server said {r}");
         }
-        let moved = work(data);
-        let fin = self.read_reply();
+        let tuner = match (self.tune.clone(), tuned) {
+            (Some(cfg), Some((role, pump))) => Some(Tuner::start(
+                cfg,
+                role,
+                &data,
+                pump.clone(),
+                Instant::now(),
+            )?),
+            _ => None,
+        };
+        let (moved, fin) = match tuner {
+            None => (work(data), None),
+            Some(t) => self.tuned_work(t, data, work)?,
+        };
+        let fin = match fin {
+            Some(f) => Ok(f),
+            None => self.read_reply(),
+        };
         let moved = moved?;
         let fin = fin?;
         if !fin.is_success() {
@@ -253,16 +353,82 @@ impl Connection {
         Ok(moved)
     }
 
+    /// Runs `work` in a thread while this one drives the tuner and the control channel: it
+    /// sends `SBUF` when the law announces a size (timing the answer as an RTT probe) and takes
+    /// the server's `126 SBUF` announcements. Returns the work's outcome and the final reply if
+    /// it came while the work ran.
+    fn tuned_work(
+        &mut self,
+        mut tuner: Tuner,
+        data: TcpStream,
+        work: impl FnOnce(TcpStream) -> anyhow::Result<u64> + Send,
+    ) -> anyhow::Result<(anyhow::Result<u64>, Option<Reply>)> {
+        let mut fin: Option<Reply> = None;
+        let mut probes: std::collections::VecDeque<Instant> = Default::default();
+        let moved = std::thread::scope(|scope| -> anyhow::Result<anyhow::Result<u64>> {
+            let worker = scope.spawn(move || work(data));
+            while !worker.is_finished() {
+                let now = Instant::now();
+                if let Some(n) = tuner.tick(now) {
+                    if self.drs_peer && fin.is_none() {
+                        self.send_only(&Command::Sbuf(n))?;
+                        probes.push_back(now);
+                    }
+                }
+                let wait = tuner.due_in(Instant::now()).min(Duration::from_millis(50));
+                if fin.is_some() {
+                    std::thread::sleep(wait);
+                    continue;
+                }
+                let Some(r) = self.poll_reply(wait)? else {
+                    continue;
+                };
+                match (r.code, parse_sbuf_text(&r.text())) {
+                    (126, Some(n)) => tuner.on_peer_buffer(n),
+                    (200, Some(n)) if !probes.is_empty() => {
+                        if let Some(sent) = probes.pop_front() {
+                            tuner.on_probe_rtt(sent.elapsed());
+                        }
+                        tuner.on_peer_buffer(n);
+                    }
+                    _ if r.is_preliminary() => {}
+                    _ => fin = Some(r),
+                }
+            }
+            worker
+                .join()
+                .map_err(|_| anyhow!("the data transfer thread panicked"))
+        })?;
+        self.last_tune = Some(tuner.summary());
+        // Answers to probes the server took after the transfer ended come after its final
+        // reply; the 126 announcements may come before it.
+        while fin.is_none() {
+            let r = self.read_reply()?;
+            match (r.code, parse_sbuf_text(&r.text())) {
+                (126, Some(_)) => {}
+                (200, Some(_)) if !probes.is_empty() => {
+                    probes.pop_front();
+                }
+                _ => fin = Some(r),
+            }
+        }
+        for _ in probes.drain(..) {
+            self.read_reply()?;
+        }
+        Ok((moved, fin))
+    }
+
     /// Downloads `path` from `offset` into `sink`; `pump` counts bytes and can cancel.
     pub fn retrieve(
         &mut self,
         path: &str,
         offset: u64,
-        sink: &mut dyn Write,
-        pump: &Pump,
+        sink: &mut (dyn Write + Send),
+        pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
         self.set_type(TransferType::Image)?;
-        self.transfer(Command::Retr(path.into()), offset, |data| {
+        let tuned = Some((Role::Receiver, pump));
+        self.transfer(Command::Retr(path.into()), offset, tuned, |data| {
             pump.attach(&data)?;
             pump.copy(&mut &data, sink).map_err(|e| match e {
                 fatpipe_net::PumpError::Write(io) => {
@@ -279,10 +445,11 @@ impl Connection {
         path: &str,
         offset: u64,
         file: &File,
-        pump: &Pump,
+        pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
         self.set_type(TransferType::Image)?;
-        self.transfer(Command::Stor(path.into()), offset, |data| {
+        let tuned = Some((Role::Sender, pump));
+        self.transfer(Command::Stor(path.into()), offset, tuned, |data| {
             pump.attach(&data)?;
             let n = pump.send_file(file, &data).map_err(|e| match e {
                 fatpipe_net::PumpError::Read(io) => anyhow!("reading local file for {path}: {io}"),
@@ -305,7 +472,7 @@ impl Connection {
         };
         let mut raw = Vec::new();
         let pump = Pump::default();
-        self.transfer(cmd, 0, |data| Ok(pump.copy(&mut &data, &mut raw)?))?;
+        self.transfer(cmd, 0, None, |data| Ok(pump.copy(&mut &data, &mut raw)?))?;
         let text = String::from_utf8_lossy(&raw);
         Ok(text
             .lines()

@@ -3,7 +3,7 @@
 
 use super::{Connection, Credentials, Location};
 use anyhow::{bail, Context};
-use fatpipe_net::Pump;
+use fatpipe_net::{Pump, TunerConfig};
 use fatpipe_proto::listing::EntryKind;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
@@ -21,6 +21,8 @@ pub struct CopyOptions {
     pub resume: bool,
     /// Limit for connecting and for any silence on a connection.
     pub timeout: Duration,
+    /// How data connections are tuned (`None`: not at all, not even told to the server).
+    pub tune: Option<TunerConfig>,
 }
 
 /// What happened to one file.
@@ -38,6 +40,12 @@ pub struct FileResult {
     pub data_seconds: Option<f64>,
     /// Why the file failed, if it did.
     pub error: Option<String>,
+    /// Peak of this end's socket buffer for the file, as the kernel accounts it (tuned copies).
+    pub peak_buffer: Option<u64>,
+    /// Peak buffer the server announced (fatpipe servers).
+    pub peer_peak_buffer: Option<u64>,
+    /// System limits that held a buffer below what the tuning asked.
+    pub capped: Vec<String>,
 }
 
 /// Receives progress of a copy, for progress bars and logs.
@@ -65,8 +73,11 @@ pub fn copy(
         (Location::Stdout, _) => bail!("'-' (standard output) can only be a destination"),
         _ => bail!("one side of a copy must be an ftp:// URL and the other a local path"),
     };
-    let conn = Connection::open(&remote.host, remote.port, creds, opts.timeout)
+    let mut conn = Connection::open(&remote.host, remote.port, creds, opts.timeout)
         .with_context(|| format!("cannot open a session with {}:{}", remote.host, remote.port))?;
+    if let Some(t) = &opts.tune {
+        conn.set_tuning(t.clone())?;
+    }
     let mut copier = Copier {
         c: conn,
         opts,
@@ -110,6 +121,7 @@ impl Copier<'_> {
     ) {
         let pump = Arc::new(Pump::default());
         let outcome = run(&mut self.c, &pump);
+        let tune = self.c.last_tune();
         let (bytes, resumed_from, error) = match outcome {
             Ok((bytes, resumed_from)) => (bytes, resumed_from, None),
             Err(e) => (pump.bytes(), 0, Some(format!("{e:#}"))),
@@ -121,6 +133,9 @@ impl Copier<'_> {
             resumed_from,
             data_seconds: pump.data_phase().map(|d| d.as_secs_f64()),
             error,
+            peak_buffer: tune.map(|t| t.peak_local),
+            peer_peak_buffer: tune.and_then(|t| t.peak_peer),
+            capped: tune.map(|t| t.capped.clone()).unwrap_or_default(),
         };
         self.obs.file_finished(&result);
         self.results.push(result);
@@ -136,7 +151,7 @@ impl Copier<'_> {
             let obs = self.obs;
             self.record(rpath.into(), "-".into(), |c, pump| {
                 obs.file_started(rpath, size, 0, pump);
-                let n = c.retrieve(rpath, 0, &mut std::io::stdout().lock(), pump)?;
+                let n = c.retrieve(rpath, 0, &mut std::io::stdout(), pump)?;
                 check_complete(rpath, 0, n, size).map(|_| (n, 0))
             });
             return Ok(());

@@ -20,11 +20,13 @@ pub enum DataSpec {
 impl DataSpec {
     /// Makes the connection. Passive connections are accepted only from `peer_ip` (the control
     /// connection's peer), so nobody else can steal a transfer.
+    /// `prepare` runs on an active socket before it connects (buffers that fix the window scale).
     pub async fn connect(
         self,
         peer_ip: IpAddr,
         local_ip: IpAddr,
         timeout: Duration,
+        prepare: impl FnOnce(&tokio::net::TcpSocket) -> std::io::Result<()> + Send,
     ) -> std::io::Result<std::net::TcpStream> {
         let stream = tokio::time::timeout(timeout, async move {
             match self {
@@ -43,6 +45,7 @@ impl DataSpec {
                         tokio::net::TcpSocket::new_v6()?
                     };
                     sock.bind(SocketAddr::new(local_ip, 0))?;
+                    prepare(&sock)?;
                     sock.connect(addr).await
                 }
             }

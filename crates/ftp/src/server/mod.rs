@@ -8,6 +8,9 @@ mod transfer;
 
 use anyhow::Context;
 use auth::{Anonymous, Users};
+use fatpipe_net::buffers::BufferControl;
+use fatpipe_net::telemetry::StatsFile;
+use fatpipe_tune::{Params, Tuning};
 use sandbox::Sandbox;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
@@ -43,6 +46,14 @@ pub struct ServerConfig {
     pub data_timeout: Duration,
     /// Pause before answering a failed login (slows down password guessing).
     pub login_failure_delay: Duration,
+    /// How data connections' buffers are tuned unless a client asks otherwise.
+    pub tuning: Tuning,
+    /// The tuning laws' knobs.
+    pub tune_params: Params,
+    /// How buffers are set (with or without the privileged overrides).
+    pub buffer_control: BufferControl,
+    /// Where tuning samples are appended, if anywhere.
+    pub stats: Option<StatsFile>,
 }
 
 impl ServerConfig {
@@ -60,6 +71,10 @@ impl ServerConfig {
             max_line: 4096,
             data_timeout: Duration::from_secs(30),
             login_failure_delay: Duration::from_millis(300),
+            tuning: Tuning::Kernel,
+            tune_params: Params::default(),
+            buffer_control: BufferControl::new(true),
+            stats: None,
         }
     }
 }

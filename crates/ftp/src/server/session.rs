@@ -4,16 +4,21 @@
 use super::auth::Login;
 use super::data::{self, same_host, DataSpec};
 use super::sandbox::{self, FsError};
-use super::transfer::{Endpoints, Job, Running};
+use super::transfer::{Endpoints, Event, Job, Running};
 use super::Shared;
+use fatpipe_net::tuner::before_connect;
+use fatpipe_net::TunerConfig;
 use fatpipe_proto::command::EpsvArg;
+use fatpipe_proto::drs::{sbuf_text, DrsOpts};
 use fatpipe_proto::line::{Frame, LineFramer};
 use fatpipe_proto::listing::{format_list_line, format_mlsx, format_timeval};
 use fatpipe_proto::reply::quote_path;
 use fatpipe_proto::{addr, Command, Reply, TransferType, VPath};
+use fatpipe_tune::Tuning;
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Seek, SeekFrom};
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -30,11 +35,13 @@ enum Flow {
 const MAX_DEFERRED: usize = 32;
 
 const FEATURES: &[&str] = &[
+    "DRS",
     "EPRT",
     "EPSV",
     "MDTM",
     "MLST type*;size*;modify*;perm*;UNIX.mode*;",
     "REST STREAM",
+    "SBUF",
     "SIZE",
     "TVFS",
     "UTF8",
@@ -84,6 +91,8 @@ struct Session {
     transfer: Option<Running>,
     deferred: VecDeque<Vec<u8>>,
     passive_hint: u64,
+    tuning: Tuning,
+    drs_notify: bool,
 }
 
 /// Runs a session on an accepted control connection until the client leaves or is sent away.
@@ -94,7 +103,7 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
     let (reader, writer) = stream.into_split();
     let max_line = shared.config.max_line;
     let mut s = Session {
-        shared,
+        shared: shared.clone(),
         id,
         input: ControlIn {
             reader,
@@ -118,6 +127,8 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         transfer: None,
         deferred: VecDeque::new(),
         passive_hint: id.wrapping_mul(7919),
+        tuning: shared.config.tuning,
+        drs_notify: false,
     };
     tracing::info!(session = id, %peer, "connected");
     s.send(Reply::new(220, "fatpipe FTP server ready"));
@@ -146,14 +157,28 @@ impl Session {
         loop {
             let frame = if let Some(t) = self.transfer.as_mut() {
                 tokio::select! {
-                    (reply, bytes) = t.finish() => {
+                    event = t.next_event() => match event {
+                    Event::Finished(reply, bytes) => {
                         if let Some(t) = self.transfer.take() {
-                            tracing::info!(session = self.id, code = reply.code, bytes, "{}", t.label);
+                            let tune = t.tune_summary().unwrap_or_default();
+                            tracing::info!(
+                                session = self.id, code = reply.code, bytes,
+                                peak_buffer = tune.peak_local, peer_buffer = ?tune.peak_peer,
+                                capped = ?tune.capped, "{}", t.label
+                            );
                         }
                         self.send(reply);
                         self.flush().await?;
                         continue;
                     }
+                    Event::Announce(n) => {
+                        if self.drs_notify && t.receiving {
+                            self.send(Reply::new(126, sbuf_text(n)));
+                            self.flush().await?;
+                        }
+                        continue;
+                    }
+                    },
                     f = self.input.next_frame() => f?,
                 }
             } else if let Some(line) = self.deferred.pop_front() {
@@ -215,6 +240,10 @@ impl Session {
                 self.send(Reply::new(213, status));
             }
             Ok(Command::Noop) => self.send(Reply::new(200, "NOOP ok")),
+            Ok(Command::Sbuf(n)) => {
+                let mine = self.transfer.as_ref().and_then(|t| t.peer_buffer(n));
+                self.send(Reply::new(200, sbuf_text(mine.unwrap_or(n))));
+            }
             Ok(Command::Quit) => {
                 if let Some(t) = self.transfer.take() {
                     let r = t.abort().await;
@@ -302,7 +331,18 @@ impl Session {
                 FEATURES.iter().map(|f| format!(" {f}")).collect(),
                 "End",
             ),
-            Command::Opts(opt) => opts(&opt)?,
+            Command::Opts(opt) => match opt.split_once(' ') {
+                Some((name, value)) if name.eq_ignore_ascii_case("DRS") => self.drs_opts(value)?,
+                _ => opts(&opt)?,
+            },
+            Command::Sbuf(n) => {
+                // In a drsFTP session SBUF concerns the latest transfer, which has ended; for
+                // everyone else it is GridFTP's: the buffer size of the next data connections.
+                if !self.drs_notify {
+                    self.tuning = Tuning::Static(n);
+                }
+                Reply::new(200, sbuf_text(n))
+            }
             Command::Help(_) => help(),
             // Everything below needs a login.
             _ if self.login.is_none() => {
@@ -469,6 +509,39 @@ impl Session {
         }
     }
 
+    fn drs_opts(&mut self, value: &str) -> Result<Reply, Reply> {
+        let o = DrsOpts::parse(value).map_err(|e| Reply::new(501, e))?;
+        let tuning = o
+            .tuning
+            .as_deref()
+            .map(Tuning::parse)
+            .transpose()
+            .map_err(|e| Reply::new(501, e))?;
+        if let Some(n) = o.notify {
+            self.drs_notify = n;
+        }
+        if let Some(t) = tuning {
+            self.tuning = t;
+        }
+        let state = DrsOpts {
+            notify: Some(self.drs_notify),
+            tuning: Some(self.tuning.to_string()),
+        };
+        Ok(Reply::new(200, format!("OPTS {state}")))
+    }
+
+    /// The tuning of the next data connection, if it is worth tuning (not a listing).
+    fn tuner_config(&self) -> TunerConfig {
+        let c = &self.shared.config;
+        TunerConfig {
+            tuning: self.tuning,
+            params: c.tune_params.clone(),
+            control: c.buffer_control,
+            stats: c.stats.clone(),
+            end: "server",
+        }
+    }
+
     fn cwd_to(&mut self, v: VPath) -> Result<Reply, Reply> {
         let (_, m) = self.shared.sandbox.metadata(&v)?;
         if !m.is_dir() {
@@ -506,6 +579,10 @@ impl Session {
             self.passive_hint,
         )
         .and_then(|l| {
+            let c = &self.shared.config;
+            for cap in before_connect(self.tuning, &c.tune_params, &c.buffer_control, &l)? {
+                tracing::info!(session = self.id, "{cap}");
+            }
             let port = l.local_addr()?.port();
             Ok((data::passive(l)?, port))
         });
@@ -583,14 +660,19 @@ impl Session {
         if matches!(self.data, DataSpec::None) {
             return Err(Reply::new(425, "Use PORT, EPRT, PASV or EPSV first"));
         }
+        let c = &self.shared.config;
+        let (tuning, params, control) = (self.tuning, c.tune_params.clone(), c.buffer_control);
         let ends = Endpoints {
             spec: std::mem::take(&mut self.data),
             peer_ip: self.peer.ip(),
             local_ip: self.local.ip(),
-            timeout: self.shared.config.data_timeout,
+            timeout: c.data_timeout,
+            prepare: Box::new(move |s| before_connect(tuning, &params, &control, s).map(|_| ())),
         };
+        let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tuner_config());
         self.send(Reply::new(150, opening));
-        self.transfer = Some(Running::start(job, ends, label));
+        let control = self.writer.as_ref().as_fd().try_clone_to_owned().ok();
+        self.transfer = Some(Running::start(job, ends, label, tune, control));
         Ok(Flow::Continue)
     }
 
@@ -729,7 +811,7 @@ fn opts(opt: &str) -> Result<Reply, Reply> {
 }
 
 fn help() -> Reply {
-    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO";
+    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF";
     Reply::multi(
         214,
         "The following commands are recognized:",

@@ -46,7 +46,9 @@ impl Law for Follow {
         if let Some(n) = s.peer_buffer.filter(|&n| Some(n) != self.applied) {
             self.applied = Some(n);
             d.set.sndbuf = Some(n);
-            d.note = Some(format!("follow the receiver's announced buffer of {n} bytes"));
+            d.note = Some(format!(
+                "follow the receiver's announced buffer of {n} bytes"
+            ));
         }
         d
     }

@@ -1,0 +1,262 @@
+//! `fatpipe plot`: draws a `--stats` file as the seeds' Figures 5–7 do: throughput, socket
+//! buffers against the BDP estimate, and RTT over time, one line per end. SVG or PNG by the
+//! output's extension.
+
+use anyhow::{bail, Context};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Options of `fatpipe plot`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A stats file written by `cp --stats` or `serve --stats`.
+    stats: PathBuf,
+    /// The picture to write: .svg or .png.
+    #[arg(short, long)]
+    out: PathBuf,
+    /// Draw only records of this tuning mode (a shared file may hold several transfers).
+    #[arg(long)]
+    tuning: Option<String>,
+    /// The path's true BDP over time, as TIME:BYTES pairs (e.g. 0:12500000,10:625000), drawn
+    /// beside the estimate.
+    #[arg(long, value_delimiter = ',', value_parser = parse_point)]
+    true_bdp: Vec<(f64, f64)>,
+    /// Picture size in pixels, WIDTHxHEIGHT.
+    #[arg(long, default_value = "1000x900", value_parser = parse_dims)]
+    size: (u32, u32),
+}
+
+/// The fields of a stats record the plot uses.
+#[derive(Deserialize)]
+struct Rec {
+    unix_s: f64,
+    end: String,
+    role: String,
+    tuning: String,
+    mbit_s: f64,
+    bdp: Option<u64>,
+    rcvbuf: u64,
+    sndbuf: u64,
+    tcp: Option<Tcp>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+struct Tcp {
+    rtt_us: u32,
+    rcv_rtt_us: u32,
+}
+
+fn parse_point(s: &str) -> Result<(f64, f64), String> {
+    let (t, b) = s.split_once(':').ok_or("expected TIME:BYTES")?;
+    let t: f64 = t.trim().parse().map_err(|e| format!("bad time {t:?}: {e}"))?;
+    let b = fatpipe_tune::size::parse_size(b)?;
+    Ok((t, b as f64))
+}
+
+fn parse_dims(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s.split_once('x').ok_or("expected WIDTHxHEIGHT")?;
+    let w: u32 = w.parse().map_err(|e| format!("bad width: {e}"))?;
+    let h: u32 = h.parse().map_err(|e| format!("bad height: {e}"))?;
+    if !(200..=8000).contains(&w) || !(200..=8000).contains(&h) {
+        return Err("each side must be 200 to 8000 pixels".into());
+    }
+    Ok((w, h))
+}
+
+/// One line of one panel.
+struct Series {
+    name: String,
+    points: Vec<(f64, f64)>,
+}
+
+/// The three panels' lines, time in seconds from the first record.
+struct Figure {
+    throughput: Vec<Series>,
+    buffers: Vec<Series>,
+    rtt: Vec<Series>,
+}
+
+fn load(path: &Path, tuning: Option<&str>) -> anyhow::Result<Vec<Rec>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut recs = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let r: Rec = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not a stats record", path.display(), i + 1))?;
+        if tuning.is_none_or(|t| t == r.tuning) {
+            recs.push(r);
+        }
+    }
+    if recs.is_empty() {
+        bail!("{} has no records to draw", path.display());
+    }
+    Ok(recs)
+}
+
+fn figure(recs: &[Rec], true_bdp: &[(f64, f64)]) -> Figure {
+    let t0 = recs.iter().map(|r| r.unix_s).fold(f64::INFINITY, f64::min);
+    let mut by_end: BTreeMap<String, Vec<&Rec>> = BTreeMap::new();
+    for r in recs {
+        by_end
+            .entry(format!("{} ({})", r.end, r.role))
+            .or_default()
+            .push(r);
+    }
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    let line = |name: String, rs: &[&Rec], f: &dyn Fn(&Rec) -> Option<f64>| Series {
+        name,
+        points: rs
+            .iter()
+            .filter_map(|r| f(r).map(|v| (r.unix_s - t0, v)))
+            .collect(),
+    };
+    let mut fig = Figure {
+        throughput: Vec::new(),
+        buffers: Vec::new(),
+        rtt: Vec::new(),
+    };
+    for (name, rs) in &by_end {
+        fig.throughput
+            .push(line(name.clone(), rs, &|r| (r.mbit_s > 0.0).then_some(r.mbit_s)));
+        let receiver = rs.first().is_some_and(|r| r.role == "receiver");
+        let (what, buf): (&str, &dyn Fn(&Rec) -> u64) = if receiver {
+            ("receive buffer", &|r| r.rcvbuf)
+        } else {
+            ("send buffer", &|r| r.sndbuf)
+        };
+        fig.buffers
+            .push(line(format!("{what}, {name}"), rs, &|r| Some(mib(buf(r)))));
+        fig.buffers.push(line(format!("BDP estimate, {name}"), rs, &|r| {
+            r.bdp.map(mib)
+        }));
+        let rtt: &dyn Fn(&Rec) -> Option<f64> = if receiver {
+            &|r| r.tcp.map(|t| f64::from(t.rcv_rtt_us) / 1e3).filter(|&v| v > 0.0)
+        } else {
+            &|r| r.tcp.map(|t| f64::from(t.rtt_us) / 1e3).filter(|&v| v > 0.0)
+        };
+        fig.rtt.push(line(format!("RTT, {name}"), rs, rtt));
+    }
+    if !true_bdp.is_empty() {
+        let end = recs.iter().map(|r| r.unix_s - t0).fold(0.0, f64::max);
+        let mut points = Vec::new();
+        for (i, &(t, b)) in true_bdp.iter().enumerate() {
+            let until = true_bdp.get(i + 1).map_or(end, |p| p.0);
+            points.push((t, b / f64::from(1 << 20)));
+            points.push((until, b / f64::from(1 << 20)));
+        }
+        fig.buffers.push(Series {
+            name: "true BDP".into(),
+            points,
+        });
+    }
+    fig
+}
+
+/// Where a TrueType font for the labels is looked for (`FATPIPE_FONT` first).
+const FONTS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+];
+
+/// Registers the labels' font (plotters draws text with a font it is given).
+fn register_font() -> anyhow::Result<()> {
+    let env = std::env::var_os("FATPIPE_FONT").map(PathBuf::from);
+    let path = env
+        .into_iter()
+        .chain(FONTS.iter().map(PathBuf::from))
+        .find(|p| p.is_file())
+        .context("no font for the labels: install fonts-dejavu-core or set FATPIPE_FONT to a .ttf file")?;
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    // plotters keeps fonts for the life of the process.
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+        .map_err(|_| anyhow::anyhow!("{} is not a usable font", path.display()))
+}
+
+/// Runs the command.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    register_font()?;
+    let recs = load(&a.stats, a.tuning.as_deref())?;
+    let fig = figure(&recs, &a.true_bdp);
+    let ext = a
+        .out
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => draw(SVGBackend::new(&a.out, a.size).into_drawing_area(), &fig)?,
+        Some("png") => {
+            draw(BitMapBackend::new(&a.out, a.size).into_drawing_area(), &fig)?
+        }
+        _ => bail!("the output must end in .svg or .png"),
+    }
+    eprintln!("fatpipe plot: wrote {}", a.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &Figure) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let panels = root.split_evenly((3, 1));
+    let t_end = fig
+        .throughput
+        .iter()
+        .chain(&fig.buffers)
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(0.1, f64::max);
+    let parts = [
+        ("Throughput", "Mbit/s", &fig.throughput),
+        ("Socket buffers and BDP", "MiB", &fig.buffers),
+        ("Round-trip time", "ms", &fig.rtt),
+    ];
+    for (area, (title, unit, series)) in panels.iter().zip(parts) {
+        panel(area, title, unit, series, t_end).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+fn panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    unit: &str,
+    series: &[Series],
+    t_end: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let y_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0, f64::max)
+        * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 18))
+        .margin(8)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_end, 0.0..y_max.max(1e-3))?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc(unit)
+        .draw()?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+}

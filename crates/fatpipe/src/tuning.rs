@@ -1,0 +1,74 @@
+//! The tuning options `cp` and `serve` share, and the summary line of a tuned copy.
+
+use fatpipe_net::buffers::BufferControl;
+use fatpipe_net::telemetry::StatsFile;
+use fatpipe_net::TunerConfig;
+use fatpipe_tune::size::format_size;
+use fatpipe_tune::{Params, Tuning};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Socket-buffer tuning of data connections.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TuneArgs {
+    /// How data-connection buffers are sized: stock (64 KiB), static:SIZE, probe, kernel,
+    /// drs-classic, drs-grid or drs (see the README).
+    #[arg(long, default_value = "drs", value_parser = Tuning::parse)]
+    pub tuning: Tuning,
+    /// Append one JSON record per tuning sample to this file (client and server may share it).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub stats: Option<PathBuf>,
+    /// Sampling interval of drs-classic and drs-grid.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub sample_interval: Duration,
+    /// How long `probe` measures before fixing its buffers.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub probe_period: Duration,
+    /// Stay within net.core.rmem_max/wmem_max even when running as root (as an unprivileged
+    /// user would); by default root uses SO_RCVBUFFORCE/SO_SNDBUFFORCE.
+    #[arg(long)]
+    pub no_force_buffers: bool,
+}
+
+impl TuneArgs {
+    /// The tuner configuration for one end (`client` or `server`).
+    pub fn config(&self, end: &'static str) -> anyhow::Result<TunerConfig> {
+        let stats =
+            match &self.stats {
+                Some(p) => Some(StatsFile::open(p).map_err(|e| {
+                    anyhow::anyhow!("cannot open the stats file {}: {e}", p.display())
+                })?),
+                None => None,
+            };
+        Ok(TunerConfig {
+            tuning: self.tuning,
+            params: Params {
+                interval: self.sample_interval,
+                probe_period: self.probe_period,
+                ..Params::default()
+            },
+            control: BufferControl::new(!self.no_force_buffers),
+            stats,
+            end,
+        })
+    }
+}
+
+/// `peak buffers: local 24 MiB, server 30 MiB; 33.1 Mbit/s per MiB`, plus any caps met.
+pub fn describe(peak_local: u64, peak_peer: Option<u64>, mbit_s: f64, capped: &[String]) -> String {
+    let total = peak_local + peak_peer.unwrap_or(0);
+    let mut s = format!("peak socket buffer here {}", format_size(peak_local));
+    if let Some(p) = peak_peer {
+        s.push_str(&format!(", at the server {}", format_size(p)));
+    }
+    if total > 0 {
+        s.push_str(&format!(
+            "; {:.1} Mbit/s per MiB of buffer",
+            mbit_s / (total as f64 / f64::from(1 << 20))
+        ));
+    }
+    for c in capped {
+        s.push_str(&format!("\nfatpipe: limit: {c}"));
+    }
+    s
+}

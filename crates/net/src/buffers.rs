@@ -1,0 +1,154 @@
+//! Setting a socket's buffers and window clamp as a law decided, and saying when a system limit
+//! (`net.core.rmem_max`/`wmem_max` for unprivileged processes) kept it from happening.
+
+use fatpipe_tune::law::Buffers;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// How buffer sizes are set on this host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferControl {
+    force: bool,
+}
+
+/// The buffers as the kernel accounts them (`ss -tm` `rb`/`tb`), bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Accounted {
+    /// Receive buffer.
+    pub rcvbuf: u64,
+    /// Send buffer.
+    pub sndbuf: u64,
+}
+
+impl BufferControl {
+    /// `allow_force`: use `SO_RCVBUFFORCE`/`SO_SNDBUFFORCE` when the process may (root), so the
+    /// global `rmem_max`/`wmem_max` caps do not bind; `false` behaves like an unprivileged user.
+    pub fn new(allow_force: bool) -> BufferControl {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        BufferControl {
+            force: allow_force && root,
+        }
+    }
+
+    /// Whether the caps are bypassed.
+    pub fn forced(&self) -> bool {
+        self.force
+    }
+
+    /// Sets the sizes in `b` (`setsockopt` values; Linux doubles them). Returns a description
+    /// of each cap that held a buffer below what was asked.
+    pub fn apply(&self, fd: BorrowedFd<'_>, b: &Buffers) -> io::Result<Vec<String>> {
+        let mut capped = Vec::new();
+        let asks = [
+            (
+                b.rcvbuf,
+                libc::SO_RCVBUF,
+                libc::SO_RCVBUFFORCE,
+                "receive",
+                "rmem_max",
+            ),
+            (
+                b.sndbuf,
+                libc::SO_SNDBUF,
+                libc::SO_SNDBUFFORCE,
+                "send",
+                "wmem_max",
+            ),
+        ];
+        for (ask, plain, forced, what, sysctl) in asks {
+            let Some(ask) = ask else { continue };
+            let v = i32::try_from(ask.min(i32::MAX as u64 / 2)).unwrap_or(i32::MAX / 2);
+            let opt = if self.force { forced } else { plain };
+            set_int(fd, libc::SOL_SOCKET, opt, v)?;
+            let got = get_int(fd, libc::SOL_SOCKET, plain)?;
+            if i64::from(got) < 2 * i64::from(v) {
+                capped.push(format!(
+                    "{what} buffer capped at {got} bytes (asked {}) by net.core.{sysctl}",
+                    2 * i64::from(v)
+                ));
+            }
+        }
+        Ok(capped)
+    }
+
+    /// Sets `TCP_WINDOW_CLAMP`: the largest window the socket will advertise.
+    pub fn clamp(&self, fd: BorrowedFd<'_>, bytes: u64) -> io::Result<()> {
+        let v = i32::try_from(bytes).unwrap_or(i32::MAX);
+        set_int(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP, v)
+    }
+}
+
+/// Reads both buffers as the kernel accounts them.
+pub fn accounted(fd: BorrowedFd<'_>) -> io::Result<Accounted> {
+    let r = get_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)?;
+    let s = get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF)?;
+    Ok(Accounted {
+        rcvbuf: u64::try_from(r).unwrap_or(0),
+        sndbuf: u64::try_from(s).unwrap_or(0),
+    })
+}
+
+fn set_int(fd: BorrowedFd<'_>, level: i32, opt: i32, v: i32) -> io::Result<()> {
+    // SAFETY: passes a valid pointer to an int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            (&v as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn get_int(fd: BorrowedFd<'_>, level: i32, opt: i32) -> io::Result<i32> {
+    let mut v: i32 = 0;
+    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: passes a valid pointer to an int and its size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            (&mut v as *mut i32).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(v)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn sets_and_reads_back_doubled_sizes_and_the_clamp() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let ctl = BufferControl::new(false);
+        let capped = ctl.apply(s.as_fd(), &Buffers::both(100_000)).unwrap();
+        assert!(capped.is_empty(), "{capped:?}");
+        assert_eq!(
+            accounted(s.as_fd()).unwrap(),
+            Accounted {
+                rcvbuf: 200_000,
+                sndbuf: 200_000
+            }
+        );
+        ctl.clamp(s.as_fd(), 50_000).unwrap();
+        // Beyond rmem_max an unprivileged process is capped, and told so.
+        let capped = ctl.apply(s.as_fd(), &Buffers::both(1 << 30)).unwrap();
+        assert_eq!(capped.len(), 2, "{capped:?}");
+    }
+}

@@ -1,0 +1,205 @@
+//! The driver between a law and a live data socket: it samples `TCP_INFO`, the buffers and the
+//! pump, feeds the law, applies its decisions, writes telemetry, and keeps what the transfer
+//! summary reports (peak buffer memory, caps met). Time comes in as an argument.
+
+use crate::buffers::{accounted, BufferControl};
+use crate::tcpinfo::tcp_stats;
+use crate::telemetry::{Record, StatsFile};
+use crate::Pump;
+use fatpipe_tune::{Law, Params, Role, Sample, Tuning};
+use std::collections::BTreeSet;
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Everything a tuner needs besides the socket.
+#[derive(Debug, Clone)]
+pub struct TunerConfig {
+    /// The mode.
+    pub tuning: Tuning,
+    /// The laws' knobs.
+    pub params: Params,
+    /// How buffers are set here.
+    pub control: BufferControl,
+    /// Where samples go, if anywhere.
+    pub stats: Option<StatsFile>,
+    /// `client` or `server`, for the records.
+    pub end: &'static str,
+}
+
+/// What a finished transfer's tuning amounted to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TuneSummary {
+    /// Peak of this end's buffer in its role (receive buffer of a receiver, send buffer of a
+    /// sender), as the kernel accounts it.
+    pub peak_local: u64,
+    /// Peak buffer the peer announced, if it announced any.
+    pub peak_peer: Option<u64>,
+    /// System limits that held a buffer below what the law asked.
+    pub capped: Vec<String>,
+}
+
+/// A law driven on one data connection.
+pub struct Tuner {
+    law: Box<dyn Law>,
+    cfg: TunerConfig,
+    role: Role,
+    sock: TcpStream,
+    pump: Arc<Pump>,
+    started: Instant,
+    next_at: Instant,
+    probe_rtt: Option<Duration>,
+    peer_buffer: Option<u64>,
+    last: (Instant, u64),
+    summary: TuneSummary,
+    caps: BTreeSet<String>,
+}
+
+impl Tuner {
+    /// Starts tuning a connected socket: applies the law's after-connect buffers.
+    pub fn start(
+        cfg: TunerConfig,
+        role: Role,
+        sock: &TcpStream,
+        pump: Arc<Pump>,
+        now: Instant,
+    ) -> io::Result<Tuner> {
+        let law = cfg.tuning.law(role, &cfg.params);
+        let after = law.setup().after_connect;
+        let mut t = Tuner {
+            law,
+            cfg,
+            role,
+            sock: sock.try_clone()?,
+            pump,
+            started: now,
+            next_at: now,
+            probe_rtt: None,
+            peer_buffer: None,
+            last: (now, 0),
+            summary: TuneSummary::default(),
+            caps: BTreeSet::new(),
+        };
+        let capped = t.cfg.control.apply(sock.as_fd(), &after)?;
+        t.caps.extend(capped);
+        Ok(t)
+    }
+
+    /// Time until the law wants its next sample.
+    pub fn due_in(&self, now: Instant) -> Duration {
+        self.next_at.saturating_duration_since(now)
+    }
+
+    /// A control-channel round trip just measured (an `SBUF` answered by the peer).
+    pub fn on_probe_rtt(&mut self, rtt: Duration) {
+        self.probe_rtt = Some(rtt);
+    }
+
+    /// The peer announced its buffer size.
+    pub fn on_peer_buffer(&mut self, bytes: u64) {
+        self.peer_buffer = Some(bytes);
+        self.summary.peak_peer = Some(self.summary.peak_peer.unwrap_or(0).max(bytes));
+    }
+
+    /// This end's buffer in its role, as the kernel accounts it now.
+    pub fn current_buffer(&self) -> u64 {
+        let a = accounted(self.sock.as_fd()).unwrap_or_default();
+        match self.role {
+            Role::Receiver => a.rcvbuf,
+            Role::Sender => a.sndbuf,
+        }
+    }
+
+    /// Samples if due; returns a buffer size to announce to the peer, if the law wants one.
+    pub fn tick(&mut self, now: Instant) -> Option<u64> {
+        if now < self.next_at {
+            return None;
+        }
+        let fd = self.sock.as_fd();
+        let bufs = accounted(fd).unwrap_or_default();
+        let bytes = self.pump.bytes();
+        let sample = Sample {
+            now: now.saturating_duration_since(self.started),
+            bytes,
+            max_read: self.pump.take_max_read(),
+            rcvbuf: bufs.rcvbuf,
+            sndbuf: bufs.sndbuf,
+            tcp: tcp_stats(fd).ok(),
+            probe_rtt: self.probe_rtt,
+            peer_buffer: self.peer_buffer,
+        };
+        let d = self.law.on_sample(&sample);
+        self.next_at = now + d.next.max(Duration::from_millis(1));
+        let mut capped = self
+            .cfg
+            .control
+            .apply(fd, &d.set)
+            .unwrap_or_else(|e| vec![format!("setting buffers failed: {e}")]);
+        if let Some(c) = d.clamp {
+            if let Err(e) = self.cfg.control.clamp(fd, c) {
+                capped.push(format!("window clamp failed: {e}"));
+            }
+        }
+        if let Some(n) = d.read_buffer {
+            self.pump.set_read_size(n);
+        }
+        let local = match self.role {
+            Role::Receiver => bufs.rcvbuf,
+            Role::Sender => bufs.sndbuf,
+        };
+        self.summary.peak_local = self.summary.peak_local.max(local);
+        self.caps.extend(capped.iter().cloned());
+        if let Some(stats) = &self.cfg.stats {
+            let (t0, b0) = std::mem::replace(&mut self.last, (now, bytes));
+            let dt = now.saturating_duration_since(t0).as_secs_f64().max(1e-6);
+            let record = Record {
+                unix_s: SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64()),
+                t: sample.now.as_secs_f64(),
+                end: self.cfg.end,
+                role: self.role,
+                tuning: self.cfg.tuning.to_string(),
+                bytes,
+                mbit_s: bytes.saturating_sub(b0) as f64 * 8.0 / dt / 1e6,
+                bdp: d.bdp,
+                rcvbuf: bufs.rcvbuf,
+                sndbuf: bufs.sndbuf,
+                peer_buffer: self.peer_buffer,
+                probe_rtt_ms: self.probe_rtt.map(|r| r.as_secs_f64() * 1e3),
+                tcp: sample.tcp,
+                set_rcvbuf: d.set.rcvbuf,
+                set_sndbuf: d.set.sndbuf,
+                clamp: d.clamp,
+                note: d.note,
+                capped,
+            };
+            if let Err(e) = stats.write(&record) {
+                tracing::warn!("cannot write stats: {e}");
+            }
+        }
+        d.announce
+    }
+
+    /// What the tuning amounted to so far.
+    pub fn summary(&self) -> TuneSummary {
+        TuneSummary {
+            capped: self.caps.iter().cloned().collect(),
+            ..self.summary.clone()
+        }
+    }
+}
+
+/// Sets the buffers a mode wants before `connect`/`listen` (they fix the window scale).
+pub fn before_connect(
+    tuning: Tuning,
+    params: &Params,
+    control: &BufferControl,
+    sock: impl AsFd,
+) -> io::Result<Vec<String>> {
+    // Every mode's pre-connect buffers are the same for both roles.
+    let setup = tuning.law(Role::Receiver, params).setup();
+    control.apply(sock.as_fd(), &setup.before_connect)
+}
