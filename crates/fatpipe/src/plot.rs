@@ -52,7 +52,10 @@ struct Tcp {
 
 fn parse_point(s: &str) -> Result<(f64, f64), String> {
     let (t, b) = s.split_once(':').ok_or("expected TIME:BYTES")?;
-    let t: f64 = t.trim().parse().map_err(|e| format!("bad time {t:?}: {e}"))?;
+    let t: f64 = t
+        .trim()
+        .parse()
+        .map_err(|e| format!("bad time {t:?}: {e}"))?;
     let b = fatpipe_tune::size::parse_size(b)?;
     Ok((t, b as f64))
 }
@@ -84,7 +87,11 @@ fn load(path: &Path, tuning: Option<&str>) -> anyhow::Result<Vec<Rec>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut recs = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         let r: Rec = serde_json::from_str(line)
             .with_context(|| format!("{}:{}: not a stats record", path.display(), i + 1))?;
         if tuning.is_none_or(|t| t == r.tuning) {
@@ -120,8 +127,9 @@ fn figure(recs: &[Rec], true_bdp: &[(f64, f64)]) -> Figure {
         rtt: Vec::new(),
     };
     for (name, rs) in &by_end {
-        fig.throughput
-            .push(line(name.clone(), rs, &|r| (r.mbit_s > 0.0).then_some(r.mbit_s)));
+        fig.throughput.push(line(name.clone(), rs, &|r| {
+            (r.mbit_s > 0.0).then_some(r.mbit_s)
+        }));
         let receiver = rs.first().is_some_and(|r| r.role == "receiver");
         let (what, buf): (&str, &dyn Fn(&Rec) -> u64) = if receiver {
             ("receive buffer", &|r| r.rcvbuf)
@@ -130,13 +138,22 @@ fn figure(recs: &[Rec], true_bdp: &[(f64, f64)]) -> Figure {
         };
         fig.buffers
             .push(line(format!("{what}, {name}"), rs, &|r| Some(mib(buf(r)))));
-        fig.buffers.push(line(format!("BDP estimate, {name}"), rs, &|r| {
-            r.bdp.map(mib)
-        }));
+        fig.buffers
+            .push(line(format!("BDP estimate, {name}"), rs, &|r| {
+                r.bdp.map(mib)
+            }));
         let rtt: &dyn Fn(&Rec) -> Option<f64> = if receiver {
-            &|r| r.tcp.map(|t| f64::from(t.rcv_rtt_us) / 1e3).filter(|&v| v > 0.0)
+            &|r| {
+                r.tcp
+                    .map(|t| f64::from(t.rcv_rtt_us) / 1e3)
+                    .filter(|&v| v > 0.0)
+            }
         } else {
-            &|r| r.tcp.map(|t| f64::from(t.rtt_us) / 1e3).filter(|&v| v > 0.0)
+            &|r| {
+                r.tcp
+                    .map(|t| f64::from(t.rtt_us) / 1e3)
+                    .filter(|&v| v > 0.0)
+            }
         };
         fig.rtt.push(line(format!("RTT, {name}"), rs, rtt));
     }
@@ -170,7 +187,9 @@ fn register_font() -> anyhow::Result<()> {
         .into_iter()
         .chain(FONTS.iter().map(PathBuf::from))
         .find(|p| p.is_file())
-        .context("no font for the labels: install fonts-dejavu-core or set FATPIPE_FONT to a .ttf file")?;
+        .context(
+            "no font for the labels: install fonts-dejavu-core or set FATPIPE_FONT to a .ttf file",
+        )?;
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
     // plotters keeps fonts for the life of the process.
     let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -190,9 +209,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .map(str::to_ascii_lowercase);
     match ext.as_deref() {
         Some("svg") => draw(SVGBackend::new(&a.out, a.size).into_drawing_area(), &fig)?,
-        Some("png") => {
-            draw(BitMapBackend::new(&a.out, a.size).into_drawing_area(), &fig)?
-        }
+        Some("png") => draw(BitMapBackend::new(&a.out, a.size).into_drawing_area(), &fig)?,
         _ => bail!("the output must end in .svg or .png"),
     }
     eprintln!("fatpipe plot: wrote {}", a.out.display());
@@ -249,7 +266,10 @@ fn panel<DB: DrawingBackend>(
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))?
             .label(s.name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
     }

@@ -345,12 +345,13 @@ impl Connection {
             Some(f) => Ok(f),
             None => self.read_reply(),
         };
-        let moved = moved?;
-        let fin = fin?;
-        if !fin.is_success() {
-            bail!("{what}: server said {fin}");
+        match (moved, fin) {
+            (Ok(n), Ok(fin)) if fin.is_success() => Ok(n),
+            (Ok(_), Ok(fin)) => bail!("{what}: server said {fin}"),
+            // Both ends saw the failure: the server's reply usually says why (452: disk full).
+            (Err(e), Ok(fin)) if !fin.is_success() => bail!("{what}: server said {fin} ({e:#})"),
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
         }
-        Ok(moved)
     }
 
     /// Runs `work` in a thread while this one drives the tuner and the control channel: it
