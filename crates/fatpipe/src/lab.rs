@@ -6,6 +6,7 @@ use fatpipe_lab::report::{markdown, CaseResult};
 use fatpipe_lab::runner::run_once;
 use fatpipe_lab::tools::{preset, Case, Context as ToolContext, PRESETS};
 use fatpipe_tune::size::parse_size;
+use fatpipe_wanem::schedule::Schedule;
 use fatpipe_wanem::testbed::Profile;
 use fatpipe_wanem::units::{self, QueueLimit};
 use fatpipe_wanem::TestbedConfig;
@@ -32,6 +33,9 @@ pub struct Args {
     /// TCP profile of both sides: stock or tuned.
     #[arg(long, default_value = "stock", value_parser = Profile::parse)]
     profile: Profile,
+    /// A schedule file of path changes during each run (the `testbed up --schedule` format).
+    #[arg(long)]
+    schedule: Option<PathBuf>,
     /// Runs per tool and path.
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -113,6 +117,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         a.sizes.clone()
     };
+    let schedule = match &a.schedule {
+        Some(f) => Some(Schedule::load(f).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let file = dir.path().join("file");
     let exe = std::env::current_exe()?;
     let mut flags = a.fatpipe_args.clone();
@@ -141,6 +149,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             cfg.link.queue = a.queue;
             cfg.link.loss = a.loss;
             cfg.profile = a.profile;
+            cfg.schedule = schedule.clone();
             for case in &cases {
                 let mut r = CaseResult {
                     label: case.label.clone(),

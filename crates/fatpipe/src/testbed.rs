@@ -182,10 +182,7 @@ fn config(a: &PathArgs) -> anyhow::Result<TestbedConfig> {
         c.reverse = Some(change.apply(c.link));
     }
     if let Some(f) = &a.schedule {
-        let text = std::fs::read_to_string(f)
-            .with_context(|| format!("cannot read schedule {}", f.display()))?;
-        c.schedule =
-            Some(Schedule::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?);
+        c.schedule = Some(Schedule::load(f).map_err(anyhow::Error::msg)?);
     }
     Ok(c)
 }

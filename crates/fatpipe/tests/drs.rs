@@ -30,14 +30,14 @@ fn every_mode_moves_files_intact_both_ways() {
     for mode in MODES {
         let name = format!("up-{}.bin", mode.replace(':', "-"));
         run_ok(
-            &mut fatpipe_cmd(&["cp", "--quiet", "--tuning", mode])
+            fatpipe_cmd(&["cp", "--quiet", "--tuning", mode])
                 .arg(&src)
                 .arg(s.url(&name)),
         );
         assert_same(&src, &s.path(&name));
         let back = work.path().join(&name);
         run_ok(
-            &mut fatpipe_cmd(&["cp", "--quiet", "--tuning", mode])
+            fatpipe_cmd(&["cp", "--quiet", "--tuning", mode])
                 .arg(s.url(&name))
                 .arg(&back),
         );
@@ -143,7 +143,7 @@ fn stats_record_both_ends_and_plot_draws_them() {
     let s = FatpipeServer::start(&["--anonymous", "--stats", stats.to_str().unwrap()]);
     random_file(&s.path("f.bin"), 32 << 20, 3);
     let out = run_ok(
-        &mut fatpipe_cmd(&["cp", "--tuning", "drs", "--stats"])
+        fatpipe_cmd(&["cp", "--tuning", "drs", "--stats"])
             .arg(&stats)
             .arg(s.url("f.bin"))
             .arg(work.path().join("f.bin")),

@@ -72,6 +72,13 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// Reads and parses a schedule file; errors name the file (and the line).
+    pub fn load(path: &std::path::Path) -> Result<Schedule, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read schedule {}: {e}", path.display()))?;
+        Schedule::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
     /// Parses schedule text; errors name the line.
     pub fn parse(text: &str) -> Result<Schedule, String> {
         let mut s = Schedule::default();
