@@ -171,7 +171,7 @@ fn stats_record_both_ends_and_plot_draws_them() {
     }
     for ext in ["svg", "png"] {
         let pic = work.path().join(format!("s.{ext}"));
-        run_ok(&mut fatpipe_cmd(&["plot"]).arg(&stats).arg("-o").arg(&pic));
+        run_ok(fatpipe_cmd(&["plot"]).arg(&stats).arg("-o").arg(&pic));
         let bytes = std::fs::read(&pic).unwrap();
         assert!(bytes.len() > 1000, "{ext}: {} bytes", bytes.len());
     }
@@ -179,7 +179,7 @@ fn stats_record_both_ends_and_plot_draws_them() {
     assert!(svg.contains("Throughput") && svg.contains("receive buffer"));
     // Bad input is an error, not a picture.
     std::fs::write(work.path().join("bad.jsonl"), "not json\n").unwrap();
-    let bad = run(&mut fatpipe_cmd(&["plot"])
+    let bad = run(fatpipe_cmd(&["plot"])
         .arg(work.path().join("bad.jsonl"))
         .arg("-o")
         .arg(work.path().join("bad.svg")));
