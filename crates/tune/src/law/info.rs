@@ -2,8 +2,9 @@
 //!
 //! Receiver: the bytes that arrived during the last RTT are what was in flight. If that fills
 //! most of the window and the RTT is at its base, the window is the bottleneck: it doubles, every
-//! RTT during start-up (keeping pace with slow start). The first stretched RTT ends start-up and
-//! the window falls back to 1.25 × BDP at once (undoing the last RTT's overshoot). Later, once
+//! RTT during start-up (keeping pace with slow start). The first RTT stretched by 8 % ends
+//! start-up and the window falls back at once (undoing the last RTT's overshoot) to 1.25 × the
+//! larger of the BDP estimate and half the window (which showed no queue a doubling ago). Later, once
 //! the previous change has shown its effect, a full window grows by a quarter. Such a growth is
 //! a trial: if the rate has not risen by 3 % three RTTs later, the path was the limit, the
 //! window goes back to its size before the trial (or 1.25 × the BDP the trial revealed, if
@@ -16,7 +17,9 @@
 //!
 //! Sender: the send buffer holds what may be in flight (the smaller of the congestion window
 //! and the peer's window) with room for half as much again unsent; while the congestion window
-//! grows, as much again; when the buffer has limited sending, at least twice its size.
+//! grows, twice the congestion window (the next RTT's, in slow start) up to the peer's window;
+//! when the buffer has limited sending, at least twice its size; never more than the peer's
+//! window.
 
 use super::window::{Extreme, History};
 use super::{rate, Decision, Law, Setup};
@@ -34,6 +37,9 @@ const GENTLE_GAIN: f64 = 1.25;
 const FULL: f64 = 0.7;
 /// RTT above the base RTT by this factor means a standing queue.
 const QUEUE: f64 = 1.15;
+/// During start-up a smaller stretch already ends the doubling (each RTT of delay doubles the
+/// overshoot).
+const STARTUP_QUEUE: f64 = 1.08;
 /// A shrink waits until the estimate has stayed low this long (and at least 4 RTTs).
 const SHRINK_HOLD: Duration = Duration::from_secs(1);
 /// RTTs after a growth by which the rate must have risen.
@@ -163,9 +169,12 @@ impl Info {
         }
         // The first stretched RTT ends the start-up: the doubling overshot by up to one RTT's
         // growth, so the window falls back to 1.25 x BDP at once.
-        if self.starting && queue && self.size.is_some() {
+        let startup_over = rtt.as_secs_f64() > STARTUP_QUEUE * base.as_secs_f64();
+        if self.starting && startup_over && self.size.is_some() {
             self.starting = false;
-            let size = ((STEADY_GAIN * bdp) as u64).max(STOCK_BUFFER);
+            // Half the window showed no queue a doubling ago: the BDP is at least about that.
+            let size = (STEADY_GAIN * bdp).max(STEADY_GAIN * window / 2.0) as u64;
+            let size = size.max(STOCK_BUFFER);
             self.previous = self.size;
             self.size = Some(size);
             self.changed_at = s.now;
@@ -187,8 +196,8 @@ impl Info {
         };
         let target = match (gain, self.size) {
             (Some(g), _) => (g * window).max(STEADY_GAIN * bdp),
-            // Until the window first limits, the kernel's own sizing stands.
-            (None, None) => return,
+            // The first sample takes the window over from the kernel's autotuning, at its size.
+            (None, None) => window,
             (None, Some(_)) => (STEADY_GAIN * bdp).min(window),
         };
         let before = self.size;
@@ -202,7 +211,9 @@ impl Info {
         };
         self.changed_at = s.now;
         self.previous = before;
-        let note = if (size as f64) < window {
+        let note = if before.is_none() {
+            format!("take the window over from the kernel at {size} bytes")
+        } else if (size as f64) < window {
             format!("shrink: BDP fell to {} bytes", bdp as u64)
         } else if !self.starting {
             self.trial = Some(Trial {
@@ -232,19 +243,29 @@ impl Info {
     }
 
     fn sender(&mut self, s: &Sample, tcp: &TcpStats, base: Duration, d: &mut Decision) {
-        let cap = match tcp.snd_wnd {
-            0 => tcp.cwnd_bytes,
-            w => tcp.cwnd_bytes.min(u64::from(w)),
-        };
         let last = self.last.unwrap_or_default();
         let buffer_bound = tcp.sndbuf_limited_us > last.sndbuf_limited_us;
         let growing = tcp.cwnd_bytes * 10 > last.cwnd_bytes * 11 || buffer_bound;
-        // Linux doubles the size set: this holds what may be in flight plus as much (growing)
-        // or half as much (steady) again unsent.
-        let gain = if growing { 1.0 } else { 0.75 };
-        let mut target = (gain * cap as f64) as u64;
+        // While the congestion window grows (slow start doubles it every RTT) the buffer must
+        // already hold the next RTT's window, up to what the peer's window allows; once it is
+        // steady, what may be in flight. Linux doubles the size set, which leaves room for half
+        // (steady) or all of that again unsent.
+        let cwnd = if growing {
+            2 * tcp.cwnd_bytes
+        } else {
+            tcp.cwnd_bytes * 3 / 4
+        };
+        let cap = match tcp.snd_wnd {
+            0 => cwnd,
+            w => cwnd.min(u64::from(w)),
+        };
+        let mut target = cap;
         if buffer_bound {
             target = target.max(s.sndbuf);
+        }
+        // Never more than the peer's window can take in flight (Linux doubles it for the rest).
+        if tcp.snd_wnd > 0 {
+            target = target.min(u64::from(tcp.snd_wnd));
         }
         d.bdp = Some((tcp.delivery_rate as f64 * base.as_secs_f64()) as u64);
         if let Some(size) = self.steer(s.now, base, target, !buffer_bound) {
@@ -447,19 +468,23 @@ mod tests {
     #[test]
     fn sender_holds_what_may_be_in_flight() {
         let mut law = Info::new(Role::Sender, &Params::default());
-        // Slow start: the congestion window doubles; the set size (doubled by Linux) follows it.
+        // Slow start: the congestion window doubles; the buffer holds the next RTT's window.
         let d = law.on_sample(&sender_sample(0, 1 << 20, 64 << 20, 0, 0));
-        assert_eq!(d.set.sndbuf, Some(1 << 20));
+        assert_eq!(d.set.sndbuf, Some(2 << 20));
         assert_eq!(d.next, Duration::from_millis(100));
         let d = law.on_sample(&sender_sample(100, 2 << 20, 64 << 20, 0, 0));
-        assert_eq!(d.set.sndbuf, Some(2 << 20));
-        // Limited by the peer's 4 MiB window: the buffer follows that, not the congestion window.
-        let d = law.on_sample(&sender_sample(200, 16 << 20, 4 << 20, 0, 0));
         assert_eq!(d.set.sndbuf, Some(4 << 20));
-        let d = law.on_sample(&sender_sample(300, 16 << 20, 4 << 20, 0, 0));
+        // Limited by the peer's 6 MiB window: the buffer follows that, not the congestion window.
+        let d = law.on_sample(&sender_sample(200, 16 << 20, 6 << 20, 0, 0));
+        assert_eq!(d.set.sndbuf, Some(6 << 20));
+        // Steady: 3/4 of the congestion window, capped by the peer's window; no shrink for that.
+        let d = law.on_sample(&sender_sample(300, 16 << 20, 6 << 20, 0, 0));
         assert_eq!(d.set.sndbuf, None);
-        // Buffer-limited time grew: at least the kernel's current size, so it doubles.
-        let d = law.on_sample(&sender_sample(400, 16 << 20, 4 << 20, 5000, 32 << 20));
+        // Buffer-limited time grew: at least the kernel's current size (it doubles), but no
+        // more than the peer's window.
+        let d = law.on_sample(&sender_sample(400, 16 << 20, 64 << 20, 5000, 12 << 20));
         assert_eq!(d.set.sndbuf, Some(32 << 20));
+        let d = law.on_sample(&sender_sample(500, 16 << 20, 40 << 20, 9000, 64 << 20));
+        assert_eq!(d.set.sndbuf, Some(40 << 20));
     }
 }
