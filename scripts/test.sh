@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real peers the interop tests start: curl, lftp, vsftpd, Python's ftplib; unshare/setpriv
-# (util-linux) for the full-disk and unreadable-file tests; iproute2 and iperf3 for the lab.
-packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates globus-gass-copy-progs globus-gridftp-server-progs)
+# (util-linux) for the full-disk and unreadable-file tests; iproute2 and iperf3 for the lab; fonts-dejavu-core for `fatpipe plot`.
+packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates globus-gass-copy-progs globus-gridftp-server-progs fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -107,6 +107,7 @@ fn cases_for(a: &Args, ctx: &ToolContext, file: &std::path::Path) -> anyhow::Res
 
 /// Runs every case on every path and writes the results.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    fatpipe_lab::runner::catch_interrupts()?;
     let dir = tempfile::Builder::new().prefix("fatpipe-lab").tempdir()?;
     std::fs::set_permissions(
         dir.path(),
@@ -174,6 +175,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                         Ok(run) => {
                             eprintln!("{:.0} Mbit/s, {} retransmissions", run.mbit_s, run.retrans);
                             r.runs.push(run);
+                        }
+                        Err(e) if fatpipe_lab::runner::interrupted() => {
+                            eprintln!("{e:#}");
+                            bail!("interrupted; results so far are in {}", a.out.display());
                         }
                         Err(e) => {
                             eprintln!("failed: {e:#}");

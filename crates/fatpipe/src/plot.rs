@@ -1,6 +1,6 @@
-//! `fatpipe plot`: draws a `--stats` file as the seeds' Figures 5–7 do: throughput, socket
-//! buffers against the BDP estimate, and RTT over time, one line per end. SVG or PNG by the
-//! output's extension.
+//! `fatpipe plot`: draws a `--stats` file as the seeds' Figures 5–7 do: throughput (over
+//! half-second spans), socket buffers and the advertised window against the BDP estimate, and
+//! RTT over time, one line per end. SVG or PNG by the output's extension.
 
 use anyhow::{bail, Context};
 use plotters::coord::Shift;
@@ -37,7 +37,7 @@ struct Rec {
     end: String,
     role: String,
     tuning: String,
-    mbit_s: f64,
+    bytes: u64,
     bdp: Option<u64>,
     rcvbuf: u64,
     sndbuf: u64,
@@ -48,6 +48,27 @@ struct Rec {
 struct Tcp {
     rtt_us: u32,
     rcv_rtt_us: u32,
+    rcv_wnd: u32,
+}
+
+/// Throughput is averaged over this span: a sender's bytes advance in sendfile-sized steps.
+const RATE_SPAN: f64 = 0.5;
+
+/// Mbit/s of each record over the preceding `RATE_SPAN` (from its cumulative byte count).
+fn smoothed_rates(rs: &[&Rec], t0: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    for (i, r) in rs.iter().enumerate() {
+        while rs[from].unix_s < r.unix_s - RATE_SPAN && from + 1 < i {
+            from += 1;
+        }
+        let dt = r.unix_s - rs[from].unix_s;
+        if dt >= RATE_SPAN / 2.0 {
+            let bits = r.bytes.saturating_sub(rs[from].bytes) as f64 * 8.0;
+            out.push((r.unix_s - t0, bits / dt / 1e6));
+        }
+    }
+    out
 }
 
 fn parse_point(s: &str) -> Result<(f64, f64), String> {
@@ -127,9 +148,10 @@ fn figure(recs: &[Rec], true_bdp: &[(f64, f64)]) -> Figure {
         rtt: Vec::new(),
     };
     for (name, rs) in &by_end {
-        fig.throughput.push(line(name.clone(), rs, &|r| {
-            (r.mbit_s > 0.0).then_some(r.mbit_s)
-        }));
+        fig.throughput.push(Series {
+            name: name.clone(),
+            points: smoothed_rates(rs, t0),
+        });
         let receiver = rs.first().is_some_and(|r| r.role == "receiver");
         let (what, buf): (&str, &dyn Fn(&Rec) -> u64) = if receiver {
             ("receive buffer", &|r| r.rcvbuf)
@@ -138,6 +160,12 @@ fn figure(recs: &[Rec], true_bdp: &[(f64, f64)]) -> Figure {
         };
         fig.buffers
             .push(line(format!("{what}, {name}"), rs, &|r| Some(mib(buf(r)))));
+        if receiver {
+            fig.buffers
+                .push(line(format!("advertised window, {name}"), rs, &|r| {
+                    r.tcp.map(|t| mib(t.rcv_wnd.into())).filter(|&w| w > 0.0)
+                }));
+        }
         fig.buffers
             .push(line(format!("BDP estimate, {name}"), rs, &|r| {
                 r.bdp.map(mib)

@@ -10,7 +10,7 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// What one run measured.
@@ -32,6 +32,28 @@ pub struct RunResult {
 }
 
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// Set by SIGINT, SIGTERM or SIGHUP once [`catch_interrupts`] ran: the run in progress stops and
+/// cleans up (processes, namespaces) instead of dying with them in place.
+static INTERRUPTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// Turns SIGINT, SIGTERM and SIGHUP into a request to stop after cleaning up.
+pub fn catch_interrupts() -> std::io::Result<()> {
+    let flag = INTERRUPTED.get_or_init(Arc::default);
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
+    Ok(())
+}
+
+/// Whether a stop was requested (see [`catch_interrupts`]).
+pub fn interrupted() -> bool {
+    INTERRUPTED.get().is_some_and(|f| f.load(Ordering::SeqCst))
+}
 
 /// A process group started for a run, killed (by its PID) when dropped.
 struct Group(Child);
@@ -75,6 +97,9 @@ pub fn run_once(
         }
         if started.elapsed() > timeout {
             bail!("{} did not finish within {timeout:?}", case.label);
+        }
+        if interrupted() {
+            bail!("interrupted");
         }
         std::thread::sleep(Duration::from_millis(20));
     };

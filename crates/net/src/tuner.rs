@@ -137,7 +137,10 @@ impl Tuner {
             .control
             .apply(fd, &d.set)
             .unwrap_or_else(|e| vec![format!("setting buffers failed: {e}")]);
-        if let Some(c) = d.clamp {
+        // On Linux 6.18 a larger SO_RCVBUF alone does not reopen a window that was once held
+        // small (measured: stuck at 80 KiB for minutes); the window clamp has to rise with it.
+        let clamp = d.clamp.or(d.set.rcvbuf);
+        if let Some(c) = clamp {
             if let Err(e) = self.cfg.control.clamp(fd, c) {
                 capped.push(format!("window clamp failed: {e}"));
             }
@@ -172,7 +175,7 @@ impl Tuner {
                 tcp: sample.tcp,
                 set_rcvbuf: d.set.rcvbuf,
                 set_sndbuf: d.set.sndbuf,
-                clamp: d.clamp,
+                clamp,
                 note: d.note,
                 capped,
             };

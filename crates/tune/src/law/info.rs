@@ -327,6 +327,17 @@ mod tests {
     }
 
     impl Path {
+        /// A path of `rate` bytes/s and `base` s RTT, the window at the kernel's first 64 KiB.
+        fn new(rate: f64, base: f64) -> Path {
+            Path {
+                rate,
+                base,
+                window: 65536.0,
+                bytes: 0.0,
+                t: 0.0,
+            }
+        }
+
         fn in_flight(&self) -> f64 {
             self.window.min(2.0 * self.rate * self.base)
         }
@@ -378,13 +389,7 @@ mod tests {
     #[test]
     fn receiver_grows_through_slow_start_and_settles_near_the_bdp() {
         // 1 Gbit/s, 100 ms: BDP 12.5 MB. Start from the kernel's 64 KiB.
-        let mut path = Path {
-            rate: 125e6,
-            base: 0.1,
-            window: 65536.0,
-            bytes: 0.0,
-            t: 0.0,
-        };
+        let mut path = Path::new(125e6, 0.1);
         let mut law = receiver();
         let chosen = path.run(&mut law, 10.0);
         let reached = chosen.iter().find(|&&(_, w)| w >= 12.5e6).map(|&(t, _)| t);
@@ -404,13 +409,7 @@ mod tests {
 
     #[test]
     fn receiver_shrinks_after_the_rate_falls_but_not_at_once() {
-        let mut path = Path {
-            rate: 62.5e6,
-            base: 0.04,
-            window: 65536.0,
-            bytes: 0.0,
-            t: 0.0,
-        };
+        let mut path = Path::new(62.5e6, 0.04);
         let mut law = receiver();
         path.run(&mut law, 5.0);
         let high = path.window;
@@ -433,13 +432,7 @@ mod tests {
 
     #[test]
     fn receiver_follows_an_rtt_increase() {
-        let mut path = Path {
-            rate: 12.5e6,
-            base: 0.04,
-            window: 65536.0,
-            bytes: 0.0,
-            t: 0.0,
-        };
+        let mut path = Path::new(12.5e6, 0.04);
         let mut law = receiver();
         path.run(&mut law, 5.0);
         path.base = 0.2; // BDP 0.5 MB -> 2.5 MB
