@@ -206,6 +206,7 @@ impl Info {
             let hold = self.size.unwrap_or(0).max(u64::from(tcp.rcv_wnd));
             if s.rcvbuf > 2 * hold + hold / 4 {
                 d.set.rcvbuf = Some(hold);
+                d.clamp = self.size;
             }
             return;
         };
