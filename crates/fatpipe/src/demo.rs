@@ -150,9 +150,12 @@ fn wan(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         let bytes = file["bytes"].as_f64().unwrap_or(0.0);
         let secs = file["data_seconds"].as_f64().unwrap_or(f64::NAN);
         let rate = bytes * 8.0 / secs / 1e6;
-        let mib = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0) / f64::from(1 << 20);
+        let mib = |v: &serde_json::Value| {
+            v.as_f64()
+                .map_or("?".to_string(), |b| format!("{:.0}", b / f64::from(1 << 20)))
+        };
         println!(
-            "  {label:<40} {rate:>6.0} Mbit/s  ({:>3.0} % of the ceiling), peak buffers {:.0} + {:.0} MiB",
+            "  {label:<40} {rate:>6.0} Mbit/s  ({:>3.0} % of the ceiling), peak buffers {} + {} MiB",
             100.0 * rate / ceiling,
             mib(&file["peak_buffer"]),
             mib(&file["peer_peak_buffer"]),
@@ -160,7 +163,7 @@ fn wan(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         drop(server);
         tb.down()?;
     }
-    println!("  (rates are for the data phase; peak buffers are the client's receive and the server's send buffer)");
+    println!("  (rates are for the data phase; peak buffers: the client's receive buffer + the send buffer the server announced, ? if it announced none)");
     Ok(ExitCode::SUCCESS)
 }
 
