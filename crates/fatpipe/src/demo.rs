@@ -151,8 +151,9 @@ fn wan(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         let secs = file["data_seconds"].as_f64().unwrap_or(f64::NAN);
         let rate = bytes * 8.0 / secs / 1e6;
         let mib = |v: &serde_json::Value| {
-            v.as_f64()
-                .map_or("?".to_string(), |b| format!("{:.0}", b / f64::from(1 << 20)))
+            v.as_f64().map_or("?".to_string(), |b| {
+                format!("{:.0}", b / f64::from(1 << 20))
+            })
         };
         println!(
             "  {label:<40} {rate:>6.0} Mbit/s  ({:>3.0} % of the ceiling), peak buffers {} + {} MiB",

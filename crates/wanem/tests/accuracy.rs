@@ -227,6 +227,20 @@ fn configured_loss_is_what_the_path_loses() {
     let receiver = tb
         .run_in(Side::B, || Ok(UdpSocket::bind(b_addr())?))
         .unwrap();
+    // A deep socket buffer (root may exceed rmem_max), so that a receiver thread descheduled for
+    // a moment loses nothing: every loss must be the emulator's.
+    let deep: libc::c_int = 8 << 20;
+    // SAFETY: passes a valid pointer to an int and its size for the socket's own fd.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&receiver),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&deep as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
     let count = std::thread::spawn(move || {
         receiver
             .set_read_timeout(Some(Duration::from_millis(500)))
