@@ -186,3 +186,23 @@ fn stats_record_both_ends_and_plot_draws_them() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("bad.jsonl:1"));
 }
+
+#[test]
+fn a_cap_met_before_connecting_is_reported() {
+    let s = server();
+    random_file(&s.path("f.bin"), 1 << 20, 5);
+    let work = tempfile::tempdir().unwrap();
+    // 64 MiB is above net.core.rmem_max (4 MiB here, 208 KiB on a stock Debian), and
+    // --no-force-buffers keeps even root within it.
+    let out = run_ok(
+        fatpipe_cmd(&["cp", "--tuning", "static:64M", "--no-force-buffers"])
+            .arg(s.url("f.bin"))
+            .arg(work.path().join("f.bin")),
+    );
+    assert_same(&s.path("f.bin"), &work.path().join("f.bin"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("limit: receive buffer capped at") && err.contains("net.core.rmem_max"),
+        "{err}"
+    );
+}

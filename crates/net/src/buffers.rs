@@ -39,37 +39,16 @@ impl BufferControl {
     /// Sets the sizes in `b` (`setsockopt` values; Linux doubles them). Returns a description
     /// of each cap that held a buffer below what was asked.
     pub fn apply(&self, fd: BorrowedFd<'_>, b: &Buffers) -> io::Result<Vec<String>> {
-        let mut capped = Vec::new();
         let asks = [
-            (
-                b.rcvbuf,
-                libc::SO_RCVBUF,
-                libc::SO_RCVBUFFORCE,
-                "receive",
-                "rmem_max",
-            ),
-            (
-                b.sndbuf,
-                libc::SO_SNDBUF,
-                libc::SO_SNDBUFFORCE,
-                "send",
-                "wmem_max",
-            ),
+            (b.rcvbuf, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE),
+            (b.sndbuf, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE),
         ];
-        for (ask, plain, forced, what, sysctl) in asks {
+        for (ask, plain, forced) in asks {
             let Some(ask) = ask else { continue };
-            let v = i32::try_from(ask.min(i32::MAX as u64 / 2)).unwrap_or(i32::MAX / 2);
             let opt = if self.force { forced } else { plain };
-            set_int(fd, libc::SOL_SOCKET, opt, v)?;
-            let got = get_int(fd, libc::SOL_SOCKET, plain)?;
-            if i64::from(got) < 2 * i64::from(v) {
-                capped.push(format!(
-                    "{what} buffer capped at {got} bytes (asked {}) by net.core.{sysctl}",
-                    2 * i64::from(v)
-                ));
-            }
+            set_int(fd, libc::SOL_SOCKET, opt, setsockopt_value(ask))?;
         }
-        Ok(capped)
+        Ok(shortfalls(b, accounted(fd)?))
     }
 
     /// Sets `TCP_WINDOW_CLAMP`: the largest window the socket will advertise.
@@ -77,6 +56,28 @@ impl BufferControl {
         let v = i32::try_from(bytes).unwrap_or(i32::MAX);
         set_int(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP, v)
     }
+}
+
+/// The `setsockopt` argument for a size (Linux doubles it; it must fit an int doubled).
+fn setsockopt_value(ask: u64) -> i32 {
+    i32::try_from(ask.min(i32::MAX as u64 / 2)).unwrap_or(i32::MAX / 2)
+}
+
+/// Each buffer of `asked` that the kernel holds below twice the asked size, as a sentence naming
+/// the sysctl that capped it.
+pub fn shortfalls(asked: &Buffers, have: Accounted) -> Vec<String> {
+    [
+        (asked.rcvbuf, have.rcvbuf, "receive", "rmem_max"),
+        (asked.sndbuf, have.sndbuf, "send", "wmem_max"),
+    ]
+    .into_iter()
+    .filter_map(|(ask, got, what, sysctl)| {
+        let want = 2 * u64::try_from(setsockopt_value(ask?)).ok()?;
+        (got < want).then(|| {
+            format!("{what} buffer capped at {got} bytes (asked {want}) by net.core.{sysctl}")
+        })
+    })
+    .collect()
 }
 
 /// Reads both buffers as the kernel accounts them.
@@ -131,6 +132,28 @@ fn get_int(fd: BorrowedFd<'_>, level: i32, opt: i32) -> io::Result<i32> {
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    #[test]
+    fn shortfalls_name_each_capped_buffer() {
+        let asked = Buffers {
+            rcvbuf: Some(1 << 20),
+            sndbuf: None,
+        };
+        let have = Accounted {
+            rcvbuf: 1 << 20,
+            sndbuf: 0,
+        };
+        assert_eq!(
+            shortfalls(&asked, have),
+            vec!["receive buffer capped at 1048576 bytes (asked 2097152) by net.core.rmem_max"]
+        );
+        let full = Accounted {
+            rcvbuf: 2 << 20,
+            sndbuf: 0,
+        };
+        assert!(shortfalls(&asked, full).is_empty());
+        assert!(shortfalls(&Buffers::default(), have).is_empty());
+    }
 
     #[test]
     fn sets_and_reads_back_doubled_sizes_and_the_clamp() {

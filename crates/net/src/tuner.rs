@@ -2,10 +2,11 @@
 //! pump, feeds the law, applies its decisions, writes telemetry, and keeps what the transfer
 //! summary reports (peak buffer memory, caps met). Time comes in as an argument.
 
-use crate::buffers::{accounted, BufferControl};
+use crate::buffers::{accounted, shortfalls, BufferControl};
 use crate::tcpinfo::tcp_stats;
 use crate::telemetry::{Record, StatsFile};
 use crate::Pump;
+use fatpipe_tune::law::Buffers;
 use fatpipe_tune::{Law, Params, Role, Sample, Tuning};
 use std::collections::BTreeSet;
 use std::io;
@@ -55,6 +56,8 @@ pub struct Tuner {
     last: (Instant, u64),
     summary: TuneSummary,
     caps: BTreeSet<String>,
+    /// Caps met at set-up, reported with the first record.
+    initial_caps: Vec<String>,
 }
 
 impl Tuner {
@@ -67,7 +70,19 @@ impl Tuner {
         now: Instant,
     ) -> io::Result<Tuner> {
         let law = cfg.tuning.law(role, &cfg.params);
-        let after = law.setup().after_connect;
+        let setup = law.setup();
+        // Buffers set before connecting and kept: a cap that held them shows only now.
+        let kept = Buffers {
+            rcvbuf: setup
+                .before_connect
+                .rcvbuf
+                .filter(|_| setup.after_connect.rcvbuf.is_none()),
+            sndbuf: setup
+                .before_connect
+                .sndbuf
+                .filter(|_| setup.after_connect.sndbuf.is_none()),
+        };
+        let mut initial = shortfalls(&kept, accounted(sock.as_fd())?);
         let mut t = Tuner {
             law,
             cfg,
@@ -81,9 +96,11 @@ impl Tuner {
             last: (now, 0),
             summary: TuneSummary::default(),
             caps: BTreeSet::new(),
+            initial_caps: Vec::new(),
         };
-        let capped = t.cfg.control.apply(sock.as_fd(), &after)?;
-        t.caps.extend(capped);
+        initial.extend(t.cfg.control.apply(sock.as_fd(), &setup.after_connect)?);
+        t.caps.extend(initial.iter().cloned());
+        t.initial_caps = initial;
         Ok(t)
     }
 
@@ -132,11 +149,13 @@ impl Tuner {
         };
         let d = self.law.on_sample(&sample);
         self.next_at = now + d.next.max(Duration::from_millis(1));
-        let mut capped = self
-            .cfg
-            .control
-            .apply(fd, &d.set)
-            .unwrap_or_else(|e| vec![format!("setting buffers failed: {e}")]);
+        let mut capped = std::mem::take(&mut self.initial_caps);
+        capped.extend(
+            self.cfg
+                .control
+                .apply(fd, &d.set)
+                .unwrap_or_else(|e| vec![format!("setting buffers failed: {e}")]),
+        );
         // On Linux 6.18 a larger SO_RCVBUF alone does not reopen a window that was once held
         // small (measured: stuck at 80 KiB for minutes); the window clamp has to rise with it.
         let clamp = d.clamp.or(d.set.rcvbuf);
