@@ -9,6 +9,7 @@ use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry};
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
 use fatpipe_tune::{Role, Tuning};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -365,7 +366,7 @@ impl Connection {
         work: impl FnOnce(TcpStream) -> anyhow::Result<u64> + Send,
     ) -> anyhow::Result<(anyhow::Result<u64>, Option<Reply>)> {
         let mut fin: Option<Reply> = None;
-        let mut probes: std::collections::VecDeque<Instant> = Default::default();
+        let mut probes: VecDeque<Instant> = VecDeque::new();
         let moved = std::thread::scope(|scope| -> anyhow::Result<anyhow::Result<u64>> {
             let worker = scope.spawn(move || work(data));
             while !worker.is_finished() {
@@ -384,38 +385,22 @@ impl Connection {
                 let Some(r) = self.poll_reply(wait)? else {
                     continue;
                 };
-                match (r.code, parse_sbuf_text(&r.text())) {
-                    (126, Some(n)) => tuner.on_peer_buffer(n),
-                    (200, Some(n)) if !probes.is_empty() => {
-                        if let Some(sent) = probes.pop_front() {
-                            tuner.on_probe_rtt(sent.elapsed());
-                        }
-                        tuner.on_peer_buffer(n);
-                    }
-                    _ if r.is_preliminary() => {}
-                    _ => fin = Some(r),
-                }
+                fin = take_reply(&mut tuner, &mut probes, r);
             }
             worker
                 .join()
                 .map_err(|_| anyhow!("the data transfer thread panicked"))
         })?;
-        self.last_tune = Some(tuner.summary());
         // Answers to probes the server took after the transfer ended come after its final
         // reply; the 126 announcements may come before it.
         while fin.is_none() {
             let r = self.read_reply()?;
-            match (r.code, parse_sbuf_text(&r.text())) {
-                (126, Some(_)) => {}
-                (200, Some(_)) if !probes.is_empty() => {
-                    probes.pop_front();
-                }
-                _ => fin = Some(r),
-            }
+            fin = take_reply(&mut tuner, &mut probes, r);
         }
         for _ in probes.drain(..) {
             self.read_reply()?;
         }
+        self.last_tune = Some(tuner.summary());
         Ok((moved, fin))
     }
 
@@ -493,6 +478,24 @@ impl Connection {
     pub fn quit(mut self) {
         let _ = self.command(&Command::Quit);
     }
+}
+
+/// Takes a reply that came while a tuned transfer ran: the server's `126 SBUF` announcement and
+/// the answer to an `SBUF` probe (its round trip timed from `probes`) go to the tuner; anything
+/// else but a preliminary reply is the transfer's final reply, returned.
+fn take_reply(tuner: &mut Tuner, probes: &mut VecDeque<Instant>, r: Reply) -> Option<Reply> {
+    match (r.code, parse_sbuf_text(&r.text())) {
+        (126, Some(n)) => tuner.on_peer_buffer(n),
+        (200, Some(n)) if !probes.is_empty() => {
+            if let Some(sent) = probes.pop_front() {
+                tuner.on_probe_rtt(sent.elapsed());
+            }
+            tuner.on_peer_buffer(n);
+        }
+        _ if r.is_preliminary() => {}
+        _ => return Some(r),
+    }
+    None
 }
 
 /// A command as it may appear in an error message (never a password).
