@@ -2,7 +2,7 @@
 //! pump, feeds the law, applies its decisions, writes telemetry, and keeps what the transfer
 //! summary reports (peak buffer memory, caps met). Time comes in as an argument.
 
-use crate::buffers::{accounted, shortfalls, BufferControl};
+use crate::buffers::{accounted, shortfalls, Accounted, BufferControl};
 use crate::tcpinfo::tcp_stats;
 use crate::telemetry::{Record, StatsFile};
 use crate::Pump;
@@ -122,7 +122,11 @@ impl Tuner {
 
     /// This end's buffer in its role, as the kernel accounts it now.
     pub fn current_buffer(&self) -> u64 {
-        let a = accounted(self.sock.as_fd()).unwrap_or_default();
+        self.in_role(accounted(self.sock.as_fd()).unwrap_or_default())
+    }
+
+    /// Of both buffers, the one this end's role sizes.
+    fn in_role(&self, a: Accounted) -> u64 {
         match self.role {
             Role::Receiver => a.rcvbuf,
             Role::Sender => a.sndbuf,
@@ -167,10 +171,7 @@ impl Tuner {
         if let Some(n) = d.read_buffer {
             self.pump.set_read_size(n);
         }
-        let local = match self.role {
-            Role::Receiver => bufs.rcvbuf,
-            Role::Sender => bufs.sndbuf,
-        };
+        let local = self.in_role(bufs);
         self.summary.peak_local = self.summary.peak_local.max(local);
         self.caps.extend(capped.iter().cloned());
         if let Some(stats) = &self.cfg.stats {
@@ -214,14 +215,17 @@ impl Tuner {
     }
 }
 
-/// Sets the buffers a mode wants before `connect`/`listen` (they fix the window scale).
+/// Sets the buffers a mode wants before `connect`/`listen` (they fix the window scale). A cap
+/// that held them is reported by [`Tuner::start`] once connected, from the buffers kept.
 pub fn before_connect(
     tuning: Tuning,
     params: &Params,
     control: &BufferControl,
     sock: impl AsFd,
-) -> io::Result<Vec<String>> {
+) -> io::Result<()> {
     // Every mode's pre-connect buffers are the same for both roles.
     let setup = tuning.law(Role::Receiver, params).setup();
-    control.apply(sock.as_fd(), &setup.before_connect)
+    control
+        .apply(sock.as_fd(), &setup.before_connect)
+        .map(|_| ())
 }

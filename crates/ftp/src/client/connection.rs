@@ -264,13 +264,9 @@ impl Connection {
         };
         let target = SocketAddr::new(self.peer.ip(), port);
         let tune = self.tune.clone();
-        let s = fatpipe_net::socket::connect_prepared(target, self.timeout, |sock| {
-            if let Some(t) = &tune {
-                for cap in before_connect(t.tuning, &t.params, &t.control, sock)? {
-                    tracing::info!("{cap}");
-                }
-            }
-            Ok(())
+        let s = fatpipe_net::socket::connect_prepared(target, self.timeout, |sock| match &tune {
+            Some(t) => before_connect(t.tuning, &t.params, &t.control, sock),
+            None => Ok(()),
         })
         .with_context(|| format!("cannot open data connection to {target}"))?;
         s.set_read_timeout(Some(self.timeout))?;

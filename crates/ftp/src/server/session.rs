@@ -530,7 +530,7 @@ impl Session {
         Ok(Reply::new(200, format!("OPTS {state}")))
     }
 
-    /// The tuning of the next data connection, if it is worth tuning (not a listing).
+    /// The tuner configuration of this session's next data connection.
     fn tuner_config(&self) -> TunerConfig {
         let c = &self.shared.config;
         TunerConfig {
@@ -580,9 +580,7 @@ impl Session {
         )
         .and_then(|l| {
             let c = &self.shared.config;
-            for cap in before_connect(self.tuning, &c.tune_params, &c.buffer_control, &l)? {
-                tracing::info!(session = self.id, "{cap}");
-            }
+            before_connect(self.tuning, &c.tune_params, &c.buffer_control, &l)?;
             let port = l.local_addr()?.port();
             Ok((data::passive(l)?, port))
         });
@@ -667,7 +665,7 @@ impl Session {
             peer_ip: self.peer.ip(),
             local_ip: self.local.ip(),
             timeout: c.data_timeout,
-            prepare: Box::new(move |s| before_connect(tuning, &params, &control, s).map(|_| ())),
+            prepare: Box::new(move |s| before_connect(tuning, &params, &control, s)),
         };
         let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tuner_config());
         self.send(Reply::new(150, opening));
