@@ -2,8 +2,8 @@
 
 use crate::credentials;
 use crate::tuning::{self, TuneArgs};
-use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer};
-use fatpipe_ftp::client::{Credentials, Location};
+use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer, Verify};
+use fatpipe_ftp::client::{Credentials, Location, Streams};
 use fatpipe_net::Pump;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -34,8 +34,46 @@ pub struct Args {
     /// Give up on a connection silent for this long.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    /// Data connections per file: a number, or `auto` (start with one; open more while the
+    /// buffers, not the path, hold the transfer back). More than one uses GridFTP MODE E and
+    /// needs a server with the PARALLEL feature (fatpipe, globus-gridftp-server); with other
+    /// servers the copy uses one stream in MODE S.
+    #[arg(short = 'p', long = "parallel", default_value = "auto", value_parser = parse_streams)]
+    parallel: StreamsArg,
+    /// Most data connections `-p auto` opens.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
+    max_streams: u32,
+    /// Bound on this end's socket-buffer memory over all streams of `-p auto` (e.g. 256M, 1G).
+    #[arg(long, default_value = "256M", value_parser = fatpipe_tune::size::parse_size)]
+    max_memory: u64,
+    /// Compare each file's checksum with the server's (CKSM) after the copy. Default: when
+    /// the server is a fatpipe (fast XXH3 on both ends).
+    #[arg(long, conflicts_with = "no_verify")]
+    verify: bool,
+    /// Never compare checksums.
+    #[arg(long)]
+    no_verify: bool,
     #[command(flatten)]
     tune: TuneArgs,
+}
+
+/// `-p N` or `-p auto`.
+#[derive(Debug, Clone, Copy)]
+enum StreamsArg {
+    Fixed(u32),
+    Auto,
+}
+
+fn parse_streams(s: &str) -> Result<StreamsArg, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(StreamsArg::Auto);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(StreamsArg::Fixed(n)),
+        _ => Err(format!(
+            "'{s}': give a number of streams from 1 to 64, or auto"
+        )),
+    }
 }
 
 /// The `--json` summary.
@@ -63,6 +101,20 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         resume: a.resume,
         timeout: a.timeout,
         tune: Some(a.tune.config("client")?),
+        streams: match a.parallel {
+            StreamsArg::Fixed(n) => Streams::Fixed(n),
+            StreamsArg::Auto => Streams::Auto {
+                max: a.max_streams,
+                max_memory: Some(a.max_memory),
+            },
+        },
+        verify: if a.verify {
+            Verify::On
+        } else if a.no_verify {
+            Verify::Off
+        } else {
+            Verify::Auto
+        },
     };
     let progress = Progress::new(a.quiet);
     let started = Instant::now();
@@ -109,6 +161,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         if let Some(line) = tune_line(&results, a.tune.tuning) {
             eprintln!("fatpipe: tuning {}: {line}", a.tune.tuning);
         }
+        for line in streams_lines(&results) {
+            eprintln!("fatpipe: {line}");
+        }
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
@@ -128,6 +183,34 @@ fn tune_line(results: &[FileResult], _: fatpipe_tune::Tuning) -> Option<String> 
     capped.sort();
     capped.dedup();
     Some(tuning::describe(local, peer, mbit_s, &capped))
+}
+
+/// What the streams did and what was verified, over all files.
+fn streams_lines(results: &[FileResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(n) = results.iter().filter_map(|r| r.streams).max() {
+        out.push(format!(
+            "streams: up to {n} data connections per file (MODE E)"
+        ));
+    }
+    for r in results {
+        for d in &r.stream_decisions {
+            out.push(format!("-p auto: {d}"));
+        }
+    }
+    let verified: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r.verified.as_deref())
+        .collect();
+    if let Some(first) = verified.first() {
+        let alg = first.split(':').next().unwrap_or("");
+        out.push(format!(
+            "verified: {} of {} file(s) have the same {alg} checksum at both ends",
+            verified.len(),
+            results.len()
+        ));
+    }
+    out
 }
 
 /// Progress bar fed from the running pump (hidden when standard error is not a terminal).

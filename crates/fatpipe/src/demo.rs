@@ -5,8 +5,8 @@
 //! (namespaces need it) it falls back to a loopback transfer and says so.
 
 use anyhow::{bail, Context};
-use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer};
-use fatpipe_ftp::client::{Credentials, Location, RemoteUrl};
+use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer, Verify};
+use fatpipe_ftp::client::{Credentials, Location, RemoteUrl, Streams};
 use fatpipe_ftp::server::auth::Anonymous;
 use fatpipe_ftp::server::{Server, ServerConfig};
 use fatpipe_net::Pump;
@@ -200,6 +200,8 @@ fn loopback(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         resume: false,
         timeout: Duration::from_secs(60),
         tune: None,
+        streams: Streams::Fixed(1),
+        verify: Verify::Off,
     };
     let results = copy::copy(&src, &dst, &Credentials::anonymous(), &opts, &Quiet)?;
     let r = results.first().context("nothing was copied")?;

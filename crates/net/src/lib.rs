@@ -4,11 +4,15 @@
 //! live in `fatpipe-tune`).
 
 pub mod buffers;
+pub mod checksum;
+pub mod mode_e;
 pub mod pump;
 pub mod socket;
 pub mod tcpinfo;
 pub mod telemetry;
 pub mod tuner;
+pub mod tuners;
 
 pub use pump::{Pump, PumpError};
 pub use tuner::{TuneSummary, Tuner, TunerConfig};
+pub use tuners::Tuners;

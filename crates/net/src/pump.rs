@@ -8,7 +8,7 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const CHUNK: usize = 1 << 20;
@@ -18,12 +18,15 @@ const MAX_READ: u64 = 256 << 20;
 /// Rewrites a chunk of input into output bytes (line-ending conversion).
 type Transform<'a> = &'a mut dyn FnMut(&[u8], &mut Vec<u8>);
 
-/// Shared state of one running transfer: bytes moved so far and a cancel switch.
+/// Shared state of one running transfer: bytes moved so far and a cancel switch. A transfer
+/// over several connections has one pump per connection, each a [`Pump::child`] of the
+/// transfer's: bytes add up in the parent, and cancelling the parent stops them all.
 #[derive(Debug, Default)]
 pub struct Pump {
     bytes: AtomicU64,
     cancelled: AtomicBool,
-    socket: Mutex<Option<TcpStream>>,
+    sockets: Mutex<Vec<TcpStream>>,
+    parent: Option<Arc<Pump>>,
     first_byte: OnceLock<Instant>,
     last_byte_ns: AtomicU64,
     max_read: AtomicU64,
@@ -50,26 +53,39 @@ impl Pump {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Stops the transfer from another thread: wakes a pump blocked on the socket.
+    /// The pump of one connection of a transfer whose pump is `parent`.
+    pub fn child(parent: &Arc<Pump>) -> Pump {
+        Pump {
+            parent: Some(parent.clone()),
+            ..Pump::default()
+        }
+    }
+
+    /// Stops the transfer from another thread: wakes pumps blocked on its sockets.
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
-        if let Ok(guard) = self.socket.lock() {
-            if let Some(s) = guard.as_ref() {
+        if let Ok(guard) = self.sockets.lock() {
+            for s in guard.iter() {
                 let _ = s.shutdown(Shutdown::Both);
             }
         }
     }
 
-    /// Whether [`Pump::cancel`] was called.
+    /// Whether [`Pump::cancel`] was called on this pump or its parent.
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
+            || self.parent.as_ref().is_some_and(|p| p.is_cancelled())
     }
 
-    /// Registers the data socket so that [`Pump::cancel`] can interrupt blocking calls on it.
+    /// Registers a data socket so that [`Pump::cancel`] (here or on the parent) can interrupt
+    /// blocking calls on it.
     pub fn attach(&self, sock: &TcpStream) -> io::Result<()> {
         let clone = sock.try_clone()?;
-        if let Ok(mut guard) = self.socket.lock() {
-            *guard = Some(clone);
+        if let Ok(mut guard) = self.sockets.lock() {
+            guard.push(clone);
+        }
+        if let Some(p) = &self.parent {
+            p.attach(sock)?;
         }
         if self.is_cancelled() {
             let _ = sock.shutdown(Shutdown::Both);
@@ -95,15 +111,18 @@ impl Pump {
         self.read_size.store(bytes.min(MAX_READ), Ordering::Relaxed);
     }
 
-    fn add(&self, n: usize) {
+    pub(crate) fn add(&self, n: usize) {
         // The clock starts when the first chunk arrives; that chunk's own time is not measurable.
         let first = *self.first_byte.get_or_init(Instant::now);
         self.last_byte_ns
             .store(first.elapsed().as_nanos() as u64, Ordering::Relaxed);
         self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(p) = &self.parent {
+            p.add(n);
+        }
     }
 
-    fn check(&self) -> Result<(), PumpError> {
+    pub(crate) fn check(&self) -> Result<(), PumpError> {
         if self.is_cancelled() {
             Err(PumpError::Cancelled)
         } else {
@@ -129,6 +148,36 @@ impl Pump {
             }
         }
         Ok(total)
+    }
+
+    /// Sends `count` bytes of `file` from `offset` over `sock`, in the kernel (`sendfile`), without
+    /// moving the file's position (several connections send from one file at once).
+    pub fn send_range(
+        &self,
+        file: &File,
+        offset: u64,
+        count: u64,
+        sock: &TcpStream,
+    ) -> Result<u64, PumpError> {
+        let mut at = offset as i64;
+        let end = offset.saturating_add(count) as i64;
+        while at < end {
+            self.check()?;
+            let want = ((end - at) as usize).min(CHUNK * 4);
+            match nix::sys::sendfile::sendfile64(sock.as_fd(), file.as_fd(), Some(&mut at), want) {
+                Ok(0) => {
+                    return Err(PumpError::Read(io::Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "file shorter than its size",
+                    )))
+                }
+                Ok(n) => self.add(n),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e @ nix::errno::Errno::EIO) => return Err(PumpError::Read(e.into())),
+                Err(e) => return Err(self.classify(PumpError::Write(e.into()))),
+            }
+        }
+        Ok(count)
     }
 
     /// Copies `src` to `dst` until `src` ends.
@@ -219,7 +268,7 @@ impl Pump {
         Ok(total)
     }
 
-    fn classify(&self, e: PumpError) -> PumpError {
+    pub(crate) fn classify(&self, e: PumpError) -> PumpError {
         if self.is_cancelled() {
             PumpError::Cancelled
         } else {

@@ -42,6 +42,21 @@ pub struct TuneSummary {
     pub capped: Vec<String>,
 }
 
+impl TuneSummary {
+    /// One summary for a transfer over several connections: buffers summed (memory in use at
+    /// once), the peer's largest announcement, every cap met.
+    pub fn combine(all: &[TuneSummary]) -> TuneSummary {
+        let mut capped: Vec<String> = all.iter().flat_map(|s| s.capped.clone()).collect();
+        capped.sort();
+        capped.dedup();
+        TuneSummary {
+            peak_local: all.iter().map(|s| s.peak_local).sum(),
+            peak_peer: all.iter().filter_map(|s| s.peak_peer).max(),
+            capped,
+        }
+    }
+}
+
 /// A law driven on one data connection.
 pub struct Tuner {
     law: Box<dyn Law>,

@@ -4,6 +4,8 @@
 //! code the server owes (500 unknown, 501 bad argument, 504 unsupported parameter).
 
 use crate::addr;
+use crate::gridftp::Cksm;
+use crate::ranges::RangeSet;
 use std::fmt;
 use std::net::{SocketAddr, SocketAddrV4};
 
@@ -44,8 +46,10 @@ pub enum Command {
     Opts(String),
     /// TYPE: the representation type.
     Type(TransferType),
-    /// `MODE S`; other modes are answered 504 at parse time.
+    /// `MODE S`: the file as one byte stream, closed at its end.
     ModeStream,
+    /// `MODE E` (GridFTP): extended blocks over one or more data connections.
+    ModeExtended,
     /// `STRU F`; other structures are answered 504 at parse time.
     StruFile,
     /// PWD: print the working directory.
@@ -68,6 +72,10 @@ pub enum Command {
     Mdtm(String),
     /// REST: restart the next transfer at a byte offset (STREAM mode, RFC 3659).
     Rest(u64),
+    /// REST with ranges (GridFTP MODE E): the byte ranges the receiver already holds.
+    RestRanges(RangeSet),
+    /// CKSM (GridFTP): a checksum of part of a file.
+    Cksm(Cksm),
     /// RETR: send a file to the client.
     Retr(String),
     /// STOR: store a file from the client.
@@ -176,7 +184,10 @@ impl Command {
             "TYPE" => parse_type(&need(arg)?).map(Command::Type),
             "MODE" => match need(arg)?.to_ascii_uppercase().as_str() {
                 "S" => Ok(Command::ModeStream),
-                "B" | "C" | "E" => Err(CommandError::unsupported("Only MODE S is supported")),
+                "E" => Ok(Command::ModeExtended),
+                "B" | "C" => Err(CommandError::unsupported(
+                    "Only MODE S and MODE E are supported",
+                )),
                 _ => Err(CommandError::syntax("Unknown transfer mode")),
             },
             "STRU" => match need(arg)?.to_ascii_uppercase().as_str() {
@@ -193,11 +204,21 @@ impl Command {
             "MLSD" => Ok(Command::Mlsd(opt)),
             "SIZE" => Ok(Command::Size(need(arg)?)),
             "MDTM" => Ok(Command::Mdtm(need(arg)?)),
-            "REST" => need(arg)?
-                .trim()
-                .parse()
-                .map(Command::Rest)
-                .map_err(|_| CommandError::syntax("REST needs a byte offset")),
+            "REST" => {
+                let a = need(arg)?;
+                match a.trim().parse() {
+                    Ok(n) => Ok(Command::Rest(n)),
+                    Err(_) => RangeSet::parse(&a)
+                        .filter(|r| !r.is_empty())
+                        .map(Command::RestRanges)
+                        .ok_or_else(|| {
+                            CommandError::syntax("REST needs a byte offset or ranges a-b,c-d")
+                        }),
+                }
+            }
+            "CKSM" => Cksm::parse(&need(arg)?)
+                .map(Command::Cksm)
+                .map_err(|e| CommandError::syntax(&e)),
             "RETR" => Ok(Command::Retr(need(arg)?)),
             "STOR" => Ok(Command::Stor(need(arg)?)),
             "APPE" => Ok(Command::Appe(need(arg)?)),
@@ -302,6 +323,7 @@ impl fmt::Display for Command {
             Command::Type(TransferType::Ascii) => f.write_str("TYPE A"),
             Command::Type(TransferType::Image) => f.write_str("TYPE I"),
             Command::ModeStream => f.write_str("MODE S"),
+            Command::ModeExtended => f.write_str("MODE E"),
             Command::StruFile => f.write_str("STRU F"),
             Command::Pwd => f.write_str("PWD"),
             Command::Cwd(a) => write!(f, "CWD {a}"),
@@ -313,6 +335,8 @@ impl fmt::Display for Command {
             Command::Size(a) => write!(f, "SIZE {a}"),
             Command::Mdtm(a) => write!(f, "MDTM {a}"),
             Command::Rest(n) => write!(f, "REST {n}"),
+            Command::RestRanges(r) => write!(f, "REST {r}"),
+            Command::Cksm(c) => write!(f, "CKSM {c}"),
             Command::Retr(a) => write!(f, "RETR {a}"),
             Command::Stor(a) => write!(f, "STOR {a}"),
             Command::Appe(a) => write!(f, "APPE {a}"),
@@ -377,6 +401,8 @@ mod tests {
         assert_eq!(code("TYPE X"), 501);
         assert_eq!(code("TYPE E"), 504);
         assert_eq!(code("MODE B"), 504);
+        assert_eq!(code("REST 5-1"), 501);
+        assert_eq!(code("CKSM CRC9 0 -1 f"), 501);
         assert_eq!(code("MODE Q"), 501);
         assert_eq!(code("STRU R"), 504);
         assert_eq!(code("QUIT now"), 501);
@@ -424,6 +450,21 @@ mod tests {
             Just(Command::Type(TransferType::Ascii)),
             Just(Command::Pasv),
             Just(Command::Abor),
+            Just(Command::ModeExtended),
+            (0u64..1000, 1u64..1000, 2000u64..3000, 1u64..1000).prop_map(|(a, l, b, m)| {
+                let mut r = RangeSet::default();
+                r.insert(a, a + l);
+                r.insert(b, b + m);
+                Command::RestRanges(r)
+            }),
+            (any::<u64>(), proptest::option::of(any::<u64>()), path()).prop_map(
+                |(offset, length, path)| Command::Cksm(Cksm {
+                    alg: crate::gridftp::ChecksumAlg::Sha256,
+                    offset,
+                    length,
+                    path
+                })
+            ),
         ]
     }
 

@@ -8,8 +8,11 @@ pub mod addr;
 pub mod ascii;
 pub mod command;
 pub mod drs;
+pub mod gridftp;
 pub mod line;
 pub mod listing;
+pub mod mode_e;
+pub mod ranges;
 pub mod reply;
 pub mod vpath;
 

@@ -7,6 +7,7 @@ pub mod law;
 pub mod mode;
 pub mod sample;
 pub mod size;
+pub mod streams;
 
 pub use law::{Decision, Law, Setup};
 pub use mode::{Params, Tuning};

@@ -382,3 +382,53 @@ impl Raw {
         s
     }
 }
+
+/// A `globus-gridftp-server` on loopback without GSI (`-aa -anonymous-user nobody`), serving the
+/// whole file system as user nobody; `dir` is a world-writable directory for the test's files.
+pub struct GlobusServer {
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    pub proc: Proc,
+}
+
+impl GlobusServer {
+    /// Starts the server on a free port and waits until it accepts connections.
+    pub fn start() -> GlobusServer {
+        require("globus-gridftp-server");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        let port = free_port();
+        let child = Command::new("globus-gridftp-server")
+            .args(["-aa", "-anonymous-user", "nobody", "-p"])
+            .arg(port.to_string())
+            .args([
+                "-control-interface",
+                "127.0.0.1",
+                "-data-interface",
+                "127.0.0.1",
+                "-d",
+                "error",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start globus-gridftp-server");
+        let proc = Proc { child };
+        wait_for_port(port);
+        GlobusServer { port, dir, proc }
+    }
+
+    /// `ftp://127.0.0.1:PORT/<absolute path of rel in dir>`.
+    pub fn url(&self, rel: &str) -> String {
+        format!("ftp://127.0.0.1:{}{}", self.port, self.path(rel).display())
+    }
+
+    /// Where a file of the test lives.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+}

@@ -2,19 +2,24 @@
 //! single transfers (passive: `EPSV`, falling back to `PASV`).
 
 use anyhow::{anyhow, bail, Context};
+use fatpipe_net::mode_e::{self, Links, Prepare, SendJob};
 use fatpipe_net::tuner::before_connect;
-use fatpipe_net::{Pump, TuneSummary, Tuner, TunerConfig};
+use fatpipe_net::{Pump, TuneSummary, Tuner, TunerConfig, Tuners};
 use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
+use fatpipe_proto::gridftp::{ChecksumAlg, Cksm, Parallelism};
 use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry};
+use fatpipe_proto::mode_e::Reassembly;
+use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
+use fatpipe_tune::streams::{StreamLimits, StreamPolicy};
 use fatpipe_tune::{Role, Tuning};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
-use std::sync::Arc;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use std::time::Instant;
 
@@ -52,7 +57,48 @@ pub struct Connection {
     /// Whether the server speaks the drsFTP messages (`OPTS DRS` accepted).
     drs_peer: bool,
     last_tune: Option<TuneSummary>,
+    /// MODE E transfers: the parallelism asked of the server and this end's policy limits.
+    blocks: Option<Blocks>,
+    /// Whether the server is in MODE E now.
+    extended: bool,
+    last_streams: Option<StreamsReport>,
 }
+
+/// How many data connections a transfer uses (`cp -p`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Streams {
+    /// Exactly this many (1: MODE S, which every FTP server speaks).
+    Fixed(u32),
+    /// Start with one and let the sender open more while buffers, not the path, hold the
+    /// transfer back; at most `max`, and this end's buffers within `max_memory`.
+    Auto {
+        /// Most connections.
+        max: u32,
+        /// Bound on this end's buffer memory, bytes.
+        max_memory: Option<u64>,
+    },
+}
+
+/// The MODE E set-up of a session.
+#[derive(Debug, Clone, Copy)]
+struct Blocks {
+    parallelism: Parallelism,
+    limits: StreamLimits,
+    /// `-p auto`: when this end sends, it grows the count itself.
+    auto: bool,
+}
+
+/// How the connections of the latest MODE E transfer went.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamsReport {
+    /// Data connections used.
+    pub streams: u32,
+    /// Why the count changed or stopped (`-p auto`, when this end sent).
+    pub decisions: Vec<String>,
+}
+
+/// Largest MODE E block this client sends.
+const BLOCK: u64 = 1 << 20;
 
 /// Longest reply line accepted from a server.
 const MAX_REPLY_LINE: usize = 64 * 1024;
@@ -98,6 +144,9 @@ impl Connection {
             tune: None,
             drs_peer: false,
             last_tune: None,
+            blocks: None,
+            extended: false,
+            last_streams: None,
         };
         let greeting = c.read_reply()?;
         if !greeting.is_success() {
@@ -149,6 +198,113 @@ impl Connection {
             }
         }
         self.tune = Some(cfg);
+        Ok(())
+    }
+
+    /// Moves files over `streams` data connections from now on: GridFTP `MODE E` with
+    /// `OPTS RETR Parallelism` when more than one, or `auto`; needs the server's `PARALLEL`
+    /// feature (else one stream in MODE S, with a warning). Against a server that cannot grow
+    /// the count itself (not fatpipe), `auto` downloads use a fixed 4.
+    pub fn set_streams(&mut self, streams: Streams) -> anyhow::Result<()> {
+        self.blocks = None;
+        let (parallelism, limits) = match streams {
+            Streams::Fixed(0) => bail!("-p needs at least one stream"),
+            Streams::Fixed(1) => return Ok(()),
+            Streams::Fixed(n) => (
+                Parallelism::fixed(n),
+                StreamLimits {
+                    max: n,
+                    max_memory: None,
+                },
+            ),
+            Streams::Auto { max, max_memory } => {
+                let p = if self.has_feature("DRS") {
+                    Parallelism {
+                        start: 1,
+                        min: 1,
+                        max,
+                    }
+                } else {
+                    Parallelism::fixed(4.min(max))
+                };
+                (p, StreamLimits { max, max_memory })
+            }
+        };
+        if !self.has_feature("PARALLEL") {
+            let why = format!(
+                "{} has no PARALLEL feature (GridFTP MODE E): using one stream in MODE S",
+                self.peer
+            );
+            // Asked for by number: say so; `auto` falls back quietly.
+            match streams {
+                Streams::Fixed(_) => tracing::warn!("{why}"),
+                Streams::Auto { .. } => tracing::debug!("{why}"),
+            }
+            return Ok(());
+        }
+        self.checked(&Command::Opts(format!("RETR {parallelism}")))?;
+        self.blocks = Some(Blocks {
+            parallelism,
+            limits,
+            auto: matches!(streams, Streams::Auto { .. }),
+        });
+        Ok(())
+    }
+
+    /// Whether files move in MODE E (`set_streams` with more than one, and the server can).
+    pub fn uses_blocks(&self) -> bool {
+        self.blocks.is_some()
+    }
+
+    /// Connections and stream decisions of the latest MODE E transfer.
+    pub fn last_streams(&self) -> Option<&StreamsReport> {
+        self.last_streams.as_ref()
+    }
+
+    /// Asks the server for a checksum of a whole remote file (`CKSM alg 0 -1 path`).
+    pub fn checksum(&mut self, alg: ChecksumAlg, path: &str) -> anyhow::Result<String> {
+        let r = self.checked(&Command::Cksm(Cksm {
+            alg,
+            offset: 0,
+            length: None,
+            path: path.into(),
+        }))?;
+        Ok(r.text().trim().to_ascii_lowercase())
+    }
+
+    /// The checksum algorithms both ends know, fastest first (from `FEAT`'s `CKSM` line).
+    pub fn checksum_algs(&self) -> Vec<ChecksumAlg> {
+        let listed: Vec<ChecksumAlg> = self
+            .features
+            .iter()
+            .filter_map(|f| f.strip_prefix("CKSM "))
+            // fatpipe lists `MD5,ADLER32,…`; Globus `MD5:10;ADLER32:10;…` (name:priority).
+            .flat_map(|l| {
+                l.split([',', ';'])
+                    .filter_map(|a| ChecksumAlg::parse(a.split(':').next().unwrap_or("")))
+            })
+            .collect();
+        [
+            ChecksumAlg::Xxh3,
+            ChecksumAlg::Adler32,
+            ChecksumAlg::Md5,
+            ChecksumAlg::Sha256,
+        ]
+        .into_iter()
+        .filter(|a| listed.contains(a))
+        .collect()
+    }
+
+    fn set_mode(&mut self, extended: bool) -> anyhow::Result<()> {
+        if self.extended != extended {
+            let cmd = if extended {
+                Command::ModeExtended
+            } else {
+                Command::ModeStream
+            };
+            self.checked(&cmd)?;
+            self.extended = extended;
+        }
         Ok(())
     }
 
@@ -235,7 +391,13 @@ impl Connection {
         }
     }
 
+    /// Sets the type, and MODE S: every transfer but a MODE E file copy runs in it.
     fn set_type(&mut self, t: TransferType) -> anyhow::Result<()> {
+        self.set_mode(false)?;
+        self.set_type_only(t)
+    }
+
+    fn set_type_only(&mut self, t: TransferType) -> anyhow::Result<()> {
         if self.ttype != Some(t) {
             self.checked(&Command::Type(t))?;
             self.ttype = Some(t);
@@ -245,6 +407,44 @@ impl Connection {
 
     /// Opens a passive data connection to the server (always to the control peer's address).
     fn open_data(&mut self) -> anyhow::Result<TcpStream> {
+        let target = self.passive_target()?;
+        let prepare = self.prepare();
+        let s = fatpipe_net::socket::connect_prepared(target, self.timeout, |sock| {
+            prepare(sock.as_fd())
+        })
+        .with_context(|| format!("cannot open data connection to {target}"))?;
+        s.set_read_timeout(Some(self.timeout))?;
+        s.set_write_timeout(Some(self.timeout))?;
+        Ok(s)
+    }
+
+    /// Sets a data socket's buffers as the tuning mode wants them before it connects.
+    fn prepare(&self) -> Prepare {
+        let tune = self.tune.clone();
+        Arc::new(move |fd| match &tune {
+            Some(t) => before_connect(t.tuning, &t.params, &t.control, fd),
+            None => Ok(()),
+        })
+    }
+
+    /// Listens for the server's data connections (MODE E downloads: the sender connects) and
+    /// tells the server where (`PORT`, or `EPRT` for IPv6).
+    fn listen_data(&mut self) -> anyhow::Result<std::net::TcpListener> {
+        let local = self.writer.local_addr()?;
+        let l = fatpipe_net::socket::bind_in_range(local.ip(), None, 0)
+            .context("cannot listen for data connections")?;
+        self.prepare()(l.as_fd())?;
+        let at = SocketAddr::new(local.ip(), l.local_addr()?.port());
+        let cmd = match at {
+            SocketAddr::V4(a) => Command::Port(a),
+            SocketAddr::V6(_) => Command::Eprt(at),
+        };
+        self.checked(&cmd)?;
+        Ok(l)
+    }
+
+    /// The server's passive data address (`EPSV`, falling back to `PASV`).
+    fn passive_target(&mut self) -> anyhow::Result<SocketAddr> {
         let mut port = None;
         if !self.epsv_failed {
             let r = self.command(&Command::Epsv(None))?;
@@ -262,21 +462,12 @@ impl Connection {
                     .port()
             }
         };
-        let target = SocketAddr::new(self.peer.ip(), port);
-        let tune = self.tune.clone();
-        let s = fatpipe_net::socket::connect_prepared(target, self.timeout, |sock| match &tune {
-            Some(t) => before_connect(t.tuning, &t.params, &t.control, sock),
-            None => Ok(()),
-        })
-        .with_context(|| format!("cannot open data connection to {target}"))?;
-        s.set_read_timeout(Some(self.timeout))?;
-        s.set_write_timeout(Some(self.timeout))?;
-        Ok(s)
+        Ok(SocketAddr::new(self.peer.ip(), port))
     }
 
     /// The size of a remote file, or `None` if the server cannot tell (no such file, or no SIZE).
     pub fn size(&mut self, path: &str) -> anyhow::Result<Option<u64>> {
-        self.set_type(TransferType::Image)?;
+        self.set_type_only(TransferType::Image)?;
         let r = self.command(&Command::Size(path.into()))?;
         Ok(if r.code == 213 {
             r.text().trim().parse().ok()
@@ -314,74 +505,85 @@ impl Connection {
         tuned: Option<(Role, &Arc<Pump>)>,
         work: impl FnOnce(TcpStream) -> anyhow::Result<u64> + Send,
     ) -> anyhow::Result<u64> {
-        self.last_tune = None;
         let data = self.open_data()?;
-        if offset > 0 {
-            self.checked(&Command::Rest(offset))?;
-        }
-        let what = describe(&cmd);
-        let r = self.command(&cmd)?;
-        if !r.is_preliminary() {
-            bail!("{what}: server said {r}");
-        }
-        let tuner = match (self.tune.clone(), tuned) {
-            (Some(cfg), Some((role, pump))) => Some(Tuner::start(
+        let rest = (offset > 0).then_some(Command::Rest(offset));
+        let what = self.begin(rest, &cmd)?;
+        let tuners = Tuners::default();
+        if let (Some(cfg), Some((role, pump))) = (self.tune.clone(), tuned) {
+            tuners.push(Tuner::start(
                 cfg,
                 role,
                 &data,
                 pump.clone(),
                 Instant::now(),
-            )?),
-            _ => None,
-        };
-        let (moved, fin) = match tuner {
-            None => (work(data), None),
-            Some(t) => self.tuned_work(t, data, work)?,
-        };
-        let fin = match fin {
-            Some(f) => Ok(f),
-            None => self.read_reply(),
-        };
-        match (moved, fin) {
-            (Ok(n), Ok(fin)) if fin.is_success() => Ok(n),
-            (Ok(_), Ok(fin)) => bail!("{what}: server said {fin}"),
-            // Both ends saw the failure: the server's reply usually says why (452: disk full).
-            (Err(e), Ok(fin)) if !fin.is_success() => bail!("{what}: server said {fin} ({e:#})"),
-            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+            )?);
         }
+        let (moved, fin) = self.drive(&tuners, None, move || work(data))?;
+        finish(&what, moved, fin)
     }
 
-    /// Runs `work` in a thread while this one drives the tuner and the control channel: it
-    /// sends `SBUF` when the law announces a size (timing the answer as an RTT probe) and takes
-    /// the server's `126 SBUF` announcements. Returns the work's outcome and the final reply if
-    /// it came while the work ran.
-    fn tuned_work(
+    /// Sends `rest` (if any) and `cmd`, which must be answered with a preliminary reply;
+    /// returns the command as error messages name it.
+    fn begin(&mut self, rest: Option<Command>, cmd: &Command) -> anyhow::Result<String> {
+        self.last_tune = None;
+        self.last_streams = None;
+        if let Some(r) = rest {
+            self.checked(&r)?;
+        }
+        let what = describe(cmd);
+        let r = self.command(cmd)?;
+        if !r.is_preliminary() {
+            bail!("{what}: server said {r}");
+        }
+        Ok(what)
+    }
+
+    /// Runs `work` in a thread while this one drives the tuners and the control channel: it
+    /// sends `SBUF` when a law announces a size (timing the answer as an RTT probe) and takes
+    /// the server's `126 SBUF` announcements and GridFTP markers. Returns the work's outcome and
+    /// the final reply. A final reply that comes first and says the transfer failed cancels
+    /// `pump`'s work.
+    fn drive<T: Send>(
         &mut self,
-        mut tuner: Tuner,
-        data: TcpStream,
-        work: impl FnOnce(TcpStream) -> anyhow::Result<u64> + Send,
-    ) -> anyhow::Result<(anyhow::Result<u64>, Option<Reply>)> {
+        tuners: &Tuners,
+        pump: Option<&Pump>,
+        work: impl FnOnce() -> anyhow::Result<T> + Send,
+    ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Reply>)> {
         let mut fin: Option<Reply> = None;
         let mut probes: VecDeque<Instant> = VecDeque::new();
-        let moved = std::thread::scope(|scope| -> anyhow::Result<anyhow::Result<u64>> {
-            let worker = scope.spawn(move || work(data));
+        let moved = std::thread::scope(|scope| -> anyhow::Result<anyhow::Result<T>> {
+            let worker = scope.spawn(work);
             while !worker.is_finished() {
                 let now = Instant::now();
-                if let Some(n) = tuner.tick(now) {
+                if let Some(n) = tuners.tick(now) {
                     if self.drs_peer && fin.is_none() {
                         self.send_only(&Command::Sbuf(n))?;
                         probes.push_back(now);
                     }
                 }
-                let wait = tuner.due_in(Instant::now()).min(Duration::from_millis(50));
+                let wait = tuners.due_in(Instant::now()).unwrap_or(POLL).min(POLL);
                 if fin.is_some() {
                     std::thread::sleep(wait);
                     continue;
                 }
-                let Some(r) = self.poll_reply(wait)? else {
-                    continue;
-                };
-                fin = take_reply(&mut tuner, &mut probes, r);
+                match self.poll_reply(wait) {
+                    Ok(Some(r)) => {
+                        fin = take_reply(tuners, &mut probes, r);
+                        if let (Some(f), Some(p)) = (&fin, pump) {
+                            if !f.is_success() {
+                                p.cancel();
+                            }
+                        }
+                    }
+                    Ok(None) => {}
+                    // The control connection broke: the data may still finish; report both.
+                    Err(e) => {
+                        let moved = worker
+                            .join()
+                            .map_err(|_| anyhow!("the data transfer thread panicked"))?;
+                        return Ok(moved.and(Err(e)));
+                    }
+                }
             }
             worker
                 .join()
@@ -389,15 +591,123 @@ impl Connection {
         })?;
         // Answers to probes the server took after the transfer ended come after its final
         // reply; the 126 announcements may come before it.
-        while fin.is_none() {
-            let r = self.read_reply()?;
-            fin = take_reply(&mut tuner, &mut probes, r);
+        let fin = loop {
+            if let Some(f) = fin.take() {
+                break Ok(f);
+            }
+            match self.read_reply() {
+                Ok(r) => fin = take_reply(tuners, &mut probes, r),
+                Err(e) => break Err(e),
+            }
+        };
+        if fin.is_ok() {
+            for _ in probes.drain(..) {
+                self.read_reply()?;
+            }
         }
-        for _ in probes.drain(..) {
-            self.read_reply()?;
-        }
-        self.last_tune = Some(tuner.summary());
+        self.last_tune = tuners.summary();
         Ok((moved, fin))
+    }
+
+    /// Downloads `path` in MODE E over the connections the server opens to this end, into
+    /// `file` at the blocks' offsets; `have` bytes at the start are already there (resume).
+    pub fn retrieve_blocks(
+        &mut self,
+        path: &str,
+        have: u64,
+        file: &File,
+        pump: &Arc<Pump>,
+    ) -> anyhow::Result<u64> {
+        self.set_mode(true)?;
+        self.set_type_only(TransferType::Image)?;
+        let listener = self.listen_data()?;
+        let rest = (have > 0).then(|| {
+            let mut r = RangeSet::default();
+            r.insert(0, have);
+            Command::RestRanges(r)
+        });
+        let what = self.begin(rest, &Command::Retr(path.into()))?;
+        let links = Links::Accept {
+            listener,
+            peer: self.peer.ip(),
+            timeout: self.timeout,
+        };
+        let tuners = Tuners::default();
+        let on_stream = tuners.starter(self.tune.clone(), Role::Receiver);
+        let state = Arc::new(Mutex::new(Reassembly::new(u64::MAX)));
+        let (moved, fin) = self.drive(&tuners, Some(pump), || {
+            mode_e::receive(file, &state, &links, pump, &on_stream).map_err(|e| match e {
+                fatpipe_net::PumpError::Write(io) => {
+                    anyhow!("writing the local copy of {path}: {io}")
+                }
+                e => anyhow!("receiving {path}: {e}"),
+            })
+        })?;
+        if let Ok(r) = &moved {
+            self.last_streams = Some(StreamsReport {
+                streams: r.streams,
+                decisions: Vec::new(),
+            });
+        }
+        finish(&what, moved.map(|r| r.bytes), fin)
+    }
+
+    /// Uploads `file` from `have` to its end in MODE E over connections this end opens (more
+    /// while it runs with `-p auto`).
+    pub fn store_blocks(
+        &mut self,
+        path: &str,
+        have: u64,
+        file: &File,
+        pump: &Arc<Pump>,
+    ) -> anyhow::Result<u64> {
+        let blocks = self.blocks.context("MODE E is not set up")?;
+        self.set_mode(true)?;
+        self.set_type_only(TransferType::Image)?;
+        let target = self.passive_target()?;
+        let len = file.metadata()?.len();
+        self.last_tune = None;
+        self.last_streams = None;
+        if have > 0 {
+            self.checked(&Command::Rest(have))?;
+        }
+        let cmd = Command::Stor(path.into());
+        let what = describe(&cmd);
+        // Some servers (Globus) answer 150 only once a data connection is made: connect at
+        // once, and take the 150 while the data moves.
+        self.send_only(&cmd)?;
+        let links = Links::Connect {
+            target,
+            prepare: self.prepare(),
+            timeout: self.timeout,
+        };
+        let job = SendJob {
+            file: file.try_clone()?,
+            ranges: vec![(have, len)],
+            block: BLOCK,
+            start: if blocks.auto {
+                1
+            } else {
+                blocks.parallelism.start
+            },
+            policy: blocks.auto.then(|| StreamPolicy::new(blocks.limits)),
+            close: true,
+        };
+        let tuners = Tuners::default();
+        let on_stream = tuners.starter(self.tune.clone(), Role::Sender);
+        let (moved, fin) = self.drive(&tuners, Some(pump), || {
+            mode_e::send(job, &links, pump, &on_stream).map_err(|e| match e {
+                fatpipe_net::PumpError::Read(io) => anyhow!("reading local file for {path}: {io}"),
+                e => anyhow!("sending {path}: {e}"),
+            })
+        })?;
+        if let Ok(r) = &moved {
+            self.last_streams = Some(StreamsReport {
+                streams: r.streams,
+                decisions: r.decisions.clone(),
+            });
+        }
+        finish(&what, moved.map(|r| r.bytes), fin)
     }
 
     /// Downloads `path` from `offset` into `sink`; `pump` counts bytes and can cancel.
@@ -476,22 +786,43 @@ impl Connection {
     }
 }
 
-/// Takes a reply that came while a tuned transfer ran: the server's `126 SBUF` announcement and
-/// the answer to an `SBUF` probe (its round trip timed from `probes`) go to the tuner; anything
-/// else but a preliminary reply is the transfer's final reply, returned.
-fn take_reply(tuner: &mut Tuner, probes: &mut VecDeque<Instant>, r: Reply) -> Option<Reply> {
+/// How long the control thread waits for a reply at a time while a transfer runs.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Takes a reply that came while a transfer ran: the server's `126 SBUF` announcement and
+/// the answer to an `SBUF` probe (its round trip timed from `probes`) go to the tuners;
+/// markers (`111`, `112`) and other preliminary replies are skipped; anything else is the
+/// transfer's final reply, returned.
+fn take_reply(tuners: &Tuners, probes: &mut VecDeque<Instant>, r: Reply) -> Option<Reply> {
     match (r.code, parse_sbuf_text(&r.text())) {
-        (126, Some(n)) => tuner.on_peer_buffer(n),
+        (126, Some(n)) => {
+            tuners.on_peer_buffer(n);
+        }
         (200, Some(n)) if !probes.is_empty() => {
             if let Some(sent) = probes.pop_front() {
-                tuner.on_probe_rtt(sent.elapsed());
+                tuners.on_probe_rtt(sent.elapsed());
             }
-            tuner.on_peer_buffer(n);
+            tuners.on_peer_buffer(n);
         }
         _ if r.is_preliminary() => {}
         _ => return Some(r),
     }
     None
+}
+
+/// The outcome of a transfer from what the data side and the server each said.
+fn finish(
+    what: &str,
+    moved: anyhow::Result<u64>,
+    fin: anyhow::Result<Reply>,
+) -> anyhow::Result<u64> {
+    match (moved, fin) {
+        (Ok(n), Ok(fin)) if fin.is_success() => Ok(n),
+        (Ok(_), Ok(fin)) => bail!("{what}: server said {fin}"),
+        // Both ends saw the failure: the server's reply usually says why (452: disk full).
+        (Err(e), Ok(fin)) if !fin.is_success() => bail!("{what}: server said {fin} ({e:#})"),
+        (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+    }
 }
 
 /// A command as it may appear in an error message (never a password).

@@ -1,9 +1,11 @@
 //! Whole copies as `fatpipe cp` performs them: one file or a tree, either direction, with
 //! resume, per-file results and a check that every byte arrived.
 
-use super::{Connection, Credentials, Location};
+use super::{Connection, Credentials, Location, Streams};
 use anyhow::{bail, Context};
+use fatpipe_net::checksum::checksum;
 use fatpipe_net::{Pump, TunerConfig};
+use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_proto::listing::EntryKind;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
@@ -23,6 +25,21 @@ pub struct CopyOptions {
     pub timeout: Duration,
     /// How data connections are tuned (`None`: not at all, not even told to the server).
     pub tune: Option<TunerConfig>,
+    /// How many data connections each file uses (`-p`).
+    pub streams: Streams,
+    /// Whether each file's checksum is compared with the server's after the copy.
+    pub verify: Verify,
+}
+
+/// End-to-end checksum verification (`--verify` / `--no-verify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verify {
+    /// When the server offers fatpipe's fast XXH3 (a fatpipe peer): free at line rate.
+    Auto,
+    /// Always, with the fastest algorithm both ends know (fails if there is none).
+    On,
+    /// Never.
+    Off,
 }
 
 /// What happened to one file.
@@ -46,6 +63,29 @@ pub struct FileResult {
     pub peer_peak_buffer: Option<u64>,
     /// System limits that held a buffer below what the tuning asked.
     pub capped: Vec<String>,
+    /// Data connections used (MODE E copies).
+    pub streams: Option<u32>,
+    /// Why `-p auto` opened streams or stopped (when this end sent).
+    pub stream_decisions: Vec<String>,
+    /// The checksum both ends agreed on, as `ALG:hex` (verified copies).
+    pub verified: Option<String>,
+}
+
+/// What one file's copy did.
+struct Done {
+    bytes: u64,
+    resumed_from: u64,
+    verified: Option<String>,
+}
+
+impl Done {
+    fn new(bytes: u64, resumed_from: u64) -> Done {
+        Done {
+            bytes,
+            resumed_from,
+            verified: None,
+        }
+    }
 }
 
 /// Receives progress of a copy, for progress bars and logs.
@@ -78,6 +118,7 @@ pub fn copy(
     if let Some(t) = &opts.tune {
         conn.set_tuning(t.clone())?;
     }
+    conn.set_streams(opts.streams)?;
     let mut copier = Copier {
         c: conn,
         opts,
@@ -117,15 +158,21 @@ impl Copier<'_> {
         &mut self,
         source: String,
         destination: String,
-        run: impl FnOnce(&mut Connection, &Arc<Pump>) -> anyhow::Result<(u64, u64)>,
+        run: impl FnOnce(&mut Connection, &Arc<Pump>) -> anyhow::Result<Done>,
     ) {
         let pump = Arc::new(Pump::default());
         let outcome = run(&mut self.c, &pump);
         let tune = self.c.last_tune();
-        let (bytes, resumed_from, error) = match outcome {
-            Ok((bytes, resumed_from)) => (bytes, resumed_from, None),
-            Err(e) => (pump.bytes(), 0, Some(format!("{e:#}"))),
+        let streams = self.c.last_streams().cloned();
+        let (done, error) = match outcome {
+            Ok(d) => (d, None),
+            Err(e) => (Done::new(pump.bytes(), 0), Some(format!("{e:#}"))),
         };
+        let Done {
+            bytes,
+            resumed_from,
+            verified,
+        } = done;
         let result = FileResult {
             source,
             destination,
@@ -136,6 +183,9 @@ impl Copier<'_> {
             peak_buffer: tune.map(|t| t.peak_local),
             peer_peak_buffer: tune.and_then(|t| t.peak_peer),
             capped: tune.map(|t| t.capped.clone()).unwrap_or_default(),
+            streams: streams.as_ref().map(|s| s.streams),
+            stream_decisions: streams.map(|s| s.decisions).unwrap_or_default(),
+            verified,
         };
         self.obs.file_finished(&result);
         self.results.push(result);
@@ -152,7 +202,7 @@ impl Copier<'_> {
             self.record(rpath.into(), "-".into(), |c, pump| {
                 obs.file_started(rpath, size, 0, pump);
                 let n = c.retrieve(rpath, 0, &mut std::io::stdout(), pump)?;
-                check_complete(rpath, 0, n, size).map(|_| (n, 0))
+                check_complete(rpath, 0, n, size).map(|_| Done::new(n, 0))
             });
             return Ok(());
         };
@@ -196,7 +246,7 @@ impl Copier<'_> {
     }
 
     fn download_file(&mut self, rpath: &str, size: Option<u64>, target: &Path) {
-        let (obs, resume) = (self.obs, self.opts.resume);
+        let (obs, resume, verify) = (self.obs, self.opts.resume, self.opts.verify);
         self.record(rpath.into(), target.display().to_string(), |c, pump| {
             let have = if resume {
                 std::fs::metadata(target).ok().filter(|m| m.is_file()).map_or(0, |m| m.len())
@@ -212,15 +262,22 @@ impl Copier<'_> {
                     );
                 }
                 if have == total && have > 0 {
-                    return Ok((0, have));
+                    return Ok(Done::new(0, have));
                 }
             }
-            let mut file = if have > 0 { OpenOptions::new().append(true).open(target) } else { File::create(target) }
+            let blocks = c.uses_blocks();
+            // MODE E writes blocks at their offsets: no O_APPEND, which would ignore them.
+            let mut file = if have > 0 { OpenOptions::new().append(!blocks).write(true).open(target) } else { File::create(target) }
                 .with_context(|| format!("cannot write {}", target.display()))?;
-            let n = c.retrieve(rpath, have, &mut file, pump)?;
+            let n = if blocks {
+                c.retrieve_blocks(rpath, have, &file, pump)?
+            } else {
+                c.retrieve(rpath, have, &mut file, pump)?
+            };
             file.flush()?;
             check_complete(rpath, have, n, size)?;
-            Ok((n, have))
+            let verified = verify_copy(c, verify, rpath, target)?;
+            Ok(Done { bytes: n, resumed_from: have, verified })
         });
     }
 
@@ -273,7 +330,7 @@ impl Copier<'_> {
     }
 
     fn upload_file(&mut self, local: &Path, rpath: &str) {
-        let (obs, resume) = (self.obs, self.opts.resume);
+        let (obs, resume, verify) = (self.obs, self.opts.resume, self.opts.verify);
         self.record(local.display().to_string(), rpath.into(), |c, pump| {
             let mut file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
             let len = file.metadata()?.len();
@@ -283,18 +340,62 @@ impl Copier<'_> {
             }
             obs.file_started(rpath, Some(len), have, pump);
             if have == len && have > 0 {
-                return Ok((0, have));
+                return Ok(Done::new(0, have));
             }
             file.seek(SeekFrom::Start(have))?;
-            let n = c.store(rpath, have, &file, pump)?;
+            let n = if c.uses_blocks() {
+                c.store_blocks(rpath, have, &file, pump)?
+            } else {
+                c.store(rpath, have, &file, pump)?
+            };
             if let Some(remote) = c.size(rpath)? {
                 if remote != len {
                     bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
                 }
             }
-            Ok((n, have))
+            let verified = verify_copy(c, verify, rpath, local)?;
+            Ok(Done { bytes: n, resumed_from: have, verified })
         });
     }
+}
+
+/// Compares the local file's checksum with the server's (`CKSM`), as `verify` says; returns
+/// `ALG:hex` when they were compared and agree.
+fn verify_copy(
+    c: &mut Connection,
+    verify: Verify,
+    rpath: &str,
+    local: &Path,
+) -> anyhow::Result<Option<String>> {
+    let algs = c.checksum_algs();
+    let regular = std::fs::metadata(local).is_ok_and(|m| m.is_file());
+    let alg = match verify {
+        Verify::Off => return Ok(None),
+        // /dev/null and other devices hold nothing to compare.
+        Verify::Auto if !regular => return Ok(None),
+        Verify::On if !regular => {
+            bail!(
+                "{rpath}: cannot verify: {} is not a regular file",
+                local.display()
+            )
+        }
+        Verify::Auto if !algs.contains(&ChecksumAlg::Xxh3) => return Ok(None),
+        Verify::Auto => ChecksumAlg::Xxh3,
+        Verify::On => *algs.first().with_context(|| {
+            format!("{rpath}: cannot verify: the server offers no CKSM algorithm fatpipe knows")
+        })?,
+    };
+    let file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
+    let mine = checksum(&file, alg, 0, None)
+        .with_context(|| format!("checksum of {}", local.display()))?;
+    let theirs = c.checksum(alg, rpath)?;
+    if mine != theirs {
+        bail!(
+            "{rpath}: {alg} checksum mismatch: {} has {mine}, the server has {theirs}",
+            local.display()
+        );
+    }
+    Ok(Some(format!("{alg}:{mine}")))
 }
 
 /// A download that ended early must never pass for a complete one.

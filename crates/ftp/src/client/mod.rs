@@ -5,5 +5,5 @@ mod connection;
 pub mod copy;
 mod location;
 
-pub use connection::{Connection, Credentials};
+pub use connection::{Connection, Credentials, Streams, StreamsReport};
 pub use location::{Location, RemoteUrl};

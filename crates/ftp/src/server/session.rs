@@ -6,12 +6,15 @@ use super::data::{self, same_host, DataSpec};
 use super::sandbox::{self, FsError};
 use super::transfer::{Endpoints, Event, Job, Running};
 use super::Shared;
+use fatpipe_net::checksum::checksum;
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::command::EpsvArg;
 use fatpipe_proto::drs::{sbuf_text, DrsOpts};
+use fatpipe_proto::gridftp::{ChecksumAlg, Cksm, Parallelism};
 use fatpipe_proto::line::{Frame, LineFramer};
 use fatpipe_proto::listing::{format_list_line, format_mlsx, format_timeval};
+use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::reply::quote_path;
 use fatpipe_proto::{addr, Command, Reply, TransferType, VPath};
 use fatpipe_tune::Tuning;
@@ -40,12 +43,21 @@ const FEATURES: &[&str] = &[
     "EPSV",
     "MDTM",
     "MLST type*;size*;modify*;perm*;UNIX.mode*;",
+    "PARALLEL",
     "REST STREAM",
     "SBUF",
     "SIZE",
     "TVFS",
     "UTF8",
 ];
+
+/// The `FEAT` lines: the fixed features and the checksum algorithms.
+fn features() -> Vec<String> {
+    let mut all: Vec<String> = FEATURES.iter().map(|f| f.to_string()).collect();
+    all.push(ChecksumAlg::feature());
+    all.sort();
+    all
+}
 
 /// The reading side of the control connection, framed into lines.
 struct ControlIn {
@@ -93,6 +105,12 @@ struct Session {
     passive_hint: u64,
     tuning: Tuning,
     drs_notify: bool,
+    /// `MODE E` in effect.
+    extended: bool,
+    /// `OPTS RETR Parallelism=…` for MODE E sends.
+    parallelism: Parallelism,
+    /// `REST` ranges for the next MODE E `RETR`.
+    rest_ranges: Option<RangeSet>,
 }
 
 /// Runs a session on an accepted control connection until the client leaves or is sent away.
@@ -129,6 +147,9 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         passive_hint: id.wrapping_mul(7919),
         tuning: shared.config.tuning,
         drs_notify: false,
+        extended: false,
+        parallelism: Parallelism::fixed(1),
+        rest_ranges: None,
     };
     tracing::info!(session = id, %peer, "connected");
     s.send(Reply::new(220, "fatpipe FTP server ready"));
@@ -168,6 +189,13 @@ impl Session {
                             );
                         }
                         self.send(reply);
+                        self.flush().await?;
+                        continue;
+                    }
+                    Event::Markers(replies) => {
+                        for r in replies {
+                            self.send(r);
+                        }
                         self.flush().await?;
                         continue;
                     }
@@ -328,11 +356,19 @@ impl Session {
             Command::Feat => Reply::multi(
                 211,
                 "Features:",
-                FEATURES.iter().map(|f| format!(" {f}")).collect(),
+                features().iter().map(|f| format!(" {f}")).collect(),
                 "End",
             ),
             Command::Opts(opt) => match opt.split_once(' ') {
                 Some((name, value)) if name.eq_ignore_ascii_case("DRS") => self.drs_opts(value)?,
+                Some((name, value)) if name.eq_ignore_ascii_case("RETR") => {
+                    self.parallelism =
+                        Parallelism::parse_opts(value).map_err(|e| Reply::new(501, e))?;
+                    Reply::new(
+                        200,
+                        format!("OPTS Command Successful. {}", self.parallelism),
+                    )
+                }
                 _ => opts(&opt)?,
             },
             Command::Sbuf(n) => {
@@ -355,7 +391,14 @@ impl Session {
                     TransferType::Image => Reply::new(200, "Switching to Binary mode"),
                 }
             }
-            Command::ModeStream => Reply::new(200, "Mode set to S"),
+            Command::ModeStream => {
+                self.extended = false;
+                Reply::new(200, "Mode set to S")
+            }
+            Command::ModeExtended => {
+                self.extended = true;
+                Reply::new(200, "Mode set to E")
+            }
             Command::StruFile => Reply::new(200, "Structure set to F"),
             Command::Pwd => Reply::new(
                 257,
@@ -380,6 +423,15 @@ impl Session {
                     format_timeval(std::os::unix::fs::MetadataExt::mtime(&m)),
                 )
             }
+            Command::RestRanges(r) => {
+                if !self.extended {
+                    return Err(Reply::new(501, "REST with ranges needs MODE E"));
+                }
+                let text = format!("Restarting with ranges {r} held. Send RETR");
+                self.rest_ranges = Some(r);
+                Reply::new(350, text)
+            }
+            Command::Cksm(c) => return self.cksm(c).await,
             Command::Rest(n) => {
                 self.rest = n;
                 Reply::new(350, format!("Restarting at {n}. Send STOR or RETR"))
@@ -509,6 +561,17 @@ impl Session {
         }
     }
 
+    /// `CKSM`: hashes the file off the runtime's threads (a large file takes seconds).
+    async fn cksm(&mut self, c: Cksm) -> Result<Flow, Reply> {
+        let (file, _) = self.shared.sandbox.open_read(&self.path(&c.path))?;
+        let sum = tokio::task::spawn_blocking(move || checksum(&file, c.alg, c.offset, c.length))
+            .await
+            .map_err(|e| Reply::new(451, format!("Checksum failed: {e}")))?
+            .map_err(|e| Reply::new(501, format!("Checksum failed: {e}")))?;
+        self.send(Reply::new(213, sum));
+        Ok(Flow::Continue)
+    }
+
     fn drs_opts(&mut self, value: &str) -> Result<Reply, Reply> {
         let o = DrsOpts::parse(value).map_err(|e| Reply::new(501, e))?;
         let tuning = o
@@ -561,7 +624,14 @@ impl Session {
             vec![
                 format!(" Connected to {}", self.peer),
                 format!(" Logged in as {user}"),
-                format!(" TYPE: {ttype}; MODE: STREAM; STRU: FILE"),
+                format!(
+                    " TYPE: {ttype}; MODE: {}; STRU: FILE",
+                    if self.extended {
+                        "EXTENDED BLOCK"
+                    } else {
+                        "STREAM"
+                    }
+                ),
                 " No data transfer in progress".to_string(),
             ],
             "End of status",
@@ -665,7 +735,7 @@ impl Session {
             peer_ip: self.peer.ip(),
             local_ip: self.local.ip(),
             timeout: c.data_timeout,
-            prepare: Box::new(move |s| before_connect(tuning, &params, &control, s)),
+            prepare: Arc::new(move |fd| before_connect(tuning, &params, &control, fd)),
         };
         let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tuner_config());
         self.send(Reply::new(150, opening));
@@ -683,6 +753,7 @@ impl Session {
 
     fn retr(&mut self, arg: &str) -> Result<Flow, Reply> {
         let offset = std::mem::take(&mut self.rest);
+        let held = self.rest_ranges.take();
         let v = self.path(arg);
         let (file, meta) = self.shared.sandbox.open_read(&v)?;
         if offset > meta.len() {
@@ -703,11 +774,20 @@ impl Session {
             meta.len() - offset
         );
         let ascii = self.ttype == TransferType::Ascii;
-        self.begin(
-            Job::SendFile { file, ascii },
-            opening,
-            format!("RETR {v} from {offset}"),
-        )
+        let job = if self.extended {
+            let ranges = match held {
+                Some(h) => h.gaps(0, meta.len()),
+                None => vec![(offset, meta.len())],
+            };
+            Job::SendBlocks {
+                file,
+                ranges,
+                parallelism: self.parallelism,
+            }
+        } else {
+            Job::SendFile { file, ascii }
+        };
+        self.begin(job, opening, format!("RETR {v} from {offset}"))
     }
 
     fn store(&mut self, arg: &str, append: bool) -> Result<Flow, Reply> {
@@ -725,11 +805,12 @@ impl Session {
         let opening = format!("Ok to send data for {v} ({} mode)", self.mode_word());
         let ascii = self.ttype == TransferType::Ascii;
         let verb = if append { "APPE" } else { "STOR" };
-        self.begin(
-            Job::Receive { file, ascii },
-            opening,
-            format!("{verb} {v} at {offset}"),
-        )
+        let job = if self.extended {
+            Job::ReceiveBlocks { file }
+        } else {
+            Job::Receive { file, ascii }
+        };
+        self.begin(job, opening, format!("{verb} {v} at {offset}"))
     }
 
     fn send_listing(&mut self, arg: Option<String>, style: Listing) -> Result<Flow, Reply> {
@@ -809,7 +890,7 @@ fn opts(opt: &str) -> Result<Reply, Reply> {
 }
 
 fn help() -> Reply {
-    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF";
+    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF CKSM";
     Reply::multi(
         214,
         "The following commands are recognized:",

@@ -2,9 +2,13 @@
 //! `NOOP` are answered while it runs. Ends in the reply the client is owed.
 
 use super::data::DataSpec;
+use fatpipe_net::mode_e::{self, Links, OnStream, Prepare, SendJob};
 use fatpipe_net::tcpinfo::tcp_stats;
-use fatpipe_net::{Pump, PumpError, Tuner, TunerConfig};
+use fatpipe_net::{Pump, PumpError, Tuner, TunerConfig, Tuners};
+use fatpipe_proto::gridftp::{perf_marker, range_marker, Parallelism};
+use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::Reply;
+use fatpipe_tune::streams::{StreamLimits, StreamPolicy};
 use fatpipe_tune::Role;
 use std::fs::File;
 use std::net::{IpAddr, TcpStream};
@@ -23,10 +27,26 @@ pub enum Job {
     SendBytes(Vec<u8>),
     /// The client's data into a file; `ascii` converts CRLF to LF.
     Receive { file: File, ascii: bool },
+    /// MODE E: `ranges` of a file as blocks over the connections this end opens (GridFTP's
+    /// sender connects), `parallelism` of them, growing between its start and max.
+    SendBlocks {
+        file: File,
+        ranges: Vec<(u64, u64)>,
+        parallelism: Parallelism,
+    },
+    /// MODE E: blocks from every connection the client opens, written into `file` by offset.
+    ReceiveBlocks { file: File },
 }
 
-/// Sets options on an active data socket before it connects.
-pub type Prepare = Box<dyn FnOnce(&tokio::net::TcpSocket) -> std::io::Result<()> + Send>;
+impl Job {
+    fn receiving(&self) -> bool {
+        matches!(self, Job::Receive { .. } | Job::ReceiveBlocks { .. })
+    }
+
+    fn blocks(&self) -> bool {
+        matches!(self, Job::SendBlocks { .. } | Job::ReceiveBlocks { .. })
+    }
+}
 
 /// Where the connection is made, how long to wait for it, and how an active socket is prepared.
 pub struct Endpoints {
@@ -37,6 +57,11 @@ pub struct Endpoints {
     pub prepare: Prepare,
 }
 
+/// How often a MODE E transfer reports progress (`112-Perf Marker`, `111 Range Marker`).
+const MARKER_EVERY: Duration = Duration::from_secs(5);
+/// Largest MODE E block this server sends.
+const BLOCK: u64 = 1 << 20;
+
 /// What a running transfer has to say to its session.
 #[derive(Debug)]
 pub enum Event {
@@ -44,22 +69,23 @@ pub enum Event {
     Announce(u64),
     /// The transfer ended with this reply after moving this many bytes.
     Finished(Reply, u64),
+    /// Progress of a MODE E transfer, for the client.
+    Markers(Vec<Reply>),
 }
-
-/// The tuner of a running transfer, once its connection is made.
-type TunerSlot = Arc<Mutex<Option<Tuner>>>;
 
 /// A transfer in progress.
 pub struct Running {
     handle: JoinHandle<Result<u64, Reply>>,
     pump: Arc<Pump>,
-    tuner: TunerSlot,
+    tuners: Tuners,
     announcements: mpsc::UnboundedReceiver<u64>,
     /// Whether this end receives the data (the drsFTP `126` replies are only for that case).
     pub receiving: bool,
     /// What is being moved, for logs and `STAT`.
     pub label: String,
     started: Instant,
+    /// MODE E: when the next markers are due, and the ranges received so far.
+    markers: Option<(Instant, Option<Arc<Mutex<Reassembly>>>)>,
 }
 
 impl std::fmt::Debug for Running {
@@ -83,31 +109,50 @@ impl Running {
     ) -> Running {
         let pump = Arc::new(Pump::default());
         let p = pump.clone();
-        let receiving = matches!(job, Job::Receive { .. });
+        let receiving = job.receiving();
+        let reassembly = matches!(job, Job::ReceiveBlocks { .. })
+            .then(|| Arc::new(Mutex::new(Reassembly::new(u64::MAX))));
+        let markers = job
+            .blocks()
+            .then(|| (Instant::now() + MARKER_EVERY, reassembly.clone()));
         let role = if receiving {
             Role::Receiver
         } else {
             Role::Sender
         };
-        let tuner: TunerSlot = Arc::default();
-        let slot = tuner.clone();
+        let tuners = Tuners::default();
+        let slot = tuners.clone();
         let (tx, announcements) = mpsc::unbounded_channel();
         let handle = tokio::spawn(async move {
-            let sock = ends
-                .spec
-                .connect(ends.peer_ip, ends.local_ip, ends.timeout, ends.prepare)
-                .await
-                .map_err(|e| Reply::new(425, format!("Cannot open data connection: {e}")))?;
-            if let Some(cfg) = tune {
-                let t = Tuner::start(cfg, role, &sock, p.clone(), Instant::now())
-                    .map_err(|e| Reply::new(425, format!("Cannot tune data connection: {e}")))?;
-                *lock(&slot) = Some(t);
-            }
-            let mut work = tokio::task::spawn_blocking(move || run(&p, job, sock));
+            let mut work = if job.blocks() {
+                let links = links(ends)?;
+                let on_stream = slot.starter(tune, role);
+                tokio::task::spawn_blocking(move || {
+                    run_blocks(&p, job, &links, &on_stream, reassembly)
+                })
+            } else {
+                let prepare = ends.prepare.clone();
+                let sock = ends
+                    .spec
+                    .connect(ends.peer_ip, ends.local_ip, ends.timeout, move |s| {
+                        prepare(s.as_fd())
+                    })
+                    .await
+                    .map_err(|e| Reply::new(425, format!("Cannot open data connection: {e}")))?;
+                if let Some(cfg) = tune {
+                    let t =
+                        Tuner::start(cfg, role, &sock, p.clone(), Instant::now()).map_err(|e| {
+                            Reply::new(425, format!("Cannot tune data connection: {e}"))
+                        })?;
+                    slot.push(t);
+                }
+                tokio::task::spawn_blocking(move || run(&p, job, sock))
+            };
             loop {
-                let wait = lock(&slot)
-                    .as_ref()
-                    .map_or(Duration::from_secs(3600), |t| t.due_in(Instant::now()));
+                // MODE E connections (and their tuners) appear while the transfer runs.
+                let wait = slot
+                    .due_in(Instant::now())
+                    .unwrap_or(Duration::from_millis(10));
                 tokio::select! {
                     r = &mut work => {
                         return r.map_err(|e| Reply::new(451, format!("Transfer failed: {e}")))?;
@@ -119,14 +164,10 @@ impl Running {
                             .and_then(|fd| tcp_stats(fd.as_fd()).ok())
                             .filter(|s| s.min_rtt_us > 0)
                             .map(|s| Duration::from_micros(s.min_rtt_us.into()));
-                        let mut guard = lock(&slot);
-                        let announce = guard.as_mut().and_then(|t| {
-                            if let Some(r) = rtt {
-                                t.on_probe_rtt(r);
-                            }
-                            t.tick(Instant::now())
-                        });
-                        drop(guard);
+                        if let Some(r) = rtt {
+                            slot.on_probe_rtt(r);
+                        }
+                        let announce = slot.tick(Instant::now());
                         if let Some(n) = announce {
                             let _ = tx.send(n);
                         }
@@ -137,18 +178,21 @@ impl Running {
         Running {
             handle,
             pump,
-            tuner,
+            tuners,
             announcements,
             receiving,
             label,
             started: Instant::now(),
+            markers,
         }
     }
 
-    /// Waits for the transfer's next event: a buffer size to announce, or its end.
+    /// Waits for the transfer's next event: a buffer size to announce, markers, or its end.
     pub async fn next_event(&mut self) -> Event {
+        let marker_due = self.markers.as_ref().map(|(at, _)| *at);
         tokio::select! {
             Some(n) = self.announcements.recv() => Event::Announce(n),
+            _ = sleep_until_some(marker_due) => Event::Markers(self.markers()),
             r = &mut self.handle => {
                 let (reply, bytes) = (outcome(r), self.pump.bytes());
                 Event::Finished(reply, bytes)
@@ -156,17 +200,35 @@ impl Running {
         }
     }
 
-    /// The peer announced its buffer (`SBUF` during the transfer); returns this end's buffer.
-    pub fn peer_buffer(&self, bytes: u64) -> Option<u64> {
-        let mut guard = lock(&self.tuner);
-        let t = guard.as_mut()?;
-        t.on_peer_buffer(bytes);
-        Some(t.current_buffer())
+    /// A perf marker, and a range marker when receiving; schedules the next ones.
+    fn markers(&mut self) -> Vec<Reply> {
+        let Some((at, ranges)) = self.markers.as_mut() else {
+            return Vec::new();
+        };
+        *at = Instant::now() + MARKER_EVERY;
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let mut out = Vec::new();
+        if let Some(r) = ranges {
+            let held = lock_any(r).received().clone();
+            if !held.is_empty() {
+                out.push(range_marker(&held));
+            }
+        }
+        out.push(perf_marker(unix, self.pump.bytes()));
+        out
     }
 
-    /// Peak buffer memory and caps met, for the log.
+    /// The peer announced its buffer (`SBUF` during the transfer); returns this end's buffer
+    /// (the largest of its connections').
+    pub fn peer_buffer(&self, bytes: u64) -> Option<u64> {
+        self.tuners.on_peer_buffer(bytes)
+    }
+
+    /// Peak buffer memory (summed over connections) and caps met, for the log.
     pub fn tune_summary(&self) -> Option<fatpipe_net::TuneSummary> {
-        lock(&self.tuner).as_ref().map(Tuner::summary)
+        self.tuners.summary()
     }
 
     /// Waits for the transfer to end on its own; returns the final reply and the bytes moved.
@@ -207,9 +269,80 @@ fn outcome(r: Result<Result<u64, Reply>, tokio::task::JoinError>) -> Reply {
     }
 }
 
-/// Locks the tuner slot; a panicked holder leaves a usable value behind.
-fn lock(slot: &TunerSlot) -> std::sync::MutexGuard<'_, Option<Tuner>> {
-    slot.lock().unwrap_or_else(|e| e.into_inner())
+fn lock_any<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The MODE E connections of a transfer, from the session's PORT/EPRT or PASV/EPSV.
+fn links(ends: Endpoints) -> Result<Links, Reply> {
+    match ends.spec {
+        DataSpec::None => Err(Reply::new(425, "Use PORT, EPRT, PASV or EPSV first")),
+        DataSpec::Active(target) => Ok(Links::Connect {
+            target,
+            prepare: ends.prepare,
+            timeout: ends.timeout,
+        }),
+        DataSpec::Passive(l) => Ok(Links::Accept {
+            listener: l
+                .into_std()
+                .map_err(|e| Reply::new(425, format!("Cannot use data listener: {e}")))?,
+            peer: ends.peer_ip,
+            timeout: ends.timeout,
+        }),
+    }
+}
+
+fn run_blocks(
+    pump: &Arc<Pump>,
+    job: Job,
+    links: &Links,
+    on_stream: &OnStream,
+    reassembly: Option<Arc<Mutex<Reassembly>>>,
+) -> Result<u64, Reply> {
+    match job {
+        Job::SendBlocks {
+            file,
+            ranges,
+            parallelism,
+        } => {
+            let grow = parallelism.max > parallelism.start;
+            let job = SendJob {
+                file,
+                ranges,
+                block: BLOCK,
+                start: parallelism.start,
+                policy: grow.then(|| {
+                    StreamPolicy::new(StreamLimits {
+                        max: parallelism.max,
+                        max_memory: None,
+                    })
+                }),
+                close: true,
+            };
+            let r =
+                mode_e::send(job, links, pump, on_stream).map_err(|e| failure_reply(e, true))?;
+            for d in &r.decisions {
+                tracing::info!(streams = r.streams, "-p auto: {d}");
+            }
+            Ok(r.bytes)
+        }
+        Job::ReceiveBlocks { file } => {
+            let state =
+                reassembly.unwrap_or_else(|| Arc::new(Mutex::new(Reassembly::new(u64::MAX))));
+            let r = mode_e::receive(&file, &state, links, pump, on_stream)
+                .map_err(|e| failure_reply(e, false))?;
+            Ok(r.bytes)
+        }
+        _ => Err(Reply::new(451, "not a MODE E transfer")),
+    }
 }
 
 fn run(pump: &Pump, job: Job, sock: TcpStream) -> Result<u64, Reply> {
@@ -221,6 +354,9 @@ fn run(pump: &Pump, job: Job, sock: TcpStream) -> Result<u64, Reply> {
         Job::SendBytes(bytes) => (pump.copy(&mut &bytes[..], &mut &sock), true),
         Job::Receive { file, ascii: false } => (pump.copy(&mut &sock, &mut &file), false),
         Job::Receive { file, ascii: true } => (pump.copy_from_ascii(&mut &sock, &mut &file), false),
+        Job::SendBlocks { .. } | Job::ReceiveBlocks { .. } => {
+            return Err(Reply::new(451, "MODE E transfer on a MODE S connection"))
+        }
     };
     result.map_err(|e| failure_reply(e, sending))
 }

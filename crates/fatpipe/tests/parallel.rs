@@ -1,0 +1,178 @@
+//! GridFTP MODE E against real processes on loopback: fatpipe to fatpipe with fixed and `auto`
+//! stream counts, globus-url-copy against `fatpipe serve`, `fatpipe cp` against
+//! globus-gridftp-server, each way, files hashed at both ends; and the GridFTP replies
+//! (`MODE E`, `OPTS RETR`, `CKSM`, `REST` ranges, `FEAT`).
+
+mod common;
+use common::*;
+
+/// Larger than several 1 MiB blocks and not a multiple of one.
+const SIZE: u64 = (24 << 20) + 12_345;
+
+fn server() -> FatpipeServer {
+    FatpipeServer::start(&["--anonymous-write"])
+}
+
+/// `fatpipe cp … --json`, checked to succeed; returns the summary's only file.
+fn cp_json(args: &[&str], src: &str, dst: &str) -> serde_json::Value {
+    let out = run_ok(
+        fatpipe_cmd(&["cp", "--quiet", "--json"])
+            .args(args)
+            .arg(src)
+            .arg(dst),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["files"][0].clone()
+}
+
+#[test]
+fn four_streams_both_ways_between_fatpipes_with_verification() {
+    let s = server();
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("src.bin");
+    random_file(&src, SIZE, 11);
+    let up = cp_json(&["-p", "4"], src.to_str().unwrap(), &s.url("up.bin"));
+    assert_same(&src, &s.path("up.bin"));
+    assert_eq!(up["streams"], 4, "{up}");
+    assert!(
+        up["verified"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("XXH3:")),
+        "{up}"
+    );
+    let back = work.path().join("back.bin");
+    let down = cp_json(&["-p", "4"], &s.url("up.bin"), back.to_str().unwrap());
+    assert_same(&src, &back);
+    assert_eq!(down["streams"], 4, "{down}");
+    assert!(down["verified"].is_string(), "{down}");
+}
+
+#[test]
+fn auto_streams_and_small_files_move_intact() {
+    let s = server();
+    let work = tempfile::tempdir().unwrap();
+    for (i, size) in [0u64, 1, SIZE].into_iter().enumerate() {
+        let src = work.path().join(format!("f{i}"));
+        random_file(&src, size, 20 + i as u64);
+        let name = format!("auto{i}");
+        let up = cp_json(&["-p", "auto"], src.to_str().unwrap(), &s.url(&name));
+        assert_same(&src, &s.path(&name));
+        assert!(up["streams"].as_u64().is_some_and(|n| n >= 1), "{up}");
+        let back = work.path().join(format!("b{i}"));
+        cp_json(&[], &s.url(&name), back.to_str().unwrap());
+        assert_same(&src, &back);
+    }
+}
+
+#[test]
+fn a_partial_download_resumes_in_mode_e() {
+    let s = server();
+    random_file(&s.path("r.bin"), SIZE, 5);
+    let work = tempfile::tempdir().unwrap();
+    let part = work.path().join("r.bin");
+    let whole = std::fs::read(s.path("r.bin")).unwrap();
+    std::fs::write(&part, &whole[..(5 << 20) + 7]).unwrap();
+    let r = cp_json(
+        &["-p", "3", "--resume"],
+        &s.url("r.bin"),
+        part.to_str().unwrap(),
+    );
+    assert_eq!(r["resumed_from"], (5 << 20) + 7, "{r}");
+    assert_eq!(r["bytes"], SIZE - (5 << 20) - 7, "{r}");
+    assert_same(&s.path("r.bin"), &part);
+}
+
+#[test]
+fn globus_url_copy_four_streams_against_fatpipe_serve() {
+    require("globus-url-copy");
+    let s = server();
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("g.bin");
+    random_file(&src, SIZE, 7);
+    run_ok(
+        std::process::Command::new("globus-url-copy")
+            .args(["-fast", "-p", "4", "-verify-checksum"])
+            .arg(format!("file://{}", src.display()))
+            .arg(s.url("g.bin")),
+    );
+    assert_same(&src, &s.path("g.bin"));
+    let back = work.path().join("g-back.bin");
+    run_ok(
+        std::process::Command::new("globus-url-copy")
+            .args(["-fast", "-p", "4", "-verify-checksum"])
+            .arg(s.url("g.bin"))
+            .arg(format!("file://{}", back.display())),
+    );
+    assert_same(&src, &back);
+}
+
+#[test]
+fn fatpipe_cp_four_streams_against_globus_gridftp_server() {
+    let g = GlobusServer::start();
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("src.bin");
+    random_file(&src, SIZE, 9);
+    let up = cp_json(
+        &["-p", "4", "--verify"],
+        src.to_str().unwrap(),
+        &g.url("up.bin"),
+    );
+    assert_same(&src, &g.path("up.bin"));
+    assert_eq!(up["streams"], 4, "{up}");
+    // Globus offers MD5, ADLER32, SHA1, SHA256, SHA512: fatpipe picks the fastest shared one.
+    assert!(
+        up["verified"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("ADLER32:")),
+        "{up}"
+    );
+    let back = work.path().join("back.bin");
+    let down = cp_json(
+        &["-p", "4", "--verify"],
+        &g.url("up.bin"),
+        back.to_str().unwrap(),
+    );
+    assert_same(&src, &back);
+    assert_eq!(down["streams"], 4, "{down}");
+    assert!(down["verified"].is_string(), "{down}");
+}
+
+#[test]
+fn gridftp_commands_answer_as_specified() {
+    let s = server();
+    std::fs::write(s.path("abc"), b"xxabcxx").unwrap();
+    let mut c = Raw::login(s.addr, "anonymous", "x");
+    let (code, feat) = c.cmd("FEAT");
+    assert_eq!(code, 211);
+    assert!(feat.lines().any(|l| l == " PARALLEL"), "{feat}");
+    assert!(
+        feat.lines().any(|l| l == " CKSM MD5,ADLER32,SHA256,XXH3"),
+        "{feat}"
+    );
+    assert_eq!(c.cmd("REST 0-10").0, 501, "ranges need MODE E");
+    assert_eq!(c.cmd("MODE E").0, 200);
+    assert_eq!(c.cmd("OPTS RETR Parallelism=2,2,2;").0, 200);
+    assert_eq!(c.cmd("OPTS RETR Parallelism=0,0,0;").0, 501);
+    assert_eq!(c.cmd("OPTS RETR Foo=1;").0, 501);
+    assert_eq!(c.cmd("REST 0-10,20-30").0, 350);
+    for (alg, want) in [
+        ("MD5", "900150983cd24fb0d6963f7d28e17f72"),
+        ("ADLER32", "024d0127"),
+        (
+            "SHA256",
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+        ),
+    ] {
+        assert_eq!(
+            c.cmd(&format!("CKSM {alg} 2 3 /abc")),
+            (213, want.to_string())
+        );
+    }
+    assert_eq!(c.cmd("CKSM CRC32 0 -1 /abc").0, 501);
+    assert_eq!(c.cmd("CKSM MD5 99 -1 /abc").0, 501);
+    assert_eq!(c.cmd("CKSM MD5 0 -1 /missing").0, 550);
+    assert_eq!(c.cmd("MODE S").0, 200);
+    // Back in MODE S a stock RETR works as before.
+    assert_eq!(c.cmd("TYPE I").0, 200);
+    assert_eq!(c.fetch("RETR /abc"), b"xxabcxx");
+}

@@ -1,0 +1,534 @@
+//! The MODE E data mover: a file sent as blocks over several TCP connections (the sender opens
+//! them, and with a [`StreamPolicy`] opens more while the transfer runs), and blocks received
+//! from any number of connections into a file by offset. Block framing and bookkeeping are
+//! `fatpipe_proto::mode_e`'s; this module only moves bytes.
+
+use crate::tcpinfo::tcp_stats;
+use crate::{Pump, PumpError};
+use fatpipe_proto::mode_e::{Action, Header, Reassembly, SendPlan, EOD, HEADER_LEN};
+use fatpipe_tune::streams::{Observation, StreamPolicy};
+use socket2::Socket;
+use std::fs::File;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Sets options on a socket before it connects (buffers that fix the window scale).
+pub type Prepare = Arc<dyn Fn(BorrowedFd<'_>) -> io::Result<()> + Send + Sync>;
+/// Called with each data connection once it is made, and its pump (to start a tuner).
+pub type OnStream = Arc<dyn Fn(&TcpStream, &Arc<Pump>) + Send + Sync>;
+
+/// How the data connections of a transfer are made.
+pub enum Links {
+    /// This end connects to `target` (GridFTP: the sender does).
+    Connect {
+        /// The peer's data address (PORT/EPRT or PASV/EPSV reply).
+        target: SocketAddr,
+        /// Run on each socket before it connects.
+        prepare: Prepare,
+        /// Limit for each connect.
+        timeout: Duration,
+    },
+    /// This end accepts connections, from `peer` only.
+    Accept {
+        /// The listening socket (PASV/EPSV, or this client's PORT/EPRT).
+        listener: TcpListener,
+        /// The only address connections are taken from.
+        peer: IpAddr,
+        /// Longest wait for a connection while no data moves.
+        timeout: Duration,
+    },
+}
+
+impl Links {
+    fn open(&self) -> io::Result<TcpStream> {
+        match self {
+            Links::Connect {
+                target,
+                prepare,
+                timeout,
+            } => {
+                crate::socket::connect_prepared(*target, *timeout, |s: &Socket| prepare(s.as_fd()))
+            }
+            Links::Accept {
+                listener,
+                peer,
+                timeout,
+            } => {
+                let deadline = Instant::now() + *timeout;
+                loop {
+                    match accept_from(listener, *peer, deadline)? {
+                        Some(s) => return Ok(s),
+                        None if Instant::now() >= deadline => {
+                            return Err(io::Error::new(
+                                ErrorKind::TimedOut,
+                                "timed out waiting for a data connection",
+                            ))
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Waits up to 100 ms (and never past `deadline`) for a connection from `peer`.
+fn accept_from(
+    listener: &TcpListener,
+    peer: IpAddr,
+    deadline: Instant,
+) -> io::Result<Option<TcpStream>> {
+    listener.set_nonblocking(true)?;
+    let wait = deadline
+        .saturating_duration_since(Instant::now())
+        .min(Duration::from_millis(100));
+    let mut pfd = libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(listener),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the listener, which outlives the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as i32) };
+    if n <= 0 {
+        return Ok(None);
+    }
+    match listener.accept() {
+        Ok((s, from)) if from.ip().to_canonical() == peer.to_canonical() => {
+            s.set_nonblocking(false)?;
+            s.set_nodelay(true)?;
+            Ok(Some(s))
+        }
+        Ok((_, from)) => {
+            tracing::warn!(%from, "refused data connection from a foreign address");
+            Ok(None)
+        }
+        Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What to send.
+pub struct SendJob {
+    /// The file.
+    pub file: File,
+    /// Byte ranges `[start, end)` to send (the whole file, or what a restart still needs).
+    pub ranges: Vec<(u64, u64)>,
+    /// Largest block.
+    pub block: u64,
+    /// Connections to open at the start.
+    pub start: u32,
+    /// Grows the connection count while the transfer runs (`-p auto`); `None` keeps `start`.
+    pub policy: Option<StreamPolicy>,
+    /// Whether connections are closed after the transfer (set in the EOD block).
+    pub close: bool,
+}
+
+/// What a MODE E send did.
+#[derive(Debug, Clone, Default)]
+pub struct SendReport {
+    /// Payload bytes sent.
+    pub bytes: u64,
+    /// Connections used.
+    pub streams: u32,
+    /// The stream policy's decisions, in order.
+    pub decisions: Vec<String>,
+}
+
+/// How often the sender looks at its streams for the policy.
+const POLICY_TICK: Duration = Duration::from_millis(100);
+
+/// Sends `job` over connections made by `links`; `pump` is the transfer's (progress, cancel).
+pub fn send(
+    mut job: SendJob,
+    links: &Links,
+    pump: &Arc<Pump>,
+    on_stream: &OnStream,
+) -> Result<SendReport, PumpError> {
+    let plan = Mutex::new(SendPlan::new(std::mem::take(&mut job.ranges), job.block));
+    let socks: Mutex<Vec<TcpStream>> = Mutex::default();
+    let started = Instant::now();
+    let mut policy = job.policy.take();
+    let job = &job;
+    let result = std::thread::scope(|scope| {
+        let stream = || {
+            let (plan, socks) = (&plan, &socks);
+            scope.spawn(move || {
+                let r = send_stream(job, links, plan, socks, pump, on_stream);
+                if r.is_err() {
+                    pump.cancel();
+                }
+                r
+            })
+        };
+        let mut workers = Vec::new();
+        for _ in 0..job.start.max(1) {
+            if lock(&plan).join() {
+                workers.push(stream());
+            }
+        }
+        while !workers.iter().all(|w| w.is_finished()) {
+            std::thread::sleep(POLICY_TICK);
+            let Some(p) = policy.as_mut() else { continue };
+            let stats: Vec<_> = lock(&socks)
+                .iter()
+                .filter_map(|s| tcp_stats(s.as_fd()).ok())
+                .collect();
+            let memory = lock(&socks)
+                .iter()
+                .filter_map(|s| crate::buffers::accounted(s.as_fd()).ok())
+                .map(|a| a.sndbuf)
+                .sum();
+            let obs = Observation {
+                now: started.elapsed(),
+                bytes: pump.bytes(),
+                streams: &stats,
+                memory,
+            };
+            if let Some(change) = p.observe(&obs) {
+                tracing::info!("{}", change.reason);
+                for _ in 0..change.add {
+                    if lock(&plan).join() {
+                        workers.push(stream());
+                    }
+                }
+            }
+        }
+        let mut first_err = None;
+        for w in workers {
+            match w.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    if first_err.is_none() || matches!(first_err, Some(PumpError::Cancelled)) {
+                        first_err = Some(e);
+                    }
+                }
+                Err(_) => first_err = Some(PumpError::Write(io::Error::other("sender panicked"))),
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    });
+    pump.check()?;
+    result?;
+    let streams = lock(&plan).streams() as u32;
+    Ok(SendReport {
+        bytes: pump.bytes(),
+        streams,
+        decisions: policy.map(|p| p.log).unwrap_or_default(),
+    })
+}
+
+fn send_stream(
+    job: &SendJob,
+    links: &Links,
+    plan: &Mutex<SendPlan>,
+    socks: &Mutex<Vec<TcpStream>>,
+    pump: &Arc<Pump>,
+    on_stream: &OnStream,
+) -> Result<(), PumpError> {
+    let sock = links.open().map_err(PumpError::Write)?;
+    let mine = Arc::new(Pump::child(pump));
+    mine.attach(&sock).map_err(PumpError::Write)?;
+    if let Ok(c) = sock.try_clone() {
+        lock(socks).push(c);
+    }
+    on_stream(&sock, &mine);
+    loop {
+        mine.check()?;
+        let next = lock(plan).next_block();
+        let Some((offset, count)) = next else { break };
+        (&sock)
+            .write_all(&Header::data(offset, count).encode())
+            .map_err(|e| mine.classify(PumpError::Write(e)))?;
+        mine.send_range(&job.file, offset, count, &sock)?;
+    }
+    let tail: Vec<u8> = lock(plan)
+        .finish_stream(job.close)
+        .iter()
+        .flat_map(|h| h.encode())
+        .collect();
+    (&sock)
+        .write_all(&tail)
+        .map_err(|e| mine.classify(PumpError::Write(e)))?;
+    if job.close {
+        // Wait for the receiver to close first, so the last bytes are not lost to a reset.
+        let _ = sock.shutdown(std::net::Shutdown::Write);
+        let _ = (&sock).read(&mut [0u8; 1]);
+    }
+    let _ = sock.shutdown(std::net::Shutdown::Both);
+    Ok(())
+}
+
+/// What a MODE E receive did.
+#[derive(Debug, Clone, Default)]
+pub struct ReceiveReport {
+    /// Payload bytes written.
+    pub bytes: u64,
+    /// Connections that carried the transfer.
+    pub streams: u32,
+}
+
+/// Receives blocks from connections made by `links` into `file` until the transfer is
+/// complete (EOF seen and every connection's EOD). `state` is shared so that the caller can
+/// report the ranges received while it runs (`111 Range Marker`).
+pub fn receive(
+    file: &File,
+    state: &Arc<Mutex<Reassembly>>,
+    links: &Links,
+    pump: &Arc<Pump>,
+    on_stream: &OnStream,
+) -> Result<ReceiveReport, PumpError> {
+    let idle = match links {
+        Links::Accept { timeout, .. } | Links::Connect { timeout, .. } => *timeout,
+    };
+    std::thread::scope(|scope| {
+        let mut workers = Vec::new();
+        let mut last_progress = (Instant::now(), 0u64);
+        loop {
+            if lock(state).is_complete() {
+                break;
+            }
+            if workers
+                .iter()
+                .any(|w: &std::thread::ScopedJoinHandle<'_, _>| w.is_finished())
+            {
+                // A stream that failed fails the transfer; finished ones are collected below.
+                let (done, running): (Vec<_>, Vec<_>) =
+                    workers.into_iter().partition(|w| w.is_finished());
+                workers = running;
+                for w in done {
+                    join_stream(w)?;
+                }
+                continue;
+            }
+            pump.check()?;
+            let bytes = pump.bytes();
+            if bytes != last_progress.1 {
+                last_progress = (Instant::now(), bytes);
+            } else if last_progress.0.elapsed() > idle {
+                pump.cancel();
+                return Err(PumpError::Read(io::Error::new(
+                    ErrorKind::TimedOut,
+                    "MODE E transfer stalled: no data and no connection",
+                )));
+            }
+            let sock = match links {
+                Links::Accept { listener, peer, .. } => {
+                    accept_from(listener, *peer, Instant::now() + Duration::from_millis(100))
+                        .map_err(PumpError::Read)?
+                }
+                Links::Connect { .. } => {
+                    return Err(PumpError::Read(io::Error::other(
+                        "a MODE E receiver accepts its connections",
+                    )))
+                }
+            };
+            if let Some(sock) = sock {
+                let mine = Arc::new(Pump::child(pump));
+                mine.attach(&sock).map_err(PumpError::Read)?;
+                on_stream(&sock, &mine);
+                workers.push(scope.spawn(move || {
+                    let r = receive_stream(file, state, &sock, &mine);
+                    if r.is_err() {
+                        pump.cancel();
+                    }
+                    // Pumps and tuners hold clones of the socket: close it for all of them
+                    // (connections are not kept for another transfer).
+                    let _ = sock.shutdown(std::net::Shutdown::Both);
+                    r
+                }));
+            }
+        }
+        let streams = workers.len();
+        let mut total = 0;
+        for w in workers {
+            join_stream(w)?;
+            total += 1;
+        }
+        Ok(ReceiveReport {
+            bytes: pump.bytes(),
+            streams: (streams.max(total)) as u32,
+        })
+    })
+}
+
+fn join_stream(
+    w: std::thread::ScopedJoinHandle<'_, Result<(), PumpError>>,
+) -> Result<(), PumpError> {
+    w.join()
+        .map_err(|_| PumpError::Read(io::Error::other("receiver panicked")))?
+}
+
+/// Reads one connection's blocks until its EOD.
+fn receive_stream(
+    file: &File,
+    state: &Mutex<Reassembly>,
+    sock: &TcpStream,
+    pump: &Pump,
+) -> Result<(), PumpError> {
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        pump.check()?;
+        let mut h = [0u8; HEADER_LEN];
+        read_exact(pump, sock, &mut h)?;
+        let header = Header::decode(&h);
+        let action = lock(state)
+            .on_header(&header)
+            .map_err(|e| PumpError::Read(io::Error::new(ErrorKind::InvalidData, e.to_string())))?;
+        match action {
+            Action::Data { offset, count } => {
+                let mut at = offset;
+                let end = offset + count;
+                while at < end {
+                    let n = ((end - at) as usize).min(buf.len());
+                    read_exact(pump, sock, &mut buf[..n])?;
+                    file.write_all_at(&buf[..n], at)
+                        .map_err(|e| pump.classify(PumpError::Write(e)))?;
+                    pump.add(n);
+                    at += n as u64;
+                }
+                lock(state).on_written(offset, count);
+                if header.descriptor & EOD != 0 {
+                    return Ok(());
+                }
+            }
+            Action::EndOfData { .. } => return Ok(()),
+            Action::Nothing => {}
+        }
+    }
+}
+
+fn read_exact(pump: &Pump, mut sock: &TcpStream, buf: &mut [u8]) -> Result<(), PumpError> {
+    sock.read_exact(buf).map_err(|e| {
+        let e = if e.kind() == ErrorKind::UnexpectedEof {
+            io::Error::new(
+                ErrorKind::UnexpectedEof,
+                "data connection closed before its EOD block",
+            )
+        } else {
+            e
+        };
+        pump.classify(PumpError::Read(e))
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Seek;
+
+    fn file_with(data: &[u8]) -> File {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(data).unwrap();
+        f.rewind().unwrap();
+        f
+    }
+
+    fn nothing() -> OnStream {
+        Arc::new(|_, _| {})
+    }
+
+    /// Sends `ranges` of `data` over `streams` loopback connections; returns the received file.
+    fn transfer(data: &[u8], ranges: Vec<(u64, u64)>, streams: u32) -> (Vec<u8>, ReceiveReport) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = listener.local_addr().unwrap();
+        let into = tempfile::tempfile().unwrap();
+        let state = Arc::new(Mutex::new(Reassembly::new(data.len() as u64)));
+        let job = SendJob {
+            file: file_with(data),
+            ranges,
+            block: 64 << 10,
+            start: streams,
+            policy: None,
+            close: true,
+        };
+        let sender = std::thread::spawn(move || {
+            let links = Links::Connect {
+                target,
+                prepare: Arc::new(|_| Ok(())),
+                timeout: Duration::from_secs(5),
+            };
+            send(job, &links, &Arc::new(Pump::default()), &nothing())
+        });
+        let links = Links::Accept {
+            listener,
+            peer: "127.0.0.1".parse().unwrap(),
+            timeout: Duration::from_secs(10),
+        };
+        let report = receive(
+            &into,
+            &state,
+            &links,
+            &Arc::new(Pump::default()),
+            &nothing(),
+        )
+        .unwrap();
+        let sent = sender.join().unwrap().unwrap();
+        assert_eq!(sent.streams, streams);
+        let mut got = vec![0u8; data.len()];
+        into.read_exact_at(&mut got, 0).unwrap_or(());
+        (got, report)
+    }
+
+    #[test]
+    fn a_file_over_four_streams_arrives_whole() {
+        let data: Vec<u8> = (0..3_000_001u32).map(|i| (i * 31 % 253) as u8).collect();
+        let (got, report) = transfer(&data, vec![(0, data.len() as u64)], 4);
+        assert!(got == data, "received file differs");
+        assert_eq!(report.bytes, data.len() as u64);
+        assert_eq!(report.streams, 4);
+    }
+
+    #[test]
+    fn only_the_ranges_asked_for_are_sent() {
+        let data = vec![7u8; 300_000];
+        let (got, report) = transfer(&data, vec![(100_000, 200_000)], 2);
+        assert_eq!(report.bytes, 100_000);
+        assert!(got[..100_000].iter().all(|b| *b == 0));
+        assert!(got[100_000..200_000].iter().all(|b| *b == 7));
+    }
+
+    #[test]
+    fn an_empty_file_completes() {
+        let (got, report) = transfer(&[], vec![(0, 0)], 3);
+        assert!(got.is_empty());
+        assert_eq!(report.bytes, 0);
+    }
+
+    #[test]
+    fn a_connection_closed_early_fails_the_receive() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = listener.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(target).unwrap();
+            s.write_all(&Header::data(0, 100).encode()).unwrap();
+            s.write_all(&[1u8; 10]).unwrap();
+        });
+        let links = Links::Accept {
+            listener,
+            peer: "127.0.0.1".parse().unwrap(),
+            timeout: Duration::from_secs(5),
+        };
+        let state = Arc::new(Mutex::new(Reassembly::new(100)));
+        let into = tempfile::tempfile().unwrap();
+        let r = receive(
+            &into,
+            &state,
+            &links,
+            &Arc::new(Pump::default()),
+            &nothing(),
+        );
+        t.join().unwrap();
+        let err = r.unwrap_err().to_string();
+        assert!(err.contains("before its EOD"), "{err}");
+    }
+}

@@ -1,0 +1,66 @@
+//! The tuners of one transfer: one per data connection, added as connections open (MODE E
+//! opens several, and `-p auto` more while it runs), driven together by the control side.
+
+use crate::mode_e::OnStream;
+use crate::{TuneSummary, Tuner, TunerConfig};
+use fatpipe_tune::Role;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A shared, growing set of tuners.
+#[derive(Clone, Default)]
+pub struct Tuners(Arc<Mutex<Vec<Tuner>>>);
+
+impl Tuners {
+    fn lock(&self) -> MutexGuard<'_, Vec<Tuner>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds the tuner of a connection just made.
+    pub fn push(&self, t: Tuner) {
+        self.lock().push(t);
+    }
+
+    /// A callback for the MODE E mover that starts a tuner (`cfg`, in `role`) on each
+    /// connection it makes; without `cfg` connections stay untuned.
+    pub fn starter(&self, cfg: Option<TunerConfig>, role: Role) -> OnStream {
+        let set = self.clone();
+        Arc::new(move |sock, pump| {
+            let Some(cfg) = cfg.clone() else { return };
+            match Tuner::start(cfg, role, sock, pump.clone(), Instant::now()) {
+                Ok(t) => set.push(t),
+                Err(e) => tracing::warn!("cannot tune a data connection: {e}"),
+            }
+        })
+    }
+
+    /// Samples every tuner that is due; returns a buffer size to announce, if one changed.
+    pub fn tick(&self, now: Instant) -> Option<u64> {
+        self.lock()
+            .iter_mut()
+            .fold(None, |announce, t| t.tick(now).or(announce))
+    }
+
+    /// Time until the first tuner wants a sample; `None` while there is no tuner.
+    pub fn due_in(&self, now: Instant) -> Option<Duration> {
+        self.lock().iter().map(|t| t.due_in(now)).min()
+    }
+
+    /// A control-channel round trip, for every connection.
+    pub fn on_probe_rtt(&self, rtt: Duration) {
+        self.lock().iter_mut().for_each(|t| t.on_probe_rtt(rtt));
+    }
+
+    /// The peer's announced buffer, for every connection; returns this end's largest buffer.
+    pub fn on_peer_buffer(&self, bytes: u64) -> Option<u64> {
+        let mut g = self.lock();
+        g.iter_mut().for_each(|t| t.on_peer_buffer(bytes));
+        g.iter().map(Tuner::current_buffer).max()
+    }
+
+    /// What the tuning of all connections amounted to; `None` without tuners.
+    pub fn summary(&self) -> Option<TuneSummary> {
+        let all: Vec<TuneSummary> = self.lock().iter().map(Tuner::summary).collect();
+        (!all.is_empty()).then(|| TuneSummary::combine(&all))
+    }
+}
