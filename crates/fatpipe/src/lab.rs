@@ -46,7 +46,10 @@ pub struct Args {
     #[arg(long = "size", value_parser = parse_size)]
     sizes: Vec<u64>,
     /// Tools to run (repeatable): iperf3, curl, globus, globus-p4, globus-p8, fatpipe,
-    /// fatpipe:MODE (fatpipe with --tuning MODE at both ends). Default: the first six.
+    /// fatpipe:MODE (fatpipe with --tuning MODE at both ends), fatpipe:MODE/pN (and `cp -p N`;
+    /// N may be auto). A suffix @tuned or @stock runs that tool on that TCP profile instead of
+    /// --profile's (e.g. iperf3@tuned: the path's ceiling with buffers far above the BDP).
+    /// Default: the first six.
     #[arg(long = "tool")]
     tools: Vec<String>,
     /// Extra options for every fatpipe command (e.g. "--stats /tmp/s.jsonl"). With the stock
@@ -73,36 +76,56 @@ pub struct Args {
     out: PathBuf,
 }
 
-/// The cases `a` asks for, set up for one file.
-fn cases_for(a: &Args, ctx: &ToolContext, file: &std::path::Path) -> anyhow::Result<Vec<Case>> {
-    let mut cases: Vec<Case> = Vec::new();
+/// The cases `a` asks for, set up for one file, each with the TCP profile it runs on.
+fn cases_for(
+    a: &Args,
+    ctx: &ToolContext,
+    file: &std::path::Path,
+) -> anyhow::Result<Vec<(Case, Profile)>> {
+    let mut cases: Vec<(Case, Profile)> = Vec::new();
     let names: Vec<String> = if a.tools.is_empty() && a.server.is_none() {
         PRESETS.iter().map(|s| s.to_string()).collect()
     } else {
         a.tools.clone()
     };
     for n in &names {
-        cases.push(
-            preset(n, ctx)
-                .with_context(|| format!("unknown tool {n:?}; known: {}", PRESETS.join(", ")))?,
-        );
+        let (name, profile) = match n.rsplit_once('@') {
+            Some((name, p)) => (name, Profile::parse(p).map_err(anyhow::Error::msg)?),
+            None => (n.as_str(), a.profile),
+        };
+        let mut case = preset(name, ctx)
+            .with_context(|| format!("unknown tool {n:?}; known: {}", PRESETS.join(", ")))?;
+        if profile != a.profile {
+            case.label = format!("{} @{}", case.label, profile_name(profile));
+        }
+        cases.push((case, profile));
     }
     if let (Some(server), Some(client), Some(port)) = (&a.server, &a.client, a.port) {
         let fill = |s: &str| {
             s.replace("{file}", &file.display().to_string())
                 .replace("{bytes}", &ctx.bytes.to_string())
         };
-        cases.push(Case {
-            label: a.label.clone(),
-            server: fill(server),
-            port,
-            client: fill(client),
-        });
+        cases.push((
+            Case {
+                label: a.label.clone(),
+                server: fill(server),
+                port,
+                client: fill(client),
+            },
+            a.profile,
+        ));
     }
     if cases.is_empty() {
         bail!("nothing to run: give --tool or --server/--client/--port");
     }
     Ok(cases)
+}
+
+fn profile_name(p: Profile) -> &'static str {
+    match p {
+        Profile::Stock => "stock",
+        Profile::Tuned => "tuned",
+    }
 }
 
 /// Runs every case on every path and writes the results.
@@ -149,15 +172,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             );
             cfg.link.queue = a.queue;
             cfg.link.loss = a.loss;
-            cfg.profile = a.profile;
             cfg.schedule = schedule.clone();
-            for case in &cases {
+            for (case, profile) in &cases {
+                cfg.profile = *profile;
                 let mut r = CaseResult {
                     label: case.label.clone(),
                     bytes,
                     rtt_ms: rtt.as_secs_f64() * 1e3,
                     rate_mbit: a.rate as f64 / 1e6,
-                    profile: format!("{:?}", a.profile).to_lowercase(),
+                    profile: profile_name(*profile).into(),
                     ceiling_mbit: a.rate as f64 * 1448.0 / 1500.0 / 1e6,
                     runs: Vec::new(),
                     failures: Vec::new(),

@@ -113,7 +113,12 @@ fn load(path: &Path, tuning: Option<&str>) -> anyhow::Result<Vec<Rec>> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
-        let r: Rec = serde_json::from_str(line)
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
+        if v.get("event").is_some() {
+            continue; // `-p auto` decisions: not samples
+        }
+        let r: Rec = serde_json::from_value(v)
             .with_context(|| format!("{}:{}: not a stats record", path.display(), i + 1))?;
         if tuning.is_none_or(|t| t == r.tuning) {
             recs.push(r);

@@ -33,7 +33,8 @@ pub struct Context<'a> {
     pub fatpipe_flags: &'a str,
 }
 
-/// The names `preset` knows; `fatpipe:MODE` also runs fatpipe with `--tuning MODE`.
+/// The names `preset` knows; `fatpipe:MODE` also runs fatpipe with `--tuning MODE`, and
+/// `fatpipe:MODE/pN` (or `/pauto`) with `-p N` too.
 pub const PRESETS: &[&str] = &[
     "iperf3",
     "curl",
@@ -57,13 +58,14 @@ pub fn preset(name: &str, ctx: &Context) -> Option<Case> {
         client: format!("exec globus-url-copy {opts} ftp://{SERVER_ADDR}:2811{file} file:///dev/null"),
     }
     };
-    let fatpipe = |label: &str, opts: &str| {
+    // `opts` go to both ends, `client_opts` to `cp` only.
+    let fatpipe = |label: &str, opts: &str, client_opts: &str| {
         let (exe, flags) = (ctx.fatpipe.display(), ctx.fatpipe_flags);
         Case {
             label: label.into(),
             server: format!("exec {exe} serve --anonymous --listen {SERVER_ADDR}:2812 --root {dir} {opts} {flags}"),
             port: 2812,
-            client: format!("exec {exe} cp --quiet ftp://{SERVER_ADDR}:2812/file /dev/null {opts} {flags}"),
+            client: format!("exec {exe} cp --quiet ftp://{SERVER_ADDR}:2812/file /dev/null {opts} {client_opts} {flags}"),
         }
     };
     Some(match name {
@@ -84,11 +86,21 @@ pub fn preset(name: &str, ctx: &Context) -> Option<Case> {
         "globus" => globus("globus-url-copy (stream)", ""),
         "globus-p4" => globus("globus-url-copy -fast -p 4", "-fast -p 4"),
         "globus-p8" => globus("globus-url-copy -p 8 -tcp-bs 16M", "-fast -p 8 -tcp-bs 16M"),
-        "fatpipe" => fatpipe("fatpipe cp", ""),
-        _ => match name.strip_prefix("fatpipe:") {
-            Some(mode) => fatpipe(&format!("fatpipe cp --tuning {mode}"), &format!("--tuning {mode}")),
-            None => return None,
-        },
+        "fatpipe" => fatpipe("fatpipe cp", "", ""),
+        _ => {
+            let spec = name.strip_prefix("fatpipe:")?;
+            let (mode, streams) = match spec.split_once("/p") {
+                Some((m, p)) => (m, Some(p)),
+                None => (spec, None),
+            };
+            let opts = format!("--tuning {mode}");
+            let client_opts = streams.map_or(String::new(), |p| format!("-p {p}"));
+            fatpipe(
+                format!("fatpipe cp {opts} {client_opts}").trim_end(),
+                &opts,
+                &client_opts,
+            )
+        }
     })
 }
 
@@ -114,6 +126,9 @@ mod tests {
             );
         }
         assert!(preset("scp", &ctx).is_none());
+        let p4 = preset("fatpipe:kernel/p4", &ctx).unwrap();
+        assert!(p4.client.contains("--tuning kernel -p 4"), "{}", p4.client);
+        assert!(!p4.server.contains("-p 4"), "{}", p4.server);
         let drs = preset("fatpipe:drs", &ctx).unwrap();
         assert!(
             drs.server.contains("--tuning drs --no-force-buffers"),

@@ -127,7 +127,12 @@ pub struct SendJob {
     pub policy: Option<StreamPolicy>,
     /// Whether connections are closed after the transfer (set in the EOD block).
     pub close: bool,
+    /// Told each policy decision with the stream count it leads to (telemetry).
+    pub on_change: Option<OnChange>,
 }
+
+/// Receives the stream policy's decisions: the stream count after it, and why.
+pub type OnChange = Box<dyn Fn(u32, &str) + Send + Sync>;
 
 /// What a MODE E send did.
 #[derive(Debug, Clone, Default)]
@@ -175,27 +180,43 @@ pub fn send(
         while !workers.iter().all(|w| w.is_finished()) {
             std::thread::sleep(POLICY_TICK);
             let Some(p) = policy.as_mut() else { continue };
-            let stats: Vec<_> = lock(&socks)
-                .iter()
-                .filter_map(|s| tcp_stats(s.as_fd()).ok())
-                .collect();
-            let memory = lock(&socks)
-                .iter()
-                .filter_map(|s| crate::buffers::accounted(s.as_fd()).ok())
-                .map(|a| a.sndbuf)
-                .sum();
+            let (streams, memory) = {
+                let g = lock(&socks);
+                let streams: Vec<_> = g
+                    .iter()
+                    .map(|s| tcp_stats(s.as_fd()).unwrap_or_default())
+                    .collect();
+                let memory = g
+                    .iter()
+                    .filter_map(|s| crate::buffers::accounted(s.as_fd()).ok())
+                    .map(|a| a.sndbuf)
+                    .sum();
+                (streams, memory)
+            };
             let obs = Observation {
                 now: started.elapsed(),
-                bytes: pump.bytes(),
-                streams: &stats,
+                streams: &streams,
                 memory,
             };
-            if let Some(change) = p.observe(&obs) {
-                tracing::info!("{}", change.reason);
-                for _ in 0..change.add {
+            let settled = p.is_settled();
+            let change = p.observe(&obs);
+            if let Some(c) = &change {
+                for _ in 0..c.add {
                     if lock(&plan).join() {
                         workers.push(stream());
                     }
+                }
+            }
+            let said = match (&change, settled, p.is_settled()) {
+                (Some(c), _, _) => Some(c.reason.clone()),
+                (None, false, true) => p.log.last().cloned(),
+                _ => None,
+            };
+            if let Some(reason) = said {
+                let n = lock(&plan).streams() as u32;
+                tracing::info!(streams = n, "-p auto: {reason}");
+                if let Some(f) = &job.on_change {
+                    f(n, &reason);
                 }
             }
         }
@@ -384,9 +405,11 @@ fn receive_stream(
             Action::Data { offset, count } => {
                 let mut at = offset;
                 let end = offset + count;
+                // Whatever arrives is written and counted at once: the tuner's law reads the
+                // byte count to see how much the window lets through per RTT.
                 while at < end {
-                    let n = ((end - at) as usize).min(buf.len());
-                    read_exact(pump, sock, &mut buf[..n])?;
+                    let want = ((end - at) as usize).min(buf.len());
+                    let n = read_some(pump, sock, &mut buf[..want])?;
                     file.write_all_at(&buf[..n], at)
                         .map_err(|e| pump.classify(PumpError::Write(e)))?;
                     pump.add(n);
@@ -399,6 +422,26 @@ fn receive_stream(
             }
             Action::EndOfData { .. } => return Ok(()),
             Action::Nothing => {}
+        }
+    }
+}
+
+/// Reads what is there (at least one byte); the connection ending here is an error.
+fn read_some(pump: &Pump, mut sock: &TcpStream, buf: &mut [u8]) -> Result<usize, PumpError> {
+    loop {
+        match sock.read(buf) {
+            Ok(0) => {
+                return Err(pump.classify(PumpError::Read(io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "data connection closed inside a block",
+                ))))
+            }
+            Ok(n) => {
+                pump.note_read(n);
+                return Ok(n);
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(pump.classify(PumpError::Read(e))),
         }
     }
 }
@@ -450,6 +493,7 @@ mod tests {
             start: streams,
             policy: None,
             close: true,
+            on_change: None,
         };
         let sender = std::thread::spawn(move || {
             let links = Links::Connect {
@@ -529,6 +573,9 @@ mod tests {
         );
         t.join().unwrap();
         let err = r.unwrap_err().to_string();
-        assert!(err.contains("before its EOD"), "{err}");
+        assert!(
+            err.contains("data connection closed inside a block"),
+            "{err}"
+        );
     }
 }

@@ -111,6 +111,11 @@ impl Pump {
         self.read_size.store(bytes.min(MAX_READ), Ordering::Relaxed);
     }
 
+    /// Records the size of one read from the socket (drs-grid's law looks at the largest).
+    pub(crate) fn note_read(&self, n: usize) {
+        self.max_read.fetch_max(n as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn add(&self, n: usize) {
         // The clock starts when the first chunk arrives; that chunk's own time is not measurable.
         let first = *self.first_byte.get_or_init(Instant::now);
@@ -238,7 +243,7 @@ impl Pump {
             let n = match src.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    self.max_read.fetch_max(n as u64, Ordering::Relaxed);
+                    self.note_read(n);
                     n
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,

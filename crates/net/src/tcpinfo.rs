@@ -98,5 +98,6 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
         rcv_wnd: raw.rcv_wnd,
         notsent_bytes: raw.notsent_bytes,
         total_retrans: raw.total_retrans,
+        bytes_acked: raw.bytes_acked,
     })
 }

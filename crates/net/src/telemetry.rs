@@ -49,6 +49,43 @@ pub struct Record {
     pub capped: Vec<String>,
 }
 
+/// A change of a transfer's stream count (`-p auto`), as written to the stats file beside the
+/// tuners' records (told apart by its `event` field).
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamsEvent<'a> {
+    /// Wall-clock time, seconds since the Unix epoch.
+    pub unix_s: f64,
+    /// `client` or `server`.
+    pub end: &'a str,
+    /// Always `streams`.
+    pub event: &'static str,
+    /// Data connections after the change.
+    pub streams: u32,
+    /// Why.
+    pub reason: &'a str,
+}
+
+impl StatsFile {
+    /// A callback for the MODE E sender that records its stream decisions as `end`.
+    pub fn stream_events(self, end: &'static str) -> crate::mode_e::OnChange {
+        Box::new(move |streams, reason| {
+            let unix_s = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            let e = StreamsEvent {
+                unix_s,
+                end,
+                event: "streams",
+                streams,
+                reason,
+            };
+            if let Err(err) = self.write(&e) {
+                tracing::warn!("cannot write stats: {err}");
+            }
+        })
+    }
+}
+
 /// An append-only JSONL file shared by the tuners of one process.
 #[derive(Debug, Clone)]
 pub struct StatsFile {
@@ -65,7 +102,7 @@ impl StatsFile {
     }
 
     /// Appends one record as one line (one `write`, so ends sharing the file do not interleave).
-    pub fn write(&self, r: &Record) -> io::Result<()> {
+    pub fn write(&self, r: &(impl Serialize + ?Sized)) -> io::Result<()> {
         let mut line = serde_json::to_vec(r).map_err(io::Error::other)?;
         line.push(b'\n');
         let mut f = self

@@ -30,6 +30,13 @@ pub struct TunerConfig {
     pub end: &'static str,
 }
 
+impl TunerConfig {
+    /// Where `-p auto`'s decisions go: the stats file, if there is one.
+    pub fn stream_events(&self) -> Option<crate::mode_e::OnChange> {
+        self.stats.clone().map(|s| s.stream_events(self.end))
+    }
+}
+
 /// What a finished transfer's tuning amounted to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TuneSummary {

@@ -170,6 +170,25 @@ impl fmt::Display for Cksm {
     }
 }
 
+/// A line of a MODE E send's final `226` reply: the data connections used.
+pub const STREAMS_NOTE: &str = "streams: ";
+/// A line of a MODE E send's final `226` reply: one of `-p auto`'s decisions.
+pub const AUTO_NOTE: &str = "-p auto: ";
+
+/// The stream count and `-p auto` decisions a fatpipe sender put in its final reply.
+pub fn parse_transfer_notes(r: &Reply) -> (Option<u32>, Vec<String>) {
+    let mut streams = None;
+    let mut decisions = Vec::new();
+    for l in r.lines.iter().map(|l| l.trim()) {
+        if let Some(n) = l.strip_prefix(STREAMS_NOTE) {
+            streams = n.trim().parse().ok();
+        } else if let Some(d) = l.strip_prefix(AUTO_NOTE) {
+            decisions.push(d.to_string());
+        }
+    }
+    (streams, decisions)
+}
+
 /// A `112-Perf Marker` reply: bytes this end has moved so far, at a Unix time.
 pub fn perf_marker(unix_time: f64, bytes: u64) -> Reply {
     Reply::multi(

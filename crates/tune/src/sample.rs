@@ -44,6 +44,8 @@ pub struct TcpStats {
     pub notsent_bytes: u32,
     /// Segments retransmitted over the connection.
     pub total_retrans: u32,
+    /// Bytes the peer has acknowledged (what the path delivered).
+    pub bytes_acked: u64,
 }
 
 /// One observation of one end, taken by its driver.

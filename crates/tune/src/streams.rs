@@ -1,7 +1,11 @@
 //! How many parallel streams a transfer needs (`-p auto`), decided by the sending end from
-//! what its sockets report: while the streams spend most of their busy time held by buffers
-//! (the peer's receive window or the send buffer, both capped by the system) and each step
-//! paid, open more; once a step stops paying, the path is the limit and the count stays.
+//! what its sockets report. Streams held back by buffers (the peer's receive window or the
+//! send buffer, both capped by the system) leave the path's queue empty: their RTT stays at
+//! the path's minimum and nothing is lost. While that holds, open more (four times as many:
+//! each new stream needs its own slow start and window growth, so small steps cost seconds on
+//! a long path); once the
+//! queue builds (RTT above the minimum), segments are lost, or a step takes rate from the
+//! streams already there, the path is the limit and the count stays.
 
 use crate::sample::TcpStats;
 use std::time::Duration;
@@ -20,9 +24,7 @@ pub struct StreamLimits {
 pub struct Observation<'a> {
     /// Time since the transfer began.
     pub now: Duration,
-    /// Payload bytes sent so far over all streams.
-    pub bytes: u64,
-    /// `TCP_INFO` of every open stream.
+    /// `TCP_INFO` of every open stream, in the order they were opened.
     pub streams: &'a [TcpStats],
     /// This end's buffer memory over all streams, bytes as the kernel accounts them.
     pub memory: u64,
@@ -39,28 +41,47 @@ pub struct StreamChange {
 
 /// Share of busy time held by buffers above which a stream counts as buffer-limited.
 const LIMITED: f64 = 0.5;
-/// Rate gain a step must bring to go on growing.
-const PAYS: f64 = 1.10;
-/// Shortest evaluation period, and RTTs per period (a new stream needs its slow start).
-const MIN_PERIOD: Duration = Duration::from_millis(500);
-const RTTS_PER_PERIOD: u32 = 10;
+/// After a step, the streams that were there before must keep this share of their rate: if
+/// the new ones took more from them, the path is full.
+const KEEPS: f64 = 0.85;
+/// Each step multiplies the stream count by this much.
+const GROWTH: u32 = 4;
+/// Smoothed RTT over the minimum above which the path's queue is building.
+const QUEUED: f64 = 1.15;
+/// Shortest evaluation period, and RTTs per period.
+const MIN_PERIOD: Duration = Duration::from_millis(300);
+const RTTS_PER_PERIOD: u32 = 4;
 
-#[derive(Debug, Clone)]
-struct Mark {
-    at: Duration,
+/// One stream's counters at the start of a period.
+#[derive(Debug, Clone, Copy)]
+struct Counters {
     bytes: u64,
     limited_us: u64,
     rwnd_us: u64,
     busy_us: u64,
+    retrans: u64,
+}
+
+impl Counters {
+    fn of(s: &TcpStats) -> Counters {
+        Counters {
+            bytes: s.bytes_acked,
+            limited_us: s.rwnd_limited_us + s.sndbuf_limited_us,
+            rwnd_us: s.rwnd_limited_us,
+            busy_us: s.busy_us,
+            retrans: s.total_retrans.into(),
+        }
+    }
 }
 
 /// The stream-count policy of one transfer.
 #[derive(Debug, Clone)]
 pub struct StreamPolicy {
     limits: StreamLimits,
-    mark: Option<Mark>,
-    /// Rate before the latest step and the stream count it started from.
-    step: Option<(f64, u32)>,
+    /// When the current period began and each stream's counters then.
+    mark: Option<(Duration, Vec<Counters>)>,
+    /// The latest step: streams before it and their rate (Mbit/s) just before.
+    step: Option<(usize, f64)>,
     settled: bool,
     /// Every decision so far, for the summary.
     pub log: Vec<String>,
@@ -88,60 +109,79 @@ impl StreamPolicy {
         if self.settled || o.streams.is_empty() {
             return None;
         }
-        let sum = |f: fn(&TcpStats) -> u64| o.streams.iter().map(f).sum::<u64>();
-        let now = Mark {
-            at: o.now,
-            bytes: o.bytes,
-            limited_us: sum(|s| s.rwnd_limited_us + s.sndbuf_limited_us),
-            rwnd_us: sum(|s| s.rwnd_limited_us),
-            busy_us: sum(|s| s.busy_us),
-        };
-        let Some(prev) = self.mark.clone() else {
-            self.mark = Some(now);
+        let now: Vec<Counters> = o.streams.iter().map(Counters::of).collect();
+        let Some((at, before)) = self.mark.clone() else {
+            self.mark = Some((o.now, now));
             return None;
         };
         let rtt = o.streams.iter().map(|s| s.rtt_us).max().unwrap_or(0);
         let period = (Duration::from_micros(rtt.into()) * RTTS_PER_PERIOD).max(MIN_PERIOD);
-        if o.now < prev.at + period {
+        if o.now < at + period {
             return None;
         }
-        self.mark = Some(now.clone());
-        let secs = (now.at - prev.at).as_secs_f64();
-        let rate = now.bytes.saturating_sub(prev.bytes) as f64 * 8.0 / secs / 1e6;
-        let busy = now.busy_us.saturating_sub(prev.busy_us).max(1) as f64;
-        let limited = (now.limited_us.saturating_sub(prev.limited_us) as f64 / busy).min(1.0);
-        let rwnd = (now.rwnd_us.saturating_sub(prev.rwnd_us) as f64 / busy).min(1.0);
+        self.mark = Some((o.now, now.clone()));
+        let secs = (o.now - at).as_secs_f64();
+        // Only streams that were open for the whole period count (a new one is in slow start).
+        let old = before.len().min(now.len());
+        let delta = |f: fn(&Counters) -> u64| -> f64 {
+            (0..old)
+                .map(|i| f(&now[i]).saturating_sub(f(&before[i])) as f64)
+                .sum()
+        };
+        let mbit = |bytes: f64| bytes * 8.0 / secs / 1e6;
+        let rate_of = |n: usize| -> f64 {
+            mbit(
+                (0..n.min(old))
+                    .map(|i| now[i].bytes.saturating_sub(before[i].bytes) as f64)
+                    .sum(),
+            )
+        };
+        let rate = rate_of(old);
+        let busy = delta(|c| c.busy_us).max(1.0);
+        let limited = (delta(|c| c.limited_us) / busy).min(1.0);
+        let rwnd = (delta(|c| c.rwnd_us) / busy).min(1.0);
+        let lost = delta(|c| c.retrans);
+        // The queue: the old streams' smoothed RTT over the smallest minimum any stream saw.
+        let floor = o
+            .streams
+            .iter()
+            .map(|s| s.min_rtt_us)
+            .filter(|&r| r > 0)
+            .min();
+        let srtt = o.streams[..old].iter().map(|s| s.rtt_us).max().unwrap_or(0);
+        let queue = floor.map_or(1.0, |f| f64::from(srtt) / f64::from(f));
         let n = o.streams.len() as u32;
-        let stepped = self.step.take();
-        if let Some((before, from)) = stepped {
-            if rate < before * PAYS {
+        if let Some((from, before_rate)) = self.step.take() {
+            let kept = rate_of(from);
+            if kept < before_rate * KEEPS {
                 return self.settle(format!(
-                    "{from}->{n} streams raised the rate from {before:.0} to {rate:.0} Mbit/s \
-                     (< {:.0} %): the path is the limit, staying at {n}",
-                    (PAYS - 1.0) * 100.0
+                    "opening streams {}-{n} cut the first {from} from {before_rate:.0} to \
+                     {kept:.0} Mbit/s: the path is full, staying at {n}",
+                    from + 1
                 ));
             }
         }
+        if queue > QUEUED || lost > 0.0 {
+            return self.settle(format!(
+                "{n} stream(s) at {rate:.0} Mbit/s fill the path: RTT {:.0} % above its \
+                 minimum, {lost:.0} segments retransmitted; staying at {n}",
+                (queue - 1.0) * 100.0
+            ));
+        }
         if limited < LIMITED {
-            // After a step, streams no longer held by buffers mean the path holds them now.
-            return match stepped {
-                Some(_) => self.settle(format!(
-                    "with {n} streams buffers hold them only {:.0} % of busy time at {rate:.0} \
-                     Mbit/s: the path is the limit",
-                    limited * 100.0
-                )),
-                None => None,
-            };
+            return None;
         }
         let per_stream = o.memory / u64::from(n).max(1);
         let by_memory = match self.limits.max_memory {
             Some(m) if per_stream > 0 => (m.saturating_sub(o.memory) / per_stream) as u32,
             _ => u32::MAX,
         };
-        let add = n.min(self.limits.max.saturating_sub(n)).min(by_memory);
+        let add = (n * (GROWTH - 1))
+            .min(self.limits.max.saturating_sub(n))
+            .min(by_memory);
         let held = format!(
-            "buffer-limited {:.0} % of busy time (peer's window {:.0} %, send buffer {:.0} %) \
-             at {rate:.0} Mbit/s with {n}",
+            "{n} stream(s) at {rate:.0} Mbit/s, no queue on the path, buffer-limited {:.0} % \
+             of busy time (peer's window {:.0} %, send buffer {:.0} %)",
             limited * 100.0,
             rwnd * 100.0,
             (limited - rwnd).max(0.0) * 100.0
@@ -152,9 +192,9 @@ impl StreamPolicy {
             } else {
                 "the stream limit"
             };
-            return self.settle(format!("{held}, but {why} allows no more streams"));
+            return self.settle(format!("{held}, but {why} allows no more"));
         }
-        self.step = Some((rate, n));
+        self.step = Some((n as usize, rate_of(n as usize)));
         let reason = format!("{held}: opening {add} more");
         self.log.push(reason.clone());
         Some(StreamChange { add, reason })
@@ -171,8 +211,9 @@ impl StreamPolicy {
 mod tests {
     use super::*;
 
-    /// A toy path: each stream moves at most `window / rtt`, all together at most `path`.
-    /// Returns the policy's decisions over `secs` seconds, sampled every 100 ms.
+    /// A toy path: each stream moves at most `window / rtt` once out of slow start (which
+    /// takes 10 RTTs, at half that rate), all together at most `path`, shared equally.
+    /// Returns the stream count and the policy after `secs` seconds sampled every 100 ms.
     fn run(
         path_mbit: f64,
         window: f64,
@@ -181,29 +222,38 @@ mod tests {
         secs: u32,
     ) -> (u32, StreamPolicy) {
         let mut p = StreamPolicy::new(limits);
-        let mut streams: Vec<TcpStats> = vec![TcpStats::default()];
-        let mut bytes = 0.0;
-        let per_stream_cap = window * 8.0 / (f64::from(rtt_ms) / 1000.0) / 1e6;
+        let mut streams: Vec<(TcpStats, f64)> = vec![(TcpStats::default(), 0.0)];
+        let cap = window * 8.0 / (f64::from(rtt_ms) / 1000.0) / 1e6;
+        let ramp = f64::from(rtt_ms) * 10.0 / 1000.0;
         for tick in 1..=secs * 10 {
-            let n = streams.len() as f64;
-            let each = per_stream_cap.min(path_mbit / n);
-            let held_by_buffer = per_stream_cap <= path_mbit / n;
-            for s in &mut streams {
-                s.rtt_us = rtt_ms * 1000;
+            let now = f64::from(tick) / 10.0;
+            let wants: Vec<f64> = streams
+                .iter()
+                .map(|(_, born)| if now - born < ramp { cap / 2.0 } else { cap })
+                .collect();
+            let total: f64 = wants.iter().sum();
+            let share = (path_mbit / total).min(1.0);
+            for ((s, _), want) in streams.iter_mut().zip(&wants) {
+                s.min_rtt_us = rtt_ms * 1000;
+                // A full path queues: the RTT grows by half.
+                s.rtt_us = if share < 1.0 {
+                    rtt_ms * 1500
+                } else {
+                    rtt_ms * 1000
+                };
                 s.busy_us += 100_000;
-                if held_by_buffer {
-                    s.rwnd_limited_us += 90_000;
-                }
+                // A receiver sized just above its stream's rate keeps it window-limited.
+                s.rwnd_limited_us += 90_000;
+                s.bytes_acked += (want * share * 1e6 / 8.0 * 0.1) as u64;
             }
-            bytes += each * n * 1e6 / 8.0 * 0.1;
-            let obs = Observation {
+            let obs: Vec<TcpStats> = streams.iter().map(|(s, _)| *s).collect();
+            let o = Observation {
                 now: Duration::from_millis(u64::from(tick) * 100),
-                bytes: bytes as u64,
-                streams: &streams,
+                streams: &obs,
                 memory: (window as u64) * 2 * streams.len() as u64,
             };
-            if let Some(c) = p.observe(&obs) {
-                streams.extend((0..c.add).map(|_| TcpStats::default()));
+            if let Some(c) = p.observe(&o) {
+                streams.extend((0..c.add).map(|_| (TcpStats::default(), now)));
             }
         }
         (streams.len() as u32, p)
@@ -216,17 +266,45 @@ mod tests {
 
     #[test]
     fn opens_streams_until_the_path_is_the_limit() {
-        // 4.4 MB window at 100 ms = 352 Mbit/s a stream; 1 Gbit/s needs 3.
+        // 4.4 MB window at 100 ms = 352 Mbit/s a stream; 1 Gbit/s needs 3. Four new streams
+        // still in slow start leave the queue empty at the next look: the count overshoots.
         let (n, p) = run(950.0, 4.4e6, 100, WIDE, 20);
-        assert_eq!(n, 4, "{:?}", p.log);
+        assert_eq!(n, 16, "{:?}", p.log);
         assert!(p.is_settled());
-        assert!(p
-            .log
-            .last()
-            .is_some_and(|l| l.contains("the path is the limit")));
-        // 200 ms: 176 Mbit/s a stream, needs 6: grows to 8, then stops.
+        assert!(
+            p.log.last().is_some_and(|l| l.contains("fill the path")),
+            "{:?}",
+            p.log
+        );
+        // 200 ms: 176 Mbit/s a stream, needs 6: grows to 16, then stops.
         let (n, p) = run(950.0, 4.4e6, 200, WIDE, 30);
-        assert_eq!(n, 8, "{:?}", p.log);
+        assert_eq!(n, 16, "{:?}", p.log);
+        assert!(p.is_settled());
+    }
+
+    #[test]
+    fn losses_stop_the_growth() {
+        let mut p = StreamPolicy::new(WIDE);
+        let mut s = TcpStats {
+            rtt_us: 100_000,
+            min_rtt_us: 100_000,
+            ..TcpStats::default()
+        };
+        let mut observe = |ms: u64, s: &TcpStats| {
+            p.observe(&Observation {
+                now: Duration::from_millis(ms),
+                streams: &[*s],
+                memory: 1,
+            })
+        };
+        assert_eq!(observe(0, &s), None);
+        s.busy_us = 600_000;
+        s.rwnd_limited_us = 600_000;
+        s.bytes_acked = 10_000_000;
+        s.total_retrans = 3;
+        assert_eq!(observe(600, &s), None);
+        assert!(p.is_settled());
+        assert!(p.log[0].contains("3 segments retransmitted"), "{:?}", p.log);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use fatpipe_net::mode_e::{self, Links, Prepare, SendJob};
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::{Pump, TuneSummary, Tuner, TunerConfig, Tuners};
 use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
-use fatpipe_proto::gridftp::{ChecksumAlg, Cksm, Parallelism};
+use fatpipe_proto::gridftp::{parse_transfer_notes, ChecksumAlg, Cksm, Parallelism};
 use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry};
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
@@ -644,9 +644,11 @@ impl Connection {
             })
         })?;
         if let Ok(r) = &moved {
+            // A fatpipe sender says in its final reply why it used as many streams as it did.
+            let (_, decisions) = fin.as_ref().map(parse_transfer_notes).unwrap_or_default();
             self.last_streams = Some(StreamsReport {
                 streams: r.streams,
-                decisions: Vec::new(),
+                decisions,
             });
         }
         finish(&what, moved.map(|r| r.bytes), fin)
@@ -692,6 +694,7 @@ impl Connection {
             },
             policy: blocks.auto.then(|| StreamPolicy::new(blocks.limits)),
             close: true,
+            on_change: self.tune.as_ref().and_then(TunerConfig::stream_events),
         };
         let tuners = Tuners::default();
         let on_stream = tuners.starter(self.tune.clone(), Role::Sender);

@@ -5,7 +5,7 @@ use super::data::DataSpec;
 use fatpipe_net::mode_e::{self, Links, OnStream, Prepare, SendJob};
 use fatpipe_net::tcpinfo::tcp_stats;
 use fatpipe_net::{Pump, PumpError, Tuner, TunerConfig, Tuners};
-use fatpipe_proto::gridftp::{perf_marker, range_marker, Parallelism};
+use fatpipe_proto::gridftp::{perf_marker, range_marker, Parallelism, AUTO_NOTE, STREAMS_NOTE};
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::Reply;
 use fatpipe_tune::streams::{StreamLimits, StreamPolicy};
@@ -57,6 +57,12 @@ pub struct Endpoints {
     pub prepare: Prepare,
 }
 
+/// What a transfer that worked moved, and what its final reply should add.
+struct Outcome {
+    bytes: u64,
+    notes: Vec<String>,
+}
+
 /// How often a MODE E transfer reports progress (`112-Perf Marker`, `111 Range Marker`).
 const MARKER_EVERY: Duration = Duration::from_secs(5);
 /// Largest MODE E block this server sends.
@@ -75,7 +81,7 @@ pub enum Event {
 
 /// A transfer in progress.
 pub struct Running {
-    handle: JoinHandle<Result<u64, Reply>>,
+    handle: JoinHandle<Result<Outcome, Reply>>,
     pump: Arc<Pump>,
     tuners: Tuners,
     announcements: mpsc::UnboundedReceiver<u64>,
@@ -126,9 +132,10 @@ impl Running {
         let handle = tokio::spawn(async move {
             let mut work = if job.blocks() {
                 let links = links(ends)?;
+                let on_change = tune.as_ref().and_then(TunerConfig::stream_events);
                 let on_stream = slot.starter(tune, role);
                 tokio::task::spawn_blocking(move || {
-                    run_blocks(&p, job, &links, &on_stream, reassembly)
+                    run_blocks(&p, job, &links, &on_stream, on_change, reassembly)
                 })
             } else {
                 let prepare = ends.prepare.clone();
@@ -146,7 +153,12 @@ impl Running {
                         })?;
                     slot.push(t);
                 }
-                tokio::task::spawn_blocking(move || run(&p, job, sock))
+                tokio::task::spawn_blocking(move || {
+                    run(&p, job, sock).map(|bytes| Outcome {
+                        bytes,
+                        notes: Vec::new(),
+                    })
+                })
             };
             loop {
                 // MODE E connections (and their tuners) appear while the transfer runs.
@@ -261,9 +273,17 @@ impl Running {
 }
 
 /// The reply a finished transfer task earns.
-fn outcome(r: Result<Result<u64, Reply>, tokio::task::JoinError>) -> Reply {
+fn outcome(r: Result<Result<Outcome, Reply>, tokio::task::JoinError>) -> Reply {
     match r {
-        Ok(Ok(n)) => Reply::new(226, format!("Transfer complete, {n} bytes")),
+        Ok(Ok(o)) if o.notes.is_empty() => {
+            Reply::new(226, format!("Transfer complete, {} bytes", o.bytes))
+        }
+        Ok(Ok(o)) => Reply::multi(
+            226,
+            format!("Transfer complete, {} bytes", o.bytes),
+            o.notes.iter().map(|n| format!(" {n}")).collect(),
+            "End",
+        ),
         Ok(Err(r)) => r,
         Err(e) => Reply::new(451, format!("Transfer failed: {e}")),
     }
@@ -305,8 +325,9 @@ fn run_blocks(
     job: Job,
     links: &Links,
     on_stream: &OnStream,
+    on_change: Option<mode_e::OnChange>,
     reassembly: Option<Arc<Mutex<Reassembly>>>,
-) -> Result<u64, Reply> {
+) -> Result<Outcome, Reply> {
     match job {
         Job::SendBlocks {
             file,
@@ -326,20 +347,27 @@ fn run_blocks(
                     })
                 }),
                 close: true,
+                on_change,
             };
             let r =
                 mode_e::send(job, links, pump, on_stream).map_err(|e| failure_reply(e, true))?;
-            for d in &r.decisions {
-                tracing::info!(streams = r.streams, "-p auto: {d}");
-            }
-            Ok(r.bytes)
+            // The client learns how the stream count was chosen from the final reply.
+            let mut notes = vec![format!("{STREAMS_NOTE}{}", r.streams)];
+            notes.extend(r.decisions.iter().map(|d| format!("{AUTO_NOTE}{d}")));
+            Ok(Outcome {
+                bytes: r.bytes,
+                notes,
+            })
         }
         Job::ReceiveBlocks { file } => {
             let state =
                 reassembly.unwrap_or_else(|| Arc::new(Mutex::new(Reassembly::new(u64::MAX))));
             let r = mode_e::receive(&file, &state, links, pump, on_stream)
                 .map_err(|e| failure_reply(e, false))?;
-            Ok(r.bytes)
+            Ok(Outcome {
+                bytes: r.bytes,
+                notes: Vec::new(),
+            })
         }
         _ => Err(Reply::new(451, "not a MODE E transfer")),
     }

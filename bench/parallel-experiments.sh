@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The parallel-streams experiments (issue 5), each with `fatpipe lab` on fresh emulated paths.
+# Results (results.json, results.md, stats and figures) go to results/parallel-*.
+# Usage: bench/parallel-experiments.sh [1|2 ...]   (default: both)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --locked -q -p fatpipe
+bin=$PWD/target/release/fatpipe
+runs=${RUNS:-2}
+
+exp1() {  # 1 Gbit/s, 1-BDP queue, stock profile, 2 GiB: -p auto against the ceiling and Globus
+    out=results/parallel-exp1
+    rm -rf "$out" && mkdir -p "$out"
+    # iperf3@tuned: the same path with autotuning allowed 256 MiB, far above any BDP here.
+    "$bin" lab --rtt 25ms --rtt 50ms --rtt 100ms --rtt 200ms --rate 1gbit --profile stock \
+        --runs "$runs" --size 2G --tool iperf3@tuned --tool fatpipe:drs/pauto \
+        --tool globus-p4 --tool globus-p8 \
+        --fatpipe-args "--stats $PWD/$out/stats.jsonl" --out "$out"
+    "$bin" plot "$out/stats.jsonl" --tuning drs -o "$out/auto.svg"
+}
+
+exp2() {  # tcp-autotuning-comparison.txt's matrix: RTT x streams x tuning, 1 Gbit/s, 128 MiB
+    out=results/parallel-exp2
+    rm -rf "$out" && mkdir -p "$out"
+    tools=""
+    for mode in stock kernel drs; do
+        for p in 1 2 4 8; do tools="$tools --tool fatpipe:$mode/p$p"; done
+    done
+    # The seed's "kernel-only tuning": buffer maxima raised (our tuned profile), 128 MB.
+    "$bin" lab --rtt 0.5ms --rtt 25ms --rtt 50ms --rtt 100ms --rate 1gbit --profile tuned \
+        --runs 1 --size 128M $tools --out "$out"
+}
+
+for e in "${@:-1 2}"; do
+    for n in $e; do "exp$n"; done
+done
