@@ -8,6 +8,7 @@ mod lab;
 mod ls;
 mod passwd;
 mod plot;
+mod plot_lab;
 mod serve;
 mod testbed;
 mod tuning;
@@ -42,6 +43,8 @@ enum Cmd {
     Lab(lab::Args),
     /// Draw a --stats file: throughput, buffers against the BDP, and RTT over time (SVG/PNG).
     Plot(plot::Args),
+    /// Draw a `fatpipe lab` results.json: throughput against RTT, or against parallel streams.
+    PlotLab(plot_lab::Args),
     /// The WAN emulator: an emulated long fat path between two network namespaces (needs root).
     #[command(subcommand)]
     Testbed(testbed::Cmd),
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Cmd::Testbed(c) => testbed::run(c),
         Cmd::Lab(a) => lab::run(a),
         Cmd::Plot(a) => plot::run(a),
+        Cmd::PlotLab(a) => plot_lab::run(a),
     };
     match result {
         Ok(code) => code,

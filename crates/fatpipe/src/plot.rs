@@ -1,6 +1,8 @@
 //! `fatpipe plot`: draws a `--stats` file as the seeds' Figures 5–7 do: throughput (over
 //! half-second spans), socket buffers and the advertised window against the BDP estimate, and
-//! RTT over time, one line per end. SVG or PNG by the output's extension.
+//! RTT over time, one line per end (summed over its data connections when a MODE E transfer
+//! has several), and the `-p auto` stream count when the file holds its decisions. SVG or PNG
+//! by the output's extension.
 
 use anyhow::{bail, Context};
 use plotters::coord::Shift;
@@ -31,9 +33,10 @@ pub struct Args {
 }
 
 /// The fields of a stats record the plot uses.
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Rec {
     unix_s: f64,
+    t: f64,
     end: String,
     role: String,
     tuning: String,
@@ -81,7 +84,7 @@ fn parse_point(s: &str) -> Result<(f64, f64), String> {
     Ok((t, b as f64))
 }
 
-fn parse_dims(s: &str) -> Result<(u32, u32), String> {
+pub(crate) fn parse_dims(s: &str) -> Result<(u32, u32), String> {
     let (w, h) = s.split_once('x').ok_or("expected WIDTHxHEIGHT")?;
     let w: u32 = w.parse().map_err(|e| format!("bad width: {e}"))?;
     let h: u32 = h.parse().map_err(|e| format!("bad height: {e}"))?;
@@ -92,22 +95,58 @@ fn parse_dims(s: &str) -> Result<(u32, u32), String> {
 }
 
 /// One line of one panel.
-struct Series {
-    name: String,
-    points: Vec<(f64, f64)>,
+pub(crate) struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
 }
 
-/// The three panels' lines, time in seconds from the first record.
+/// The panels' lines, time in seconds from the first record.
 struct Figure {
     throughput: Vec<Series>,
     buffers: Vec<Series>,
     rtt: Vec<Series>,
+    streams: Vec<Series>,
 }
 
-fn load(path: &Path, tuning: Option<&str>) -> anyhow::Result<Vec<Rec>> {
+/// A `-p auto` decision in the stats file.
+#[derive(Deserialize)]
+struct StreamsEvent {
+    unix_s: f64,
+    end: String,
+    streams: u32,
+}
+
+/// A connection whose last record is older than this has ended.
+const ENDED: f64 = 2.0;
+
+/// One end's records merged over its data connections: each merged record carries the sums,
+/// over the connections still alive, of their latest bytes, buffers, windows and BDP estimates.
+fn merged(rs: &[&Rec]) -> Vec<Rec> {
+    let mut latest: BTreeMap<i64, Rec> = BTreeMap::new();
+    let mut out = Vec::new();
+    for r in rs {
+        // A connection is named by when it began.
+        latest.insert(((r.unix_s - r.t) * 100.0).round() as i64, (*r).clone());
+        latest.retain(|_, x| r.unix_s - x.unix_s < ENDED);
+        let sum = |f: fn(&Rec) -> u64| latest.values().map(f).sum::<u64>();
+        let mut m = (*r).clone();
+        m.bytes = sum(|x| x.bytes);
+        m.rcvbuf = sum(|x| x.rcvbuf);
+        m.sndbuf = sum(|x| x.sndbuf);
+        m.bdp = r.bdp.map(|_| sum(|x| x.bdp.unwrap_or(0)));
+        if let Some(t) = m.tcp.as_mut() {
+            t.rcv_wnd = sum(|x| x.tcp.map_or(0, |t| t.rcv_wnd.into())) as u32;
+        }
+        out.push(m);
+    }
+    out
+}
+
+fn load(path: &Path, tuning: Option<&str>) -> anyhow::Result<(Vec<Rec>, Vec<StreamsEvent>)> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut recs = Vec::new();
+    let mut events = Vec::new();
     for (i, line) in text
         .lines()
         .enumerate()
@@ -116,7 +155,10 @@ fn load(path: &Path, tuning: Option<&str>) -> anyhow::Result<Vec<Rec>> {
         let v: serde_json::Value = serde_json::from_str(line)
             .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
         if v.get("event").is_some() {
-            continue; // `-p auto` decisions: not samples
+            if let Ok(e) = serde_json::from_value(v) {
+                events.push(e);
+            }
+            continue;
         }
         let r: Rec = serde_json::from_value(v)
             .with_context(|| format!("{}:{}: not a stats record", path.display(), i + 1))?;
@@ -127,10 +169,10 @@ fn load(path: &Path, tuning: Option<&str>) -> anyhow::Result<Vec<Rec>> {
     if recs.is_empty() {
         bail!("{} has no records to draw", path.display());
     }
-    Ok(recs)
+    Ok((recs, events))
 }
 
-fn figure(recs: &[Rec], true_bdp: &[(f64, f64)]) -> Figure {
+fn figure(recs: &[Rec], events: &[StreamsEvent], true_bdp: &[(f64, f64)]) -> Figure {
     let t0 = recs.iter().map(|r| r.unix_s).fold(f64::INFINITY, f64::min);
     let mut by_end: BTreeMap<String, Vec<&Rec>> = BTreeMap::new();
     for r in recs {
@@ -151,8 +193,32 @@ fn figure(recs: &[Rec], true_bdp: &[(f64, f64)]) -> Figure {
         throughput: Vec::new(),
         buffers: Vec::new(),
         rtt: Vec::new(),
+        streams: Vec::new(),
     };
+    let mut by_end_events: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for e in events {
+        by_end_events
+            .entry(e.end.as_str())
+            .or_insert_with(|| vec![(0.0, 1.0)])
+            .push((e.unix_s - t0, f64::from(e.streams)));
+    }
+    for (end, points) in by_end_events {
+        // Steps: the count holds until the next decision.
+        let mut steps: Vec<(f64, f64)> = Vec::new();
+        for w in points.windows(2) {
+            steps.push(w[0]);
+            steps.push((w[1].0, w[0].1));
+        }
+        steps.extend(points.last().copied());
+        fig.streams.push(Series {
+            name: format!("data connections, {end} (sender)"),
+            points: steps,
+        });
+    }
     for (name, rs) in &by_end {
+        let merged = merged(rs);
+        let all: Vec<&Rec> = merged.iter().collect();
+        let rs = &all;
         fig.throughput.push(Series {
             name: name.clone(),
             points: smoothed_rates(rs, t0),
@@ -214,7 +280,7 @@ const FONTS: &[&str] = &[
 ];
 
 /// Registers the labels' font (plotters draws text with a font it is given).
-fn register_font() -> anyhow::Result<()> {
+pub(crate) fn register_font() -> anyhow::Result<()> {
     let env = std::env::var_os("FATPIPE_FONT").map(PathBuf::from);
     let path = env
         .into_iter()
@@ -233,8 +299,8 @@ fn register_font() -> anyhow::Result<()> {
 /// Runs the command.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     register_font()?;
-    let recs = load(&a.stats, a.tuning.as_deref())?;
-    let fig = figure(&recs, &a.true_bdp);
+    let (recs, events) = load(&a.stats, a.tuning.as_deref())?;
+    let fig = figure(&recs, &events, &a.true_bdp);
     let ext = a
         .out
         .extension()
@@ -254,7 +320,8 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let panels = root.split_evenly((3, 1));
+    let rows = if fig.streams.is_empty() { 3 } else { 4 };
+    let panels = root.split_evenly((rows, 1));
     let t_end = fig
         .throughput
         .iter()
@@ -265,21 +332,25 @@ where
         ("Throughput", "Mbit/s", &fig.throughput),
         ("Socket buffers and BDP", "MiB", &fig.buffers),
         ("Round-trip time", "ms", &fig.rtt),
+        ("Data connections (-p auto)", "streams", &fig.streams),
     ];
     for (area, (title, unit, series)) in panels.iter().zip(parts) {
-        panel(area, title, unit, series, t_end).map_err(|e| anyhow::anyhow!("{e}"))?;
+        panel(area, title, unit, series, ("time (s)", t_end))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())
 }
 
-fn panel<DB: DrawingBackend>(
+/// One chart: `series` as lines against x from 0 to `x.1` (described by `x.0`).
+pub(crate) fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
     unit: &str,
     series: &[Series],
-    t_end: f64,
+    x: (&str, f64),
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (x_desc, t_end) = x;
     let y_max = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
@@ -291,18 +362,14 @@ fn panel<DB: DrawingBackend>(
         .x_label_area_size(30)
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..t_end, 0.0..y_max.max(1e-3))?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .y_desc(unit)
-        .draw()?;
+    chart.configure_mesh().x_desc(x_desc).y_desc(unit).draw()?;
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(
-                s.points.iter().copied(),
-                color.stroke_width(2),
-            ))?
+            .draw_series(
+                LineSeries::new(s.points.iter().copied(), color.stroke_width(2))
+                    .point_size(if s.points.len() < 12 { 3 } else { 0 }),
+            )?
             .label(s.name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
     }

@@ -176,3 +176,90 @@ fn gridftp_commands_answer_as_specified() {
     assert_eq!(c.cmd("TYPE I").0, 200);
     assert_eq!(c.fetch("RETR /abc"), b"xxabcxx");
 }
+
+#[test]
+fn a_mode_e_upload_reports_range_and_perf_markers_then_completes() {
+    use fatpipe_proto::mode_e::Header;
+    use std::io::Write;
+    let s = server();
+    let mut c = Raw::login(s.addr, "anonymous", "x");
+    assert_eq!(c.cmd("TYPE I").0, 200);
+    assert_eq!(c.cmd("MODE E").0, 200);
+    let mut d = c.data();
+    c.send(b"STOR m.bin\r\n");
+    assert_eq!(c.reply().0, 150);
+    d.write_all(&Header::data(0, 10).encode()).unwrap();
+    d.write_all(b"0123456789").unwrap();
+    // The server reports every 5 s while a MODE E transfer runs.
+    let (code, text) = c.reply();
+    assert_eq!((code, text.as_str()), (111, "Range Marker 0-10"));
+    let (code, text) = c.reply();
+    assert_eq!(code, 112, "{text}");
+    assert!(text.contains("Stripe Bytes Transferred: 10"), "{text}");
+    // A second connection carries the rest; the EOF block announces two EODs.
+    let port = d.peer_addr().unwrap().port();
+    let mut d2 = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    d2.write_all(&Header::data(10, 5).encode()).unwrap();
+    d2.write_all(b"abcde").unwrap();
+    d2.write_all(&Header::eod(true).encode()).unwrap();
+    d.write_all(&Header::eof(2).encode()).unwrap();
+    d.write_all(&Header::eod(true).encode()).unwrap();
+    let (code, text) = c.reply();
+    assert_eq!(code, 226, "{text}");
+    assert_eq!(std::fs::read(s.path("m.bin")).unwrap(), b"0123456789abcde");
+}
+
+/// Reads MODE E blocks from one connection until its EOD; returns (offset, data) of each.
+fn read_blocks(d: &mut std::net::TcpStream) -> Vec<(u64, Vec<u8>)> {
+    use fatpipe_proto::mode_e::{Header, EOD, EOF, HEADER_LEN};
+    use std::io::Read;
+    let mut out = Vec::new();
+    loop {
+        let mut h = [0u8; HEADER_LEN];
+        d.read_exact(&mut h).unwrap();
+        let h = Header::decode(&h);
+        if h.count > 0 && !h.has(EOF) {
+            let mut data = vec![0u8; h.count as usize];
+            d.read_exact(&mut data).unwrap();
+            out.push((h.offset, data));
+        }
+        if h.has(EOD) {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn eret_sends_a_part_and_esto_writes_at_an_offset() {
+    use fatpipe_proto::mode_e::Header;
+    use std::io::Write;
+    let s = server();
+    let data: Vec<u8> = (0..200u8).collect();
+    std::fs::write(s.path("e.bin"), &data).unwrap();
+    let mut c = Raw::login(s.addr, "anonymous", "x");
+    assert_eq!(c.cmd("ERET P 10 20 /e.bin").0, 503, "needs MODE E");
+    assert_eq!(c.cmd("TYPE I").0, 200);
+    assert_eq!(c.cmd("MODE E").0, 200);
+    // ERET P: the sender connects (PORT); offsets count from the part's start, as Globus does.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let p = l.local_addr().unwrap().port();
+    assert_eq!(
+        c.cmd(&format!("PORT 127,0,0,1,{},{}", p / 256, p % 256)).0,
+        200
+    );
+    assert_eq!(c.cmd("ERET P 10 20 /e.bin").0, 150);
+    let (mut d, _) = l.accept().unwrap();
+    assert_eq!(read_blocks(&mut d), vec![(0, data[10..30].to_vec())]);
+    assert_eq!(c.reply().0, 226);
+    // ESTO A: blocks land at 100 + their offset; the rest of the file stays.
+    let mut d = c.data();
+    assert_eq!(c.cmd("ESTO A 100 /e.bin").0, 150);
+    d.write_all(&Header::data(2, 3).encode()).unwrap();
+    d.write_all(b"xyz").unwrap();
+    d.write_all(&Header::eof(1).encode()).unwrap();
+    d.write_all(&Header::eod(true).encode()).unwrap();
+    assert_eq!(c.reply().0, 226);
+    let mut want = data.clone();
+    want[102..105].copy_from_slice(b"xyz");
+    assert_eq!(std::fs::read(s.path("e.bin")).unwrap(), want);
+}

@@ -119,6 +119,9 @@ pub struct SendJob {
     pub file: File,
     /// Byte ranges `[start, end)` to send (the whole file, or what a restart still needs).
     pub ranges: Vec<(u64, u64)>,
+    /// Subtracted from file offsets in the block headers (`ERET P`: offsets count from the
+    /// start of the part sent).
+    pub shift: u64,
     /// Largest block.
     pub block: u64,
     /// Connections to open at the start.
@@ -264,7 +267,7 @@ fn send_stream(
         let next = lock(plan).next_block();
         let Some((offset, count)) = next else { break };
         (&sock)
-            .write_all(&Header::data(offset, count).encode())
+            .write_all(&Header::data(offset - job.shift, count).encode())
             .map_err(|e| mine.classify(PumpError::Write(e)))?;
         mine.send_range(&job.file, offset, count, &sock)?;
     }
@@ -294,11 +297,13 @@ pub struct ReceiveReport {
     pub streams: u32,
 }
 
-/// Receives blocks from connections made by `links` into `file` until the transfer is
-/// complete (EOF seen and every connection's EOD). `state` is shared so that the caller can
-/// report the ranges received while it runs (`111 Range Marker`).
+/// Receives blocks from connections made by `links` into `file` (each at `base` plus its
+/// offset: `ESTO A`) until the transfer is complete (EOF seen and every connection's EOD).
+/// `state` is shared so that the caller can report the ranges received while it runs
+/// (`111 Range Marker`).
 pub fn receive(
     file: &File,
+    base: u64,
     state: &Arc<Mutex<Reassembly>>,
     links: &Links,
     pump: &Arc<Pump>,
@@ -354,7 +359,7 @@ pub fn receive(
                 mine.attach(&sock).map_err(PumpError::Read)?;
                 on_stream(&sock, &mine);
                 workers.push(scope.spawn(move || {
-                    let r = receive_stream(file, state, &sock, &mine);
+                    let r = receive_stream(file, base, state, &sock, &mine);
                     if r.is_err() {
                         pump.cancel();
                     }
@@ -388,6 +393,7 @@ fn join_stream(
 /// Reads one connection's blocks until its EOD.
 fn receive_stream(
     file: &File,
+    base: u64,
     state: &Mutex<Reassembly>,
     sock: &TcpStream,
     pump: &Pump,
@@ -403,8 +409,18 @@ fn receive_stream(
             .map_err(|e| PumpError::Read(io::Error::new(ErrorKind::InvalidData, e.to_string())))?;
         match action {
             Action::Data { offset, count } => {
-                let mut at = offset;
-                let end = offset + count;
+                let mut at = base.checked_add(offset).ok_or_else(|| {
+                    PumpError::Read(io::Error::new(
+                        ErrorKind::InvalidData,
+                        "block offset overflow",
+                    ))
+                })?;
+                let end = at.checked_add(count).ok_or_else(|| {
+                    PumpError::Read(io::Error::new(
+                        ErrorKind::InvalidData,
+                        "block offset overflow",
+                    ))
+                })?;
                 // Whatever arrives is written and counted at once: the tuner's law reads the
                 // byte count to see how much the window lets through per RTT.
                 while at < end {
@@ -489,6 +505,7 @@ mod tests {
         let job = SendJob {
             file: file_with(data),
             ranges,
+            shift: 0,
             block: 64 << 10,
             start: streams,
             policy: None,
@@ -510,6 +527,7 @@ mod tests {
         };
         let report = receive(
             &into,
+            0,
             &state,
             &links,
             &Arc::new(Pump::default()),
@@ -566,6 +584,7 @@ mod tests {
         let into = tempfile::tempfile().unwrap();
         let r = receive(
             &into,
+            0,
             &state,
             &links,
             &Arc::new(Pump::default()),

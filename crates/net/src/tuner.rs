@@ -126,6 +126,21 @@ impl Tuner {
         Ok(t)
     }
 
+    /// Starts the law at `bytes` (a `setsockopt` size) and applies it at once if the law
+    /// took it: a MODE E connection opened after its siblings had grown their windows.
+    pub fn seed(&mut self, bytes: u64) -> io::Result<()> {
+        if self.law.seed(bytes) {
+            let fd = self.sock.as_fd();
+            let set = Buffers {
+                rcvbuf: Some(bytes),
+                sndbuf: None,
+            };
+            self.caps.extend(self.cfg.control.apply(fd, &set)?);
+            self.cfg.control.clamp(fd, bytes)?;
+        }
+        Ok(())
+    }
+
     /// Time until the law wants its next sample.
     pub fn due_in(&self, now: Instant) -> Duration {
         self.next_at.saturating_duration_since(now)

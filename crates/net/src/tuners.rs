@@ -28,7 +28,17 @@ impl Tuners {
         Arc::new(move |sock, pump| {
             let Some(cfg) = cfg.clone() else { return };
             match Tuner::start(cfg, role, sock, pump.clone(), Instant::now()) {
-                Ok(t) => set.push(t),
+                Ok(mut t) => {
+                    // A receiving connection opened later starts at its siblings' window (the
+                    // kernel accounts twice the size set) instead of growing from scratch.
+                    let sibling = set.lock().iter().map(Tuner::current_buffer).max();
+                    if let Some(b) = sibling.filter(|_| role == Role::Receiver) {
+                        if let Err(e) = t.seed(b / 2) {
+                            tracing::warn!("cannot seed a data connection's buffer: {e}");
+                        }
+                    }
+                    set.push(t)
+                }
                 Err(e) => tracing::warn!("cannot tune a data connection: {e}"),
             }
         })

@@ -76,6 +76,24 @@ pub enum Command {
     RestRanges(RangeSet),
     /// CKSM (GridFTP): a checksum of part of a file.
     Cksm(Cksm),
+    /// `ERET P <offset> <length> <path>` (GridFTP partial retrieve): that part of the file, in
+    /// MODE E blocks whose offsets count from `offset`.
+    Eret {
+        /// First byte of the file to send.
+        offset: u64,
+        /// Bytes to send (fewer if the file ends first).
+        length: u64,
+        /// The file.
+        path: String,
+    },
+    /// `ESTO A <offset> <path>` (GridFTP adjusted store): MODE E blocks written at `offset`
+    /// plus their own offsets, into the file as it is (not truncated).
+    Esto {
+        /// Added to every block's offset.
+        offset: u64,
+        /// The file.
+        path: String,
+    },
     /// RETR: send a file to the client.
     Retr(String),
     /// STOR: store a file from the client.
@@ -216,6 +234,47 @@ impl Command {
                         }),
                 }
             }
+            "ERET" => {
+                let a = need(arg)?;
+                let mut w = a.splitn(4, ' ');
+                match (w.next(), w.next(), w.next(), w.next()) {
+                    (Some(m), Some(o), Some(l), Some(p)) if m.eq_ignore_ascii_case("P") => {
+                        match (o.parse(), l.parse()) {
+                            (Ok(offset), Ok(length)) if !p.is_empty() => Ok(Command::Eret {
+                                offset,
+                                length,
+                                path: p.to_string(),
+                            }),
+                            _ => Err(CommandError::syntax(
+                                "ERET P needs <offset> <length> <path>",
+                            )),
+                        }
+                    }
+                    (Some(m), ..) if !m.eq_ignore_ascii_case("P") => Err(
+                        CommandError::unsupported("ERET: only module P (partial) is supported"),
+                    ),
+                    _ => Err(CommandError::syntax(
+                        "ERET P needs <offset> <length> <path>",
+                    )),
+                }
+            }
+            "ESTO" => {
+                let a = need(arg)?;
+                let mut w = a.splitn(3, ' ');
+                match (w.next(), w.next(), w.next()) {
+                    (Some(m), Some(o), Some(p)) if m.eq_ignore_ascii_case("A") => match o.parse() {
+                        Ok(offset) if !p.is_empty() => Ok(Command::Esto {
+                            offset,
+                            path: p.to_string(),
+                        }),
+                        _ => Err(CommandError::syntax("ESTO A needs <offset> <path>")),
+                    },
+                    (Some(m), ..) if !m.eq_ignore_ascii_case("A") => Err(
+                        CommandError::unsupported("ESTO: only module A (adjusted) is supported"),
+                    ),
+                    _ => Err(CommandError::syntax("ESTO A needs <offset> <path>")),
+                }
+            }
             "CKSM" => Cksm::parse(&need(arg)?)
                 .map(Command::Cksm)
                 .map_err(|e| CommandError::syntax(&e)),
@@ -337,6 +396,12 @@ impl fmt::Display for Command {
             Command::Rest(n) => write!(f, "REST {n}"),
             Command::RestRanges(r) => write!(f, "REST {r}"),
             Command::Cksm(c) => write!(f, "CKSM {c}"),
+            Command::Eret {
+                offset,
+                length,
+                path,
+            } => write!(f, "ERET P {offset} {length} {path}"),
+            Command::Esto { offset, path } => write!(f, "ESTO A {offset} {path}"),
             Command::Retr(a) => write!(f, "RETR {a}"),
             Command::Stor(a) => write!(f, "STOR {a}"),
             Command::Appe(a) => write!(f, "APPE {a}"),
@@ -403,6 +468,10 @@ mod tests {
         assert_eq!(code("MODE B"), 504);
         assert_eq!(code("REST 5-1"), 501);
         assert_eq!(code("CKSM CRC9 0 -1 f"), 501);
+        assert_eq!(code("ERET X 1 2 f"), 504);
+        assert_eq!(code("ERET P x 2 f"), 501);
+        assert_eq!(code("ESTO B 1 f"), 504);
+        assert_eq!(code("ESTO A 1"), 501);
         assert_eq!(code("MODE Q"), 501);
         assert_eq!(code("STRU R"), 504);
         assert_eq!(code("QUIT now"), 501);
@@ -451,6 +520,12 @@ mod tests {
             Just(Command::Pasv),
             Just(Command::Abor),
             Just(Command::ModeExtended),
+            (any::<u64>(), any::<u64>(), path()).prop_map(|(offset, length, path)| Command::Eret {
+                offset,
+                length,
+                path
+            }),
+            (any::<u64>(), path()).prop_map(|(offset, path)| Command::Esto { offset, path }),
             (0u64..1000, 1u64..1000, 2000u64..3000, 1u64..1000).prop_map(|(a, l, b, m)| {
                 let mut r = RangeSet::default();
                 r.insert(a, a + l);

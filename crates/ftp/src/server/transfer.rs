@@ -29,13 +29,16 @@ pub enum Job {
     Receive { file: File, ascii: bool },
     /// MODE E: `ranges` of a file as blocks over the connections this end opens (GridFTP's
     /// sender connects), `parallelism` of them, growing between its start and max.
+    /// `shift` is subtracted from the offsets in the headers (`ERET P`).
     SendBlocks {
         file: File,
         ranges: Vec<(u64, u64)>,
+        shift: u64,
         parallelism: Parallelism,
     },
-    /// MODE E: blocks from every connection the client opens, written into `file` by offset.
-    ReceiveBlocks { file: File },
+    /// MODE E: blocks from every connection the client opens, written into `file` at `base`
+    /// plus their offsets (`ESTO A`; 0 for `STOR`).
+    ReceiveBlocks { file: File, base: u64 },
 }
 
 impl Job {
@@ -332,12 +335,14 @@ fn run_blocks(
         Job::SendBlocks {
             file,
             ranges,
+            shift,
             parallelism,
         } => {
             let grow = parallelism.max > parallelism.start;
             let job = SendJob {
                 file,
                 ranges,
+                shift,
                 block: BLOCK,
                 start: parallelism.start,
                 policy: grow.then(|| {
@@ -359,10 +364,10 @@ fn run_blocks(
                 notes,
             })
         }
-        Job::ReceiveBlocks { file } => {
+        Job::ReceiveBlocks { file, base } => {
             let state =
                 reassembly.unwrap_or_else(|| Arc::new(Mutex::new(Reassembly::new(u64::MAX))));
-            let r = mode_e::receive(&file, &state, links, pump, on_stream)
+            let r = mode_e::receive(&file, base, &state, links, pump, on_stream)
                 .map_err(|e| failure_reply(e, false))?;
             Ok(Outcome {
                 bytes: r.bytes,

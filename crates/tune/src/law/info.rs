@@ -30,7 +30,7 @@ use std::time::Duration;
 /// Window in flight per unit of BDP once the path is the limit.
 const STEADY_GAIN: f64 = 1.25;
 /// Growth per RTT during start-up while the window is the limit (slow start's pace).
-const GROWTH_GAIN: f64 = 2.0;
+const GROWTH_GAIN: f64 = 4.0;
 /// Growth per trial after start-up (the path may already be full).
 const GENTLE_GAIN: f64 = 1.25;
 /// "Most of the window" for the receiver's window-limited test.
@@ -72,6 +72,9 @@ pub struct Info {
     changed_at: Duration,
     previous: Option<u64>,
     starting: bool,
+    /// Seeded from a sibling connection: no shrinking before this connection has once filled
+    /// its window (slow start leaves a seeded window unused for a while).
+    seeded: bool,
 }
 
 impl Info {
@@ -90,6 +93,7 @@ impl Info {
             changed_at: Duration::ZERO,
             previous: None,
             starting: true,
+            seeded: false,
         }
     }
 
@@ -149,6 +153,9 @@ impl Info {
                 window
             };
         let limited = in_flight >= FULL * in_effect;
+        if limited {
+            self.seeded = false;
+        }
         if let Some(t) = self
             .trial
             .filter(|t| s.now.saturating_sub(t.at) >= TRIAL_RTTS * rtt)
@@ -173,7 +180,7 @@ impl Info {
         if self.starting && startup_over && self.size.is_some() {
             self.starting = false;
             // Half the window showed no queue a doubling ago: the BDP is at least about that.
-            let size = (STEADY_GAIN * bdp).max(STEADY_GAIN * window / 2.0) as u64;
+            let size = (STEADY_GAIN * bdp).max(STEADY_GAIN * window / GROWTH_GAIN) as u64;
             let size = size.max(STOCK_BUFFER);
             self.previous = self.size;
             self.size = Some(size);
@@ -201,7 +208,7 @@ impl Info {
             (None, Some(_)) => (STEADY_GAIN * bdp).min(window),
         };
         let before = self.size;
-        let Some(size) = self.steer(s.now, base, target as u64, !limited) else {
+        let Some(size) = self.steer(s.now, base, target as u64, !limited && !self.seeded) else {
             // A buffer raised to hold a larger advertised window is released once it has closed.
             let hold = self.size.unwrap_or(0).max(u64::from(tcp.rcv_wnd));
             if s.rcvbuf > 2 * hold + hold / 4 {
@@ -287,6 +294,18 @@ impl Info {
 impl Law for Info {
     fn setup(&self) -> Setup {
         Setup::default()
+    }
+
+    /// A receiver starts at its siblings' window, past start-up (growth is by trials from
+    /// there); a sender's buffer follows its congestion window and needs no seed.
+    fn seed(&mut self, bytes: u64) -> bool {
+        if self.role != Role::Receiver {
+            return false;
+        }
+        self.size = Some(bytes.max(STOCK_BUFFER));
+        self.starting = false;
+        self.seeded = true;
+        true
     }
 
     fn on_sample(&mut self, s: &Sample) -> Decision {
@@ -442,6 +461,20 @@ mod tests {
         let before = path.bytes;
         path.run(&mut law, 14.0);
         assert!((path.bytes - before) / 2.0 > 0.95 * 12.5e6);
+    }
+
+    #[test]
+    fn a_seeded_receiver_keeps_its_window_until_the_connection_fills_it() {
+        // A new MODE E connection starts at its siblings' 4 MB window; its sender needs a while
+        // (slow start, here a slow share of the path) before it fills that.
+        let mut path = Path::new(1e6, 0.1);
+        path.window = 4e6;
+        let mut law = receiver();
+        assert!(law.seed(4_000_000));
+        let chosen = path.run(&mut law, 5.0);
+        assert!(chosen.iter().all(|c| c.1 >= 4e6), "shrank: {chosen:?}");
+        // A sender's law takes no seed.
+        assert!(!Info::new(Role::Sender, &Params::default()).seed(1 << 20));
     }
 
     fn sender_sample(t_ms: u64, cwnd: u64, snd_wnd: u32, limited_us: u64, sndbuf: u64) -> Sample {

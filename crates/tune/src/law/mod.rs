@@ -67,6 +67,12 @@ pub trait Law: Send {
     fn setup(&self) -> Setup;
     /// Takes one sample and decides.
     fn on_sample(&mut self, s: &Sample) -> Decision;
+    /// Starts from `bytes` (a `setsockopt` size) instead of growing from the kernel's: a new
+    /// connection of a transfer whose other connections have already found their size.
+    /// Returns whether the law took it (laws that size nothing ignore it).
+    fn seed(&mut self, _bytes: u64) -> bool {
+        false
+    }
 }
 
 /// Rate in bytes/s of `bytes` over `dt`.

@@ -1,25 +1,25 @@
 //! A client's control connection: login, commands and replies, and the data connections of
-//! single transfers (passive: `EPSV`, falling back to `PASV`).
+//! single transfers (passive: `EPSV`, falling back to `PASV`); MODE E transfers are gridftp.rs's.
+
+mod gridftp;
+use gridftp::Blocks;
+pub use gridftp::{Streams, StreamsReport};
 
 use anyhow::{anyhow, bail, Context};
-use fatpipe_net::mode_e::{self, Links, Prepare, SendJob};
+use fatpipe_net::mode_e::Prepare;
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::{Pump, TuneSummary, Tuner, TunerConfig, Tuners};
 use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
-use fatpipe_proto::gridftp::{parse_transfer_notes, ChecksumAlg, Cksm, Parallelism};
 use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry};
-use fatpipe_proto::mode_e::Reassembly;
-use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
-use fatpipe_tune::streams::{StreamLimits, StreamPolicy};
 use fatpipe_tune::{Role, Tuning};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -63,42 +63,6 @@ pub struct Connection {
     extended: bool,
     last_streams: Option<StreamsReport>,
 }
-
-/// How many data connections a transfer uses (`cp -p`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Streams {
-    /// Exactly this many (1: MODE S, which every FTP server speaks).
-    Fixed(u32),
-    /// Start with one and let the sender open more while buffers, not the path, hold the
-    /// transfer back; at most `max`, and this end's buffers within `max_memory`.
-    Auto {
-        /// Most connections.
-        max: u32,
-        /// Bound on this end's buffer memory, bytes.
-        max_memory: Option<u64>,
-    },
-}
-
-/// The MODE E set-up of a session.
-#[derive(Debug, Clone, Copy)]
-struct Blocks {
-    parallelism: Parallelism,
-    limits: StreamLimits,
-    /// `-p auto`: when this end sends, it grows the count itself.
-    auto: bool,
-}
-
-/// How the connections of the latest MODE E transfer went.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StreamsReport {
-    /// Data connections used.
-    pub streams: u32,
-    /// Why the count changed or stopped (`-p auto`, when this end sent).
-    pub decisions: Vec<String>,
-}
-
-/// Largest MODE E block this client sends.
-const BLOCK: u64 = 1 << 20;
 
 /// Longest reply line accepted from a server.
 const MAX_REPLY_LINE: usize = 64 * 1024;
@@ -198,113 +162,6 @@ impl Connection {
             }
         }
         self.tune = Some(cfg);
-        Ok(())
-    }
-
-    /// Moves files over `streams` data connections from now on: GridFTP `MODE E` with
-    /// `OPTS RETR Parallelism` when more than one, or `auto`; needs the server's `PARALLEL`
-    /// feature (else one stream in MODE S, with a warning). Against a server that cannot grow
-    /// the count itself (not fatpipe), `auto` downloads use a fixed 4.
-    pub fn set_streams(&mut self, streams: Streams) -> anyhow::Result<()> {
-        self.blocks = None;
-        let (parallelism, limits) = match streams {
-            Streams::Fixed(0) => bail!("-p needs at least one stream"),
-            Streams::Fixed(1) => return Ok(()),
-            Streams::Fixed(n) => (
-                Parallelism::fixed(n),
-                StreamLimits {
-                    max: n,
-                    max_memory: None,
-                },
-            ),
-            Streams::Auto { max, max_memory } => {
-                let p = if self.has_feature("DRS") {
-                    Parallelism {
-                        start: 1,
-                        min: 1,
-                        max,
-                    }
-                } else {
-                    Parallelism::fixed(4.min(max))
-                };
-                (p, StreamLimits { max, max_memory })
-            }
-        };
-        if !self.has_feature("PARALLEL") {
-            let why = format!(
-                "{} has no PARALLEL feature (GridFTP MODE E): using one stream in MODE S",
-                self.peer
-            );
-            // Asked for by number: say so; `auto` falls back quietly.
-            match streams {
-                Streams::Fixed(_) => tracing::warn!("{why}"),
-                Streams::Auto { .. } => tracing::debug!("{why}"),
-            }
-            return Ok(());
-        }
-        self.checked(&Command::Opts(format!("RETR {parallelism}")))?;
-        self.blocks = Some(Blocks {
-            parallelism,
-            limits,
-            auto: matches!(streams, Streams::Auto { .. }),
-        });
-        Ok(())
-    }
-
-    /// Whether files move in MODE E (`set_streams` with more than one, and the server can).
-    pub fn uses_blocks(&self) -> bool {
-        self.blocks.is_some()
-    }
-
-    /// Connections and stream decisions of the latest MODE E transfer.
-    pub fn last_streams(&self) -> Option<&StreamsReport> {
-        self.last_streams.as_ref()
-    }
-
-    /// Asks the server for a checksum of a whole remote file (`CKSM alg 0 -1 path`).
-    pub fn checksum(&mut self, alg: ChecksumAlg, path: &str) -> anyhow::Result<String> {
-        let r = self.checked(&Command::Cksm(Cksm {
-            alg,
-            offset: 0,
-            length: None,
-            path: path.into(),
-        }))?;
-        Ok(r.text().trim().to_ascii_lowercase())
-    }
-
-    /// The checksum algorithms both ends know, fastest first (from `FEAT`'s `CKSM` line).
-    pub fn checksum_algs(&self) -> Vec<ChecksumAlg> {
-        let listed: Vec<ChecksumAlg> = self
-            .features
-            .iter()
-            .filter_map(|f| f.strip_prefix("CKSM "))
-            // fatpipe lists `MD5,ADLER32,…`; Globus `MD5:10;ADLER32:10;…` (name:priority).
-            .flat_map(|l| {
-                l.split([',', ';'])
-                    .filter_map(|a| ChecksumAlg::parse(a.split(':').next().unwrap_or("")))
-            })
-            .collect();
-        [
-            ChecksumAlg::Xxh3,
-            ChecksumAlg::Adler32,
-            ChecksumAlg::Md5,
-            ChecksumAlg::Sha256,
-        ]
-        .into_iter()
-        .filter(|a| listed.contains(a))
-        .collect()
-    }
-
-    fn set_mode(&mut self, extended: bool) -> anyhow::Result<()> {
-        if self.extended != extended {
-            let cmd = if extended {
-                Command::ModeExtended
-            } else {
-                Command::ModeStream
-            };
-            self.checked(&cmd)?;
-            self.extended = extended;
-        }
         Ok(())
     }
 
@@ -425,22 +282,6 @@ impl Connection {
             Some(t) => before_connect(t.tuning, &t.params, &t.control, fd),
             None => Ok(()),
         })
-    }
-
-    /// Listens for the server's data connections (MODE E downloads: the sender connects) and
-    /// tells the server where (`PORT`, or `EPRT` for IPv6).
-    fn listen_data(&mut self) -> anyhow::Result<std::net::TcpListener> {
-        let local = self.writer.local_addr()?;
-        let l = fatpipe_net::socket::bind_in_range(local.ip(), None, 0)
-            .context("cannot listen for data connections")?;
-        self.prepare()(l.as_fd())?;
-        let at = SocketAddr::new(local.ip(), l.local_addr()?.port());
-        let cmd = match at {
-            SocketAddr::V4(a) => Command::Port(a),
-            SocketAddr::V6(_) => Command::Eprt(at),
-        };
-        self.checked(&cmd)?;
-        Ok(l)
     }
 
     /// The server's passive data address (`EPSV`, falling back to `PASV`).
@@ -607,110 +448,6 @@ impl Connection {
         }
         self.last_tune = tuners.summary();
         Ok((moved, fin))
-    }
-
-    /// Downloads `path` in MODE E over the connections the server opens to this end, into
-    /// `file` at the blocks' offsets; `have` bytes at the start are already there (resume).
-    pub fn retrieve_blocks(
-        &mut self,
-        path: &str,
-        have: u64,
-        file: &File,
-        pump: &Arc<Pump>,
-    ) -> anyhow::Result<u64> {
-        self.set_mode(true)?;
-        self.set_type_only(TransferType::Image)?;
-        let listener = self.listen_data()?;
-        let rest = (have > 0).then(|| {
-            let mut r = RangeSet::default();
-            r.insert(0, have);
-            Command::RestRanges(r)
-        });
-        let what = self.begin(rest, &Command::Retr(path.into()))?;
-        let links = Links::Accept {
-            listener,
-            peer: self.peer.ip(),
-            timeout: self.timeout,
-        };
-        let tuners = Tuners::default();
-        let on_stream = tuners.starter(self.tune.clone(), Role::Receiver);
-        let state = Arc::new(Mutex::new(Reassembly::new(u64::MAX)));
-        let (moved, fin) = self.drive(&tuners, Some(pump), || {
-            mode_e::receive(file, &state, &links, pump, &on_stream).map_err(|e| match e {
-                fatpipe_net::PumpError::Write(io) => {
-                    anyhow!("writing the local copy of {path}: {io}")
-                }
-                e => anyhow!("receiving {path}: {e}"),
-            })
-        })?;
-        if let Ok(r) = &moved {
-            // A fatpipe sender says in its final reply why it used as many streams as it did.
-            let (_, decisions) = fin.as_ref().map(parse_transfer_notes).unwrap_or_default();
-            self.last_streams = Some(StreamsReport {
-                streams: r.streams,
-                decisions,
-            });
-        }
-        finish(&what, moved.map(|r| r.bytes), fin)
-    }
-
-    /// Uploads `file` from `have` to its end in MODE E over connections this end opens (more
-    /// while it runs with `-p auto`).
-    pub fn store_blocks(
-        &mut self,
-        path: &str,
-        have: u64,
-        file: &File,
-        pump: &Arc<Pump>,
-    ) -> anyhow::Result<u64> {
-        let blocks = self.blocks.context("MODE E is not set up")?;
-        self.set_mode(true)?;
-        self.set_type_only(TransferType::Image)?;
-        let target = self.passive_target()?;
-        let len = file.metadata()?.len();
-        self.last_tune = None;
-        self.last_streams = None;
-        if have > 0 {
-            self.checked(&Command::Rest(have))?;
-        }
-        let cmd = Command::Stor(path.into());
-        let what = describe(&cmd);
-        // Some servers (Globus) answer 150 only once a data connection is made: connect at
-        // once, and take the 150 while the data moves.
-        self.send_only(&cmd)?;
-        let links = Links::Connect {
-            target,
-            prepare: self.prepare(),
-            timeout: self.timeout,
-        };
-        let job = SendJob {
-            file: file.try_clone()?,
-            ranges: vec![(have, len)],
-            block: BLOCK,
-            start: if blocks.auto {
-                1
-            } else {
-                blocks.parallelism.start
-            },
-            policy: blocks.auto.then(|| StreamPolicy::new(blocks.limits)),
-            close: true,
-            on_change: self.tune.as_ref().and_then(TunerConfig::stream_events),
-        };
-        let tuners = Tuners::default();
-        let on_stream = tuners.starter(self.tune.clone(), Role::Sender);
-        let (moved, fin) = self.drive(&tuners, Some(pump), || {
-            mode_e::send(job, &links, pump, &on_stream).map_err(|e| match e {
-                fatpipe_net::PumpError::Read(io) => anyhow!("reading local file for {path}: {io}"),
-                e => anyhow!("sending {path}: {e}"),
-            })
-        })?;
-        if let Ok(r) = &moved {
-            self.last_streams = Some(StreamsReport {
-                streams: r.streams,
-                decisions: r.decisions.clone(),
-            });
-        }
-        finish(&what, moved.map(|r| r.bytes), fin)
     }
 
     /// Downloads `path` from `offset` into `sink`; `pump` counts bytes and can cancel.

@@ -1,17 +1,19 @@
 //! One client's control connection: reads commands, keeps the session state (login, directory,
-//! type, restart offset, data channel) and answers each command as RFC 959/2428/3659 prescribe.
+//! type, restart offset, data channel) and answers each command as RFC 959/2428/3659 prescribe;
+//! GridFTP's partial transfers and checksums are gridftp.rs's.
+
+mod gridftp;
 
 use super::auth::Login;
 use super::data::{self, same_host, DataSpec};
 use super::sandbox::{self, FsError};
 use super::transfer::{Endpoints, Event, Job, Running};
 use super::Shared;
-use fatpipe_net::checksum::checksum;
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::command::EpsvArg;
 use fatpipe_proto::drs::{sbuf_text, DrsOpts};
-use fatpipe_proto::gridftp::{ChecksumAlg, Cksm, Parallelism};
+use fatpipe_proto::gridftp::{ChecksumAlg, Parallelism};
 use fatpipe_proto::line::{Frame, LineFramer};
 use fatpipe_proto::listing::{format_list_line, format_mlsx, format_timeval};
 use fatpipe_proto::ranges::RangeSet;
@@ -41,6 +43,8 @@ const FEATURES: &[&str] = &[
     "DRS",
     "EPRT",
     "EPSV",
+    "ERET",
+    "ESTO",
     "MDTM",
     "MLST type*;size*;modify*;perm*;UNIX.mode*;",
     "PARALLEL",
@@ -432,6 +436,12 @@ impl Session {
                 Reply::new(350, text)
             }
             Command::Cksm(c) => return self.cksm(c).await,
+            Command::Eret {
+                offset,
+                length,
+                path,
+            } => return self.eret(offset, length, &path),
+            Command::Esto { offset, path } => return self.esto(offset, &path),
             Command::Rest(n) => {
                 self.rest = n;
                 Reply::new(350, format!("Restarting at {n}. Send STOR or RETR"))
@@ -559,17 +569,6 @@ impl Session {
                 Err(Reply::new(530, "Login incorrect"))
             }
         }
-    }
-
-    /// `CKSM`: hashes the file off the runtime's threads (a large file takes seconds).
-    async fn cksm(&mut self, c: Cksm) -> Result<Flow, Reply> {
-        let (file, _) = self.shared.sandbox.open_read(&self.path(&c.path))?;
-        let sum = tokio::task::spawn_blocking(move || checksum(&file, c.alg, c.offset, c.length))
-            .await
-            .map_err(|e| Reply::new(451, format!("Checksum failed: {e}")))?
-            .map_err(|e| Reply::new(501, format!("Checksum failed: {e}")))?;
-        self.send(Reply::new(213, sum));
-        Ok(Flow::Continue)
     }
 
     fn drs_opts(&mut self, value: &str) -> Result<Reply, Reply> {
@@ -782,6 +781,7 @@ impl Session {
             Job::SendBlocks {
                 file,
                 ranges,
+                shift: 0,
                 parallelism: self.parallelism,
             }
         } else {
@@ -806,7 +806,7 @@ impl Session {
         let ascii = self.ttype == TransferType::Ascii;
         let verb = if append { "APPE" } else { "STOR" };
         let job = if self.extended {
-            Job::ReceiveBlocks { file }
+            Job::ReceiveBlocks { file, base: 0 }
         } else {
             Job::Receive { file, ascii }
         };
@@ -890,7 +890,7 @@ fn opts(opt: &str) -> Result<Reply, Reply> {
 }
 
 fn help() -> Reply {
-    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF CKSM";
+    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF CKSM ERET ESTO";
     Reply::multi(
         214,
         "The following commands are recognized:",

@@ -1,0 +1,162 @@
+//! `fatpipe plot-lab`: draws a `fatpipe lab` results file. When every tool's label names a
+//! stream count (`-p N`), one panel per RTT with throughput against streams, a line per tool
+//! (the seeds' parallel-stream figures); otherwise one panel of throughput against RTT, a line
+//! per tool, with the link's goodput ceiling.
+
+use crate::plot::{panel, register_font, Series};
+use anyhow::{bail, Context};
+use fatpipe_lab::report::CaseResult;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Options of `fatpipe plot-lab`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A results.json written by `fatpipe lab`.
+    results: PathBuf,
+    /// The picture to write: .svg or .png.
+    #[arg(short, long)]
+    out: PathBuf,
+    /// Picture size in pixels, WIDTHxHEIGHT.
+    #[arg(long, default_value = "1000x900", value_parser = crate::plot::parse_dims)]
+    size: (u32, u32),
+}
+
+/// A label's tool without its `-p N`, and N.
+fn split_streams(label: &str) -> Option<(String, f64)> {
+    let (tool, rest) = label.split_once(" -p ")?;
+    let (n, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+    let n: f64 = n.parse().ok()?;
+    Some((format!("{tool} {tail}").trim().to_string(), n))
+}
+
+/// Where a result goes: its panel, its line, and its x.
+type Placement = dyn Fn(&CaseResult) -> Option<(String, String, f64)>;
+
+/// The panels: title and lines.
+fn panels(results: &[CaseResult]) -> (Vec<(String, Vec<Series>)>, &'static str) {
+    let median = |r: &CaseResult| r.throughput().map(|t| t.0);
+    let lines = |key: &Placement| {
+        let mut by_panel: BTreeMap<String, BTreeMap<String, Vec<(f64, f64)>>> = BTreeMap::new();
+        for r in results {
+            if let (Some((panel, line, x)), Some(y)) = (key(r), median(r)) {
+                by_panel
+                    .entry(panel)
+                    .or_default()
+                    .entry(line)
+                    .or_default()
+                    .push((x, y));
+            }
+        }
+        by_panel
+            .into_iter()
+            .map(|(title, ls)| {
+                let series = ls
+                    .into_iter()
+                    .map(|(name, mut points)| {
+                        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                        Series { name, points }
+                    })
+                    .collect();
+                (title, series)
+            })
+            .collect::<Vec<_>>()
+    };
+    if results.iter().all(|r| split_streams(&r.label).is_some()) {
+        let p = lines(&|r| {
+            let (tool, n) = split_streams(&r.label)?;
+            Some((format!("RTT {:>6.1} ms", r.rtt_ms), tool, n))
+        });
+        (p, "parallel streams")
+    } else {
+        let mut p = lines(&|r| Some(("Throughput by RTT".into(), r.label.clone(), r.rtt_ms)));
+        if let (Some((_, series)), Some(first)) = (p.first_mut(), results.first()) {
+            let xs: Vec<f64> = results.iter().map(|r| r.rtt_ms).collect();
+            let (lo, hi) = xs
+                .iter()
+                .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+            series.push(Series {
+                name: "link goodput (rate x 1448/1500)".into(),
+                points: vec![(lo, first.ceiling_mbit), (hi, first.ceiling_mbit)],
+            });
+        }
+        (p, "RTT (ms)")
+    }
+}
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    panels: &[(String, Vec<Series>)],
+    x_desc: &str,
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let x_max = panels
+        .iter()
+        .flat_map(|(_, s)| s.iter().flat_map(|s| s.points.iter().map(|p| p.0)))
+        .fold(1.0, f64::max)
+        * 1.05;
+    for (area, (title, series)) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
+        panel(area, title, "Mbit/s", series, (x_desc, x_max))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Runs the command.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    register_font()?;
+    let text = std::fs::read_to_string(&a.results)
+        .with_context(|| format!("cannot read {}", a.results.display()))?;
+    let results: Vec<CaseResult> = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a lab results file", a.results.display()))?;
+    let (panels, x_desc) = panels(&results);
+    if panels.is_empty() {
+        bail!("{} has no successful runs to draw", a.results.display());
+    }
+    let ext = a
+        .out
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => draw(
+            SVGBackend::new(&a.out, a.size).into_drawing_area(),
+            &panels,
+            x_desc,
+        )?,
+        Some("png") => draw(
+            BitMapBackend::new(&a.out, a.size).into_drawing_area(),
+            &panels,
+            x_desc,
+        )?,
+        _ => bail!("the output must end in .svg or .png"),
+    }
+    eprintln!("fatpipe plot-lab: wrote {}", a.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_counts_are_read_from_labels() {
+        assert_eq!(
+            split_streams("fatpipe cp --tuning drs -p 4"),
+            Some(("fatpipe cp --tuning drs".into(), 4.0))
+        );
+        assert_eq!(
+            split_streams("globus-url-copy -fast -p 4 x"),
+            Some(("globus-url-copy -fast x".into(), 4.0))
+        );
+        assert_eq!(split_streams("fatpipe cp --tuning drs -p auto"), None);
+        assert_eq!(split_streams("iperf3"), None);
+    }
+}

@@ -1,0 +1,67 @@
+//! GridFTP commands of a session beyond MODE E itself: `CKSM`, `ERET P` (partial retrieve) and
+//! `ESTO A` (adjusted store).
+
+use super::{Flow, Session};
+use crate::server::transfer::Job;
+use fatpipe_net::checksum::checksum;
+use fatpipe_proto::gridftp::Cksm;
+use fatpipe_proto::Reply;
+
+impl Session {
+    /// `CKSM`: hashes the file off the runtime's threads (a large file takes seconds).
+    pub(super) async fn cksm(&mut self, c: Cksm) -> Result<Flow, Reply> {
+        let (file, _) = self.shared.sandbox.open_read(&self.path(&c.path))?;
+        let sum = tokio::task::spawn_blocking(move || checksum(&file, c.alg, c.offset, c.length))
+            .await
+            .map_err(|e| Reply::new(451, format!("Checksum failed: {e}")))?
+            .map_err(|e| Reply::new(501, format!("Checksum failed: {e}")))?;
+        self.send(Reply::new(213, sum));
+        Ok(Flow::Continue)
+    }
+
+    /// `ERET P`: part of a file, its block offsets counted from `offset`.
+    pub(super) fn eret(&mut self, offset: u64, length: u64, arg: &str) -> Result<Flow, Reply> {
+        if !self.extended {
+            return Err(Reply::new(503, "ERET needs MODE E"));
+        }
+        let v = self.path(arg);
+        let (file, meta) = self.shared.sandbox.open_read(&v)?;
+        if offset > meta.len() {
+            return Err(Reply::new(
+                554,
+                format!("Offset {offset} is beyond the file's end ({})", meta.len()),
+            ));
+        }
+        let end = offset.saturating_add(length).min(meta.len());
+        let job = Job::SendBlocks {
+            file,
+            ranges: vec![(offset, end)],
+            shift: offset,
+            parallelism: self.parallelism,
+        };
+        let opening = format!("Opening data connections for {v} bytes {offset}-{end}");
+        self.begin(job, opening, format!("ERET {v} {offset}-{end}"))
+    }
+
+    /// `ESTO A`: blocks written at `offset` plus their offsets, into the file as it is.
+    pub(super) fn esto(&mut self, offset: u64, arg: &str) -> Result<Flow, Reply> {
+        if !self.extended {
+            return Err(Reply::new(503, "ESTO needs MODE E"));
+        }
+        self.writable()?;
+        let v = self.path(arg);
+        // Keep what the file holds: "restart" at its own end truncates nothing.
+        let len = self
+            .shared
+            .sandbox
+            .metadata(&v)
+            .map_or(0, |(_, m)| if m.is_file() { m.len() } else { 0 });
+        let file = self.shared.sandbox.open_write(&v, false, len)?;
+        let opening = format!("Ok to send data for {v} at {offset}");
+        self.begin(
+            Job::ReceiveBlocks { file, base: offset },
+            opening,
+            format!("ESTO {v} at {offset}"),
+        )
+    }
+}
