@@ -15,8 +15,9 @@ use std::process::ExitCode;
 /// Options of `fatpipe plot-lab`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A results.json written by `fatpipe lab`.
-    results: PathBuf,
+    /// results.json files written by `fatpipe lab` (drawn together).
+    #[arg(required = true)]
+    results: Vec<PathBuf>,
     /// The picture to write: .svg or .png.
     #[arg(short, long)]
     out: PathBuf,
@@ -68,7 +69,11 @@ fn panels(results: &[CaseResult]) -> (Vec<(String, Vec<Series>)>, &'static str) 
     if results.iter().all(|r| split_streams(&r.label).is_some()) {
         let p = lines(&|r| {
             let (tool, n) = split_streams(&r.label)?;
-            Some((format!("RTT {:>6.1} ms", r.rtt_ms), tool, n))
+            Some((
+                format!("RTT {} ms", fatpipe_lab::report::format_ms(r.rtt_ms)),
+                tool,
+                n,
+            ))
         });
         (p, "parallel streams")
     } else {
@@ -112,13 +117,17 @@ where
 /// Runs the command.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     register_font()?;
-    let text = std::fs::read_to_string(&a.results)
-        .with_context(|| format!("cannot read {}", a.results.display()))?;
-    let results: Vec<CaseResult> = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a lab results file", a.results.display()))?;
+    let mut results: Vec<CaseResult> = Vec::new();
+    for path in &a.results {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let more: Vec<CaseResult> = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a lab results file", path.display()))?;
+        results.extend(more);
+    }
     let (panels, x_desc) = panels(&results);
     if panels.is_empty() {
-        bail!("{} has no successful runs to draw", a.results.display());
+        bail!("no successful runs to draw");
     }
     let ext = a
         .out

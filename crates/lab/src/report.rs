@@ -52,13 +52,22 @@ impl CaseResult {
     }
 }
 
+/// Milliseconds as people write them: `100`, `0.5`.
+pub fn format_ms(ms: f64) -> String {
+    if ms >= 10.0 || ms.fract() == 0.0 {
+        format!("{ms:.0}")
+    } else {
+        format!("{ms:.1}")
+    }
+}
+
 /// A markdown table: one row per tool and path.
 pub fn markdown(results: &[CaseResult]) -> String {
     let mut out = String::from(
         "| path | profile | size | tool | runs | median Mbit/s | min–max | of ceiling | retrans (median) | peak rb recv + tb send MiB (median) | Mbit/s per MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in results {
-        let path = format!("{:.0} ms, {:.0} Mbit/s", r.rtt_ms, r.rate_mbit);
+        let path = format!("{} ms, {:.0} Mbit/s", format_ms(r.rtt_ms), r.rate_mbit);
         let (tp, spread, pct) = match r.throughput() {
             Some((m, lo, hi)) => (
                 format!("{m:.0}"),
@@ -124,6 +133,10 @@ mod tests {
             "{t}"
         );
         assert_eq!(median(vec![1.0, 2.0, 3.0, 4.0]), Some(2.5));
+        assert_eq!(
+            (format_ms(0.5), format_ms(25.0)),
+            ("0.5".into(), "25".into())
+        );
         assert_eq!(median(vec![]), None);
     }
 }

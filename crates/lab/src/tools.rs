@@ -65,7 +65,15 @@ pub fn preset(name: &str, ctx: &Context) -> Option<Case> {
             label: label.into(),
             server: format!("exec {exe} serve --anonymous --listen {SERVER_ADDR}:2812 --root {dir} {opts} {flags}"),
             port: 2812,
-            client: format!("exec {exe} cp --quiet ftp://{SERVER_ADDR}:2812/file /dev/null {opts} {client_opts} {flags}"),
+            client: format!(
+                "exec {exe} cp --quiet ftp://{SERVER_ADDR}:2812/file /dev/null {}",
+                [opts, client_opts, flags]
+                    .iter()
+                    .filter(|o| !o.is_empty())
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
         }
     };
     Some(match name {

@@ -29,10 +29,12 @@ impl Tuners {
             let Some(cfg) = cfg.clone() else { return };
             match Tuner::start(cfg, role, sock, pump.clone(), Instant::now()) {
                 Ok(mut t) => {
-                    // A receiving connection opened later starts at its siblings' window (the
-                    // kernel accounts twice the size set) instead of growing from scratch.
+                    // A receiving connection opened after its siblings have grown starts at
+                    // their window (the kernel accounts twice the size set) instead of growing
+                    // from scratch; connections opened together all start up normally.
                     let sibling = set.lock().iter().map(Tuner::current_buffer).max();
-                    if let Some(b) = sibling.filter(|_| role == Role::Receiver) {
+                    let own = t.current_buffer();
+                    if let Some(b) = sibling.filter(|&b| role == Role::Receiver && b > 2 * own) {
                         if let Err(e) = t.seed(b / 2) {
                             tracing::warn!("cannot seed a data connection's buffer: {e}");
                         }

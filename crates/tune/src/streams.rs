@@ -40,7 +40,7 @@ pub struct StreamChange {
     pub reason: String,
 }
 
-/// Share of busy time held by buffers above which a stream counts as buffer-limited.
+/// Share of busy time held by buffers above which the reason calls a stream buffer-limited.
 const LIMITED: f64 = 0.5;
 /// After a step, the streams that were there before must keep this share of their rate: if
 /// the new ones took more from them, the path is full.
@@ -63,6 +63,7 @@ struct Counters {
     rwnd_us: u64,
     busy_us: u64,
     retrans: u64,
+    cwnd: u64,
 }
 
 impl Counters {
@@ -73,6 +74,7 @@ impl Counters {
             rwnd_us: s.rwnd_limited_us,
             busy_us: s.busy_us,
             retrans: s.total_retrans.into(),
+            cwnd: s.cwnd_bytes,
         }
     }
 }
@@ -185,7 +187,11 @@ impl StreamPolicy {
         {
             return None;
         }
-        if limited < LIMITED {
+        // A congestion window still growing by half or more per period is in slow start: the
+        // stream has not found its limit yet. Otherwise, with no queue, more streams can only
+        // help: streams held by buffers (the usual case) or a congestion control that grows
+        // slowly (cubic after an early slow-start exit) both leave the path room.
+        if (0..old).any(|i| now[i].cwnd > before[i].cwnd + before[i].cwnd / 2) {
             return None;
         }
         let per_stream = o.memory / u64::from(n).max(1);
@@ -196,13 +202,21 @@ impl StreamPolicy {
         let add = (n * (GROWTH - 1))
             .min(self.limits.max.saturating_sub(n))
             .min(by_memory);
-        let held = format!(
-            "{n} stream(s) at {rate:.0} Mbit/s, no queue on the path, buffer-limited {:.0} % \
-             of busy time (peer's window {:.0} %, send buffer {:.0} %)",
-            limited * 100.0,
-            rwnd * 100.0,
-            (limited - rwnd).max(0.0) * 100.0
-        );
+        let held = if limited >= LIMITED {
+            format!(
+                "{n} stream(s) at {rate:.0} Mbit/s, no queue on the path, buffer-limited {:.0} % \
+                 of busy time (peer's window {:.0} %, send buffer {:.0} %)",
+                limited * 100.0,
+                rwnd * 100.0,
+                (limited - rwnd).max(0.0) * 100.0
+            )
+        } else {
+            format!(
+                "{n} stream(s) at {rate:.0} Mbit/s, no queue on the path, congestion window \
+                 growing slowly (buffer-limited only {:.0} % of busy time)",
+                limited * 100.0
+            )
+        };
         if add == 0 {
             let why = if by_memory == 0 {
                 "--max-memory"
@@ -298,6 +312,35 @@ mod tests {
         let (n, p) = run(950.0, 4.4e6, 200, WIDE, 30);
         assert_eq!(n, 16, "{:?}", p.log);
         assert!(p.is_settled());
+    }
+
+    #[test]
+    fn slow_start_is_waited_out_then_a_slow_congestion_window_gets_company() {
+        let mut p = StreamPolicy::new(WIDE);
+        let mut s = TcpStats {
+            rtt_us: 50_000,
+            min_rtt_us: 50_000,
+            cwnd_bytes: 100_000,
+            ..TcpStats::default()
+        };
+        let mut observe = |ms: u64, s: &TcpStats| {
+            p.observe(&Observation {
+                now: Duration::from_millis(ms),
+                streams: &[*s],
+                memory: 1,
+            })
+        };
+        assert_eq!(observe(0, &s), None);
+        // Doubling: slow start, not yet at any limit.
+        s.cwnd_bytes = 400_000;
+        s.busy_us = 300_000;
+        assert_eq!(observe(300, &s), None);
+        // Barely growing, not held by buffers, no queue: cubic crawling; more streams help.
+        s.cwnd_bytes = 420_000;
+        s.busy_us = 600_000;
+        let c = observe(600, &s).expect("a step");
+        assert_eq!(c.add, 3);
+        assert!(c.reason.contains("growing slowly"), "{}", c.reason);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! DRS fed by `TCP_INFO`, evaluated once per RTT at each end.
 //!
 //! Receiver: the bytes that arrived during the last RTT are what was in flight. If that fills
-//! most of the window and the RTT is at its base, the window is the bottleneck: it doubles, every
-//! RTT during start-up (keeping pace with slow start). The first RTT stretched by 8 % ends
-//! start-up and the window falls back at once (undoing the last RTT's overshoot) to 1.25 × the
-//! larger of the BDP estimate and half the window (which showed no queue a doubling ago). Later, once
+//! most of the window and the RTT is at its base, the window is the bottleneck: it grows
+//! fourfold per look during start-up (a change shows only an RTT later, so this keeps pace with
+//! slow start). The first RTT stretched by 8 % ends start-up and the window falls back at once
+//! (undoing the last step's overshoot) to 1.25 × the larger of the BDP estimate and a quarter
+//! of the window (which showed no queue a step ago). Later, once
 //! the previous change has shown its effect, a full window grows by a quarter. Such a growth is
 //! a trial: if the rate has not risen by 3 % three RTTs later, the path was the limit, the
 //! window goes back to its size before the trial (or 1.25 × the BDP the trial revealed, if
@@ -174,12 +175,12 @@ impl Info {
                 return;
             }
         }
-        // The first stretched RTT ends the start-up: the doubling overshot by up to one RTT's
+        // The first stretched RTT ends the start-up: the growth overshot by up to one RTT's
         // growth, so the window falls back to 1.25 x BDP at once.
         let startup_over = rtt.as_secs_f64() > STARTUP_QUEUE * base.as_secs_f64();
         if self.starting && startup_over && self.size.is_some() {
             self.starting = false;
-            // Half the window showed no queue a doubling ago: the BDP is at least about that.
+            // A quarter of the window showed no queue a step ago: the BDP is at least about that.
             let size = (STEADY_GAIN * bdp).max(STEADY_GAIN * window / GROWTH_GAIN) as u64;
             let size = size.max(STOCK_BUFFER);
             self.previous = self.size;
@@ -190,7 +191,7 @@ impl Info {
             Self::set_window(d, size, tcp, note);
             return;
         }
-        // At the base RTT a full window is the bottleneck for sure: double it, every RTT during
+        // At the base RTT a full window is the bottleneck for sure: grow it fourfold, every RTT during
         // start-up (keeping pace with slow start), then once each change has shown its effect.
         // With a stretched RTT, try a quarter more.
         let settled = s.now.saturating_sub(self.changed_at) >= 2 * rtt;
