@@ -16,7 +16,13 @@ exp1() {  # 1 Gbit/s, 1-BDP queue, stock profile, 2 GiB: -p auto against the cei
         --runs "$runs" --size 2G --tool iperf3@tuned --tool fatpipe:drs/pauto \
         --tool globus-p4 --tool globus-p8 \
         --fatpipe-args "--stats $PWD/$out/stats.jsonl" --out "$out"
-    "$bin" plot "$out/stats.jsonl" --tuning drs -o "$out/auto.svg"
+    "$bin" plot-lab "$out/results.json" -o "$out/throughput.svg"
+    # One more -p auto run at 200 ms on its own, for a figure of its decisions over time.
+    rm -f "$out/auto-200ms.jsonl"
+    "$bin" lab --rtt 200ms --rate 1gbit --profile stock --runs 1 --size 2G \
+        --tool fatpipe:drs/pauto --fatpipe-args "--stats $PWD/$out/auto-200ms.jsonl" \
+        --out "$out/auto-200ms"
+    "$bin" plot "$out/auto-200ms.jsonl" -o "$out/auto-200ms.svg"
 }
 
 exp2() {  # tcp-autotuning-comparison.txt's matrix: RTT x streams x tuning, 1 Gbit/s, 128 MiB

@@ -301,18 +301,39 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     register_font()?;
     let (recs, events) = load(&a.stats, a.tuning.as_deref())?;
     let fig = figure(&recs, &events, &a.true_bdp);
-    let ext = a
-        .out
+    render(&a.out, a.size, &fig)?;
+    eprintln!("fatpipe plot: wrote {}", a.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Something drawable on any plotters backend.
+pub(crate) trait Picture {
+    /// Draws on `root`.
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static;
+}
+
+/// Writes `picture` to `out`, SVG or PNG by its extension, `size` pixels.
+pub(crate) fn render(out: &Path, size: (u32, u32), picture: &impl Picture) -> anyhow::Result<()> {
+    let ext = out
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
     match ext.as_deref() {
-        Some("svg") => draw(SVGBackend::new(&a.out, a.size).into_drawing_area(), &fig)?,
-        Some("png") => draw(BitMapBackend::new(&a.out, a.size).into_drawing_area(), &fig)?,
+        Some("svg") => picture.draw(SVGBackend::new(out, size).into_drawing_area()),
+        Some("png") => picture.draw(BitMapBackend::new(out, size).into_drawing_area()),
         _ => bail!("the output must end in .svg or .png"),
     }
-    eprintln!("fatpipe plot: wrote {}", a.out.display());
-    Ok(ExitCode::SUCCESS)
+}
+
+impl Picture for Figure {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw(root, self)
+    }
 }
 
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &Figure) -> anyhow::Result<()>

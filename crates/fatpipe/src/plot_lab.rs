@@ -3,7 +3,7 @@
 //! (the seeds' parallel-stream figures); otherwise one panel of throughput against RTT, a line
 //! per tool, with the link's goodput ceiling.
 
-use crate::plot::{panel, register_font, Series};
+use crate::plot::{panel, register_font, render, Picture, Series};
 use anyhow::{bail, Context};
 use fatpipe_lab::report::CaseResult;
 use plotters::coord::Shift;
@@ -34,14 +34,17 @@ fn split_streams(label: &str) -> Option<(String, f64)> {
     Some((format!("{tool} {tail}").trim().to_string(), n))
 }
 
-/// Where a result goes: its panel, its line, and its x.
-type Placement = dyn Fn(&CaseResult) -> Option<(String, String, f64)>;
+/// The points of each line of a panel, by line name.
+type Lines = BTreeMap<String, Vec<(f64, f64)>>;
+
+/// Where a result goes: its panel (an order and a title), its line, and its x.
+type Placement = dyn Fn(&CaseResult) -> Option<((i64, String), String, f64)>;
 
 /// The panels: title and lines.
 fn panels(results: &[CaseResult]) -> (Vec<(String, Vec<Series>)>, &'static str) {
     let median = |r: &CaseResult| r.throughput().map(|t| t.0);
     let lines = |key: &Placement| {
-        let mut by_panel: BTreeMap<String, BTreeMap<String, Vec<(f64, f64)>>> = BTreeMap::new();
+        let mut by_panel: BTreeMap<(i64, String), Lines> = BTreeMap::new();
         for r in results {
             if let (Some((panel, line, x)), Some(y)) = (key(r), median(r)) {
                 by_panel
@@ -54,7 +57,7 @@ fn panels(results: &[CaseResult]) -> (Vec<(String, Vec<Series>)>, &'static str) 
         }
         by_panel
             .into_iter()
-            .map(|(title, ls)| {
+            .map(|((_, title), ls)| {
                 let series = ls
                     .into_iter()
                     .map(|(name, mut points)| {
@@ -69,15 +72,12 @@ fn panels(results: &[CaseResult]) -> (Vec<(String, Vec<Series>)>, &'static str) 
     if results.iter().all(|r| split_streams(&r.label).is_some()) {
         let p = lines(&|r| {
             let (tool, n) = split_streams(&r.label)?;
-            Some((
-                format!("RTT {} ms", fatpipe_lab::report::format_ms(r.rtt_ms)),
-                tool,
-                n,
-            ))
+            let title = format!("RTT {} ms", fatpipe_lab::report::format_ms(r.rtt_ms));
+            Some((((r.rtt_ms * 1e3) as i64, title), tool, n))
         });
         (p, "parallel streams")
     } else {
-        let mut p = lines(&|r| Some(("Throughput by RTT".into(), r.label.clone(), r.rtt_ms)));
+        let mut p = lines(&|r| Some(((0, "Throughput by RTT".into()), r.label.clone(), r.rtt_ms)));
         if let (Some((_, series)), Some(first)) = (p.first_mut(), results.first()) {
             let xs: Vec<f64> = results.iter().map(|r| r.rtt_ms).collect();
             let (lo, hi) = xs
@@ -89,6 +89,21 @@ fn panels(results: &[CaseResult]) -> (Vec<(String, Vec<Series>)>, &'static str) 
             });
         }
         (p, "RTT (ms)")
+    }
+}
+
+/// The panels to draw and what their x axis is.
+struct Chart {
+    panels: Vec<(String, Vec<Series>)>,
+    x_desc: &'static str,
+}
+
+impl Picture for Chart {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw(root, &self.panels, self.x_desc)
     }
 }
 
@@ -129,24 +144,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if panels.is_empty() {
         bail!("no successful runs to draw");
     }
-    let ext = a
-        .out
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("svg") => draw(
-            SVGBackend::new(&a.out, a.size).into_drawing_area(),
-            &panels,
-            x_desc,
-        )?,
-        Some("png") => draw(
-            BitMapBackend::new(&a.out, a.size).into_drawing_area(),
-            &panels,
-            x_desc,
-        )?,
-        _ => bail!("the output must end in .svg or .png"),
-    }
+    render(&a.out, a.size, &Chart { panels, x_desc })?;
     eprintln!("fatpipe plot-lab: wrote {}", a.out.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -250,6 +250,7 @@ fn eret_sends_a_part_and_esto_writes_at_an_offset() {
     assert_eq!(c.cmd("ERET P 10 20 /e.bin").0, 150);
     let (mut d, _) = l.accept().unwrap();
     assert_eq!(read_blocks(&mut d), vec![(0, data[10..30].to_vec())]);
+    drop(d); // the receiver closes: the sender's EOD said it would not reuse the connection
     assert_eq!(c.reply().0, 226);
     // ESTO A: blocks land at 100 + their offset; the rest of the file stays.
     let mut d = c.data();

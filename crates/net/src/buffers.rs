@@ -36,6 +36,16 @@ impl BufferControl {
         self.force
     }
 
+    /// The most receive-buffer memory one socket can take here, as the kernel accounts it
+    /// (twice `net.core.rmem_max` when not forcing); `None` when forcing (no cap but memory).
+    pub fn receive_cap(&self) -> Option<u64> {
+        if self.force {
+            return None;
+        }
+        let text = std::fs::read_to_string("/proc/sys/net/core/rmem_max").ok()?;
+        text.trim().parse::<u64>().ok().map(|n| 2 * n)
+    }
+
     /// Sets the sizes in `b` (`setsockopt` values; Linux doubles them). Returns a description
     /// of each cap that held a buffer below what was asked.
     pub fn apply(&self, fd: BorrowedFd<'_>, b: &Buffers) -> io::Result<Vec<String>> {

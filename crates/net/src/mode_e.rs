@@ -148,6 +148,9 @@ pub struct SendReport {
     pub decisions: Vec<String>,
 }
 
+/// Longest wait for the receiver to close a connection after its EOD.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
 /// How often the sender looks at its streams for the policy.
 const POLICY_TICK: Duration = Duration::from_millis(100);
 
@@ -174,12 +177,10 @@ pub fn send(
                 r
             })
         };
-        let mut workers = Vec::new();
-        for _ in 0..job.start.max(1) {
-            if lock(&plan).join() {
-                workers.push(stream());
-            }
-        }
+        // Register every initial stream before any starts: a fast first stream could otherwise
+        // hand out the last block before the others join.
+        let initial = (0..job.start.max(1)).filter(|_| lock(&plan).join()).count();
+        let mut workers: Vec<_> = (0..initial).map(|_| stream()).collect();
         while !workers.iter().all(|w| w.is_finished()) {
             std::thread::sleep(POLICY_TICK);
             let Some(p) = policy.as_mut() else { continue };
@@ -280,8 +281,10 @@ fn send_stream(
         .write_all(&tail)
         .map_err(|e| mine.classify(PumpError::Write(e)))?;
     if job.close {
-        // Wait for the receiver to close first, so the last bytes are not lost to a reset.
+        // Wait (a bounded while: a receiver may keep the connection) for the receiver to close
+        // first, so the last bytes are not lost to a reset.
         let _ = sock.shutdown(std::net::Shutdown::Write);
+        let _ = sock.set_read_timeout(Some(CLOSE_WAIT));
         let _ = (&sock).read(&mut [0u8; 1]);
     }
     let _ = sock.shutdown(std::net::Shutdown::Both);
@@ -314,6 +317,7 @@ pub fn receive(
     };
     std::thread::scope(|scope| {
         let mut workers = Vec::new();
+        let mut accepted = 0u32;
         let mut last_progress = (Instant::now(), 0u64);
         loop {
             if lock(state).is_complete() {
@@ -355,6 +359,7 @@ pub fn receive(
                 }
             };
             if let Some(sock) = sock {
+                accepted += 1;
                 let mine = Arc::new(Pump::child(pump));
                 mine.attach(&sock).map_err(PumpError::Read)?;
                 on_stream(&sock, &mine);
@@ -370,15 +375,12 @@ pub fn receive(
                 }));
             }
         }
-        let streams = workers.len();
-        let mut total = 0;
         for w in workers {
             join_stream(w)?;
-            total += 1;
         }
         Ok(ReceiveReport {
             bytes: pump.bytes(),
-            streams: (streams.max(total)) as u32,
+            streams: accepted,
         })
     })
 }

@@ -314,6 +314,15 @@ mod tests {
         assert!(p.is_settled());
     }
 
+    /// `p` sees one stream `s` at `ms`.
+    fn one_stream(p: &mut StreamPolicy, ms: u64, s: &TcpStats) -> Option<StreamChange> {
+        p.observe(&Observation {
+            now: Duration::from_millis(ms),
+            streams: &[*s],
+            memory: 1,
+        })
+    }
+
     #[test]
     fn slow_start_is_waited_out_then_a_slow_congestion_window_gets_company() {
         let mut p = StreamPolicy::new(WIDE);
@@ -323,13 +332,7 @@ mod tests {
             cwnd_bytes: 100_000,
             ..TcpStats::default()
         };
-        let mut observe = |ms: u64, s: &TcpStats| {
-            p.observe(&Observation {
-                now: Duration::from_millis(ms),
-                streams: &[*s],
-                memory: 1,
-            })
-        };
+        let mut observe = |ms: u64, s: &TcpStats| one_stream(&mut p, ms, s);
         assert_eq!(observe(0, &s), None);
         // Doubling: slow start, not yet at any limit.
         s.cwnd_bytes = 400_000;
@@ -351,13 +354,7 @@ mod tests {
             min_rtt_us: 100_000,
             ..TcpStats::default()
         };
-        let mut observe = |ms: u64, s: &TcpStats| {
-            p.observe(&Observation {
-                now: Duration::from_millis(ms),
-                streams: &[*s],
-                memory: 1,
-            })
-        };
+        let mut observe = |ms: u64, s: &TcpStats| one_stream(&mut p, ms, s);
         assert_eq!(observe(0, &s), None);
         s.busy_us = 600_000;
         s.rwnd_limited_us = 600_000;

@@ -71,11 +71,18 @@ impl Connection {
                 },
             ),
             Streams::Auto { max, max_memory } => {
+                // A sending server does not know this end's memory bound: ask for no more
+                // streams than it allows at the receive-buffer cap of one socket.
+                let cap = self.tune.as_ref().and_then(|t| t.control.receive_cap());
+                let by_memory = match (max_memory, cap) {
+                    (Some(m), Some(c)) if c > 0 => (m / c).clamp(1, u64::from(max)) as u32,
+                    _ => max,
+                };
                 let p = if self.has_feature("DRS") {
                     Parallelism {
                         start: 1,
                         min: 1,
-                        max,
+                        max: by_memory,
                     }
                 } else {
                     Parallelism::fixed(4.min(max))
