@@ -2,8 +2,8 @@
 //! opens them; `-p auto` lets it choose how many), `OPTS RETR Parallelism`, `REST` ranges for
 //! resuming, and `CKSM` for end-to-end verification.
 
-use super::{describe, finish, Connection};
-use anyhow::{anyhow, bail, Context};
+use super::{describe, finish, receive_error, send_error, Connection};
+use anyhow::{bail, Context};
 use fatpipe_net::mode_e::{self, Links, SendJob};
 use fatpipe_net::{Pump, TunerConfig, Tuners};
 use fatpipe_proto::gridftp::{parse_transfer_notes, ChecksumAlg, Cksm, Parallelism};
@@ -211,12 +211,8 @@ impl Connection {
         let on_stream = tuners.starter(self.tune.clone(), Role::Receiver);
         let state = Arc::new(Mutex::new(Reassembly::new(u64::MAX)));
         let (moved, fin) = self.drive(&tuners, Some(pump), || {
-            mode_e::receive(file, 0, &state, &links, pump, &on_stream).map_err(|e| match e {
-                fatpipe_net::PumpError::Write(io) => {
-                    anyhow!("writing the local copy of {path}: {io}")
-                }
-                e => anyhow!("receiving {path}: {e}"),
-            })
+            mode_e::receive(file, 0, &state, &links, pump, &on_stream)
+                .map_err(|e| receive_error(path, e))
         })?;
         if let Ok(r) = &moved {
             // A fatpipe sender says in its final reply why it used as many streams as it did.
@@ -275,10 +271,7 @@ impl Connection {
         let tuners = Tuners::default();
         let on_stream = tuners.starter(self.tune.clone(), Role::Sender);
         let (moved, fin) = self.drive(&tuners, Some(pump), || {
-            mode_e::send(job, &links, pump, &on_stream).map_err(|e| match e {
-                fatpipe_net::PumpError::Read(io) => anyhow!("reading local file for {path}: {io}"),
-                e => anyhow!("sending {path}: {e}"),
-            })
+            mode_e::send(job, &links, pump, &on_stream).map_err(|e| send_error(path, e))
         })?;
         if let Ok(r) = &moved {
             self.last_streams = Some(StreamsReport {

@@ -462,12 +462,8 @@ impl Connection {
         let tuned = Some((Role::Receiver, pump));
         self.transfer(Command::Retr(path.into()), offset, tuned, |data| {
             pump.attach(&data)?;
-            pump.copy(&mut &data, sink).map_err(|e| match e {
-                fatpipe_net::PumpError::Write(io) => {
-                    anyhow!("writing the local copy of {path}: {io}")
-                }
-                e => anyhow!("receiving {path}: {e}"),
-            })
+            pump.copy(&mut &data, sink)
+                .map_err(|e| receive_error(path, e))
         })
     }
 
@@ -483,10 +479,9 @@ impl Connection {
         let tuned = Some((Role::Sender, pump));
         self.transfer(Command::Stor(path.into()), offset, tuned, |data| {
             pump.attach(&data)?;
-            let n = pump.send_file(file, &data).map_err(|e| match e {
-                fatpipe_net::PumpError::Read(io) => anyhow!("reading local file for {path}: {io}"),
-                e => anyhow!("sending {path}: {e}"),
-            })?;
+            let n = pump
+                .send_file(file, &data)
+                .map_err(|e| send_error(path, e))?;
             // Closing the data connection is what tells the server the file is complete.
             data.shutdown(std::net::Shutdown::Write)?;
             Ok(n)
@@ -548,6 +543,22 @@ fn take_reply(tuners: &Tuners, probes: &mut VecDeque<Instant>, r: Reply) -> Opti
         _ => return Some(r),
     }
     None
+}
+
+/// A failed download of `path`, naming the side that failed (the local file or the network).
+fn receive_error(path: &str, e: fatpipe_net::PumpError) -> anyhow::Error {
+    match e {
+        fatpipe_net::PumpError::Write(io) => anyhow!("writing the local copy of {path}: {io}"),
+        e => anyhow!("receiving {path}: {e}"),
+    }
+}
+
+/// A failed upload of `path`, naming the side that failed (the local file or the network).
+fn send_error(path: &str, e: fatpipe_net::PumpError) -> anyhow::Error {
+    match e {
+        fatpipe_net::PumpError::Read(io) => anyhow!("reading local file for {path}: {io}"),
+        e => anyhow!("sending {path}: {e}"),
+    }
 }
 
 /// The outcome of a transfer from what the data side and the server each said.
