@@ -1,12 +1,15 @@
 //! How many parallel streams a transfer needs (`-p auto`), decided by the sending end from
 //! what its sockets report. Streams held back by buffers (the peer's receive window or the
 //! send buffer, both capped by the system) leave the path's queue empty: their RTT stays at
-//! the path's minimum and nothing is lost. While that holds, open more (four times as many:
-//! each new stream needs its own slow start and window growth, so small steps cost seconds on
-//! a long path), but only once the streams opened last have caught up with the others (their
-//! delivery rate at least 60 % of the fastest's): the queue they will build is not there yet
-//! while they ramp up. Once the queue builds (RTT above the minimum), segments are lost, or a
-//! step takes rate from the streams already there, the path is the limit and the count stays.
+//! the path's minimum and nothing is lost. While that holds, open more. The first stream is
+//! looked at every RTT and gets seven companions as soon as its window, not the path, holds it
+//! for most of an RTT, also while that window is still growing: every step costs the new
+//! streams a slow start (about 8 RTTs, 1.6 s at 200 ms), and on a path slower than they can
+//! carry they only share it. Later steps double the count, once no stream is in slow start
+//! any more (the queue they will build is not there yet while they ramp up). Once a queue
+//! stands (RTT above the minimum in two looks running: one may be slow-start bursts), segments
+//! are lost, or a step takes rate from the streams already there, the path is the limit and
+//! the count stays.
 
 use crate::sample::TcpStats;
 use std::time::Duration;
@@ -45,15 +48,18 @@ const LIMITED: f64 = 0.5;
 /// After a step, the streams that were there before must keep this share of their rate: if
 /// the new ones took more from them, the path is full.
 const KEEPS: f64 = 0.85;
-/// Each step multiplies the stream count by this much.
-const GROWTH: u32 = 4;
-/// A stream has caught up when its delivery rate is this share of the fastest stream's.
-const CAUGHT_UP: f64 = 0.6;
+/// The first step multiplies the stream count by this much, later ones by [`GROWTH`]: each
+/// step costs the new streams a slow start (about 8 RTTs to reach a 4 MiB window), so the
+/// first one, taken as soon as the first stream shows that buffers hold it, is a big one.
+const FIRST_GROWTH: u32 = 8;
+/// Later steps double: the streams already there show how far each stream gets.
+const GROWTH: u32 = 2;
 /// Smoothed RTT over the minimum above which the path's queue is building.
 const QUEUED: f64 = 1.15;
-/// Shortest evaluation period, and RTTs per period.
-const MIN_PERIOD: Duration = Duration::from_millis(300);
-const RTTS_PER_PERIOD: u32 = 4;
+/// Evaluation period, in RTTs and at least so long: a lone stream is looked at every RTT,
+/// several (whose new members are ramping up) every two.
+const LONE_PERIOD: (u32, Duration) = (1, Duration::from_millis(150));
+const PERIOD: (u32, Duration) = (2, Duration::from_millis(300));
 
 /// One stream's counters at the start of a period.
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +93,10 @@ pub struct StreamPolicy {
     mark: Option<(Duration, Vec<Counters>)>,
     /// The latest step: streams before it and their rate (Mbit/s) just before.
     step: Option<(usize, f64)>,
+    /// The previous period showed a queue.
+    queue_seen: bool,
+    /// Streams asked for so far (connections may still be on their way).
+    opened: usize,
     settled: bool,
     /// Every decision so far, for the summary.
     pub log: Vec<String>,
@@ -99,6 +109,8 @@ impl StreamPolicy {
             limits,
             mark: None,
             step: None,
+            queue_seen: false,
+            opened: 0,
             settled: false,
             log: Vec::new(),
         }
@@ -111,7 +123,9 @@ impl StreamPolicy {
 
     /// Takes an observation; answers how many streams to open, if any.
     pub fn observe(&mut self, o: &Observation<'_>) -> Option<StreamChange> {
-        if self.settled || o.streams.is_empty() {
+        self.opened = self.opened.max(o.streams.len());
+        // Judged only with every stream asked for connected.
+        if self.settled || o.streams.is_empty() || o.streams.len() < self.opened {
             return None;
         }
         let now: Vec<Counters> = o.streams.iter().map(Counters::of).collect();
@@ -121,12 +135,12 @@ impl StreamPolicy {
         };
         let rtt = o.streams.iter().map(|s| s.rtt_us).max().unwrap_or(0);
         // A lone stream has nobody to catch up with: look twice as often.
-        let rtts = if o.streams.len() == 1 {
-            RTTS_PER_PERIOD / 2
+        let (rtts, shortest) = if o.streams.len() == 1 {
+            LONE_PERIOD
         } else {
-            RTTS_PER_PERIOD
+            PERIOD
         };
-        let period = (Duration::from_micros(rtt.into()) * rtts).max(MIN_PERIOD);
+        let period = (Duration::from_micros(rtt.into()) * rtts).max(shortest);
         if o.now < at + period {
             return None;
         }
@@ -172,26 +186,42 @@ impl StreamPolicy {
                 ));
             }
         }
-        if queue > QUEUED || lost > 0.0 {
+        // A queue seen once may be the bursts of streams in slow start; seen in two periods
+        // running, it stands.
+        let queued = queue > QUEUED;
+        let seen = std::mem::replace(&mut self.queue_seen, queued);
+        if lost > 0.0 || (queued && seen) {
             return self.settle(format!(
                 "{n} stream(s) at {rate:.0} Mbit/s fill the path: RTT {:.0} % above its \
                  minimum, {lost:.0} segments retransmitted; staying at {n}",
                 (queue - 1.0) * 100.0
             ));
         }
-        // New streams still in slow start will add to the queue; judge once they have caught up.
-        let fastest = o.streams.iter().map(|s| s.delivery_rate).max().unwrap_or(0) as f64;
-        if o.streams
-            .iter()
-            .any(|s| (s.delivery_rate as f64) < CAUGHT_UP * fastest)
-        {
+        if queued {
             return None;
         }
-        // A congestion window still growing by half or more per period is in slow start: the
-        // stream has not found its limit yet. Otherwise, with no queue, more streams can only
-        // help: streams held by buffers (the usual case) or a congestion control that grows
-        // slowly (cubic after an early slow-start exit) both leave the path room.
-        if (0..old).any(|i| now[i].cwnd > before[i].cwnd + before[i].cwnd / 2) {
+        // A stream in slow start has not found its limit and will add to the queue: one opened
+        // during the period, or one not held by buffers that has not had a whole congestion
+        // window acknowledged (to grow it) or whose congestion window grew by half or more
+        // (behind a full peer window it may grow; that is no slow start). Several
+        // streams are judged once none is in slow start; those held by buffers or grown slowly
+        // (cubic after an early slow-start exit, which streams starting together often cause)
+        // leave the path room while there is no queue. A lone stream held by its window for
+        // most of an RTT gets company at once, even while that window still grows: the
+        // companions' slow start is the cost of every step, and at a long RTT it is seconds.
+        let ramping = |i: usize| {
+            let (was, is) = (before[i].cwnd, now[i].cwnd);
+            let busy = now[i].busy_us.saturating_sub(before[i].busy_us).max(1) as f64;
+            let held = now[i].limited_us.saturating_sub(before[i].limited_us) as f64 / busy;
+            let acked = now[i].bytes.saturating_sub(before[i].bytes);
+            held < LIMITED && (acked < was || is > was + was / 2)
+        };
+        let waiting = if n == 1 {
+            limited < LIMITED && ramping(0)
+        } else {
+            now.len() > old || (0..old).any(ramping)
+        };
+        if waiting {
             return None;
         }
         let per_stream = o.memory / u64::from(n).max(1);
@@ -199,7 +229,12 @@ impl StreamPolicy {
             Some(m) if per_stream > 0 => (m.saturating_sub(o.memory) / per_stream) as u32,
             _ => u32::MAX,
         };
-        let add = (n * (GROWTH - 1))
+        let growth = if self.log.is_empty() {
+            FIRST_GROWTH
+        } else {
+            GROWTH
+        };
+        let add = (n * (growth - 1))
             .min(self.limits.max.saturating_sub(n))
             .min(by_memory);
         let held = if limited >= LIMITED {
@@ -226,6 +261,7 @@ impl StreamPolicy {
             return self.settle(format!("{held}, but {why} allows no more"));
         }
         self.step = Some((n as usize, rate_of(n as usize)));
+        self.opened = (n + add) as usize;
         let reason = format!("{held}: opening {add} more");
         self.log.push(reason.clone());
         Some(StreamChange { add, reason })
@@ -298,20 +334,51 @@ mod tests {
 
     #[test]
     fn opens_streams_until_the_path_is_the_limit() {
-        // 4.4 MB window at 100 ms = 352 Mbit/s a stream; 1 Gbit/s needs 3: four, then the
-        // queue, once the new ones have caught up.
+        // 4.4 MB window at 100 ms = 352 Mbit/s a stream; 1 Gbit/s needs 3: eight at once,
+        // then the queue.
         let (n, p) = run(950.0, 4.4e6, 100, WIDE, 20);
-        assert_eq!(n, 4, "{:?}", p.log);
+        assert_eq!(n, 8, "{:?}", p.log);
         assert!(p.is_settled());
         assert!(
             p.log.last().is_some_and(|l| l.contains("fill the path")),
             "{:?}",
             p.log
         );
-        // 200 ms: 176 Mbit/s a stream, needs 6: grows to 16, then stops.
-        let (n, p) = run(950.0, 4.4e6, 200, WIDE, 30);
+        // 1.1 MB at 200 ms: 44 Mbit/s a stream, needs 22: eight, then twice as many (the
+        // limit of 16), then no more.
+        let (n, p) = run(950.0, 1.1e6, 200, WIDE, 30);
         assert_eq!(n, 16, "{:?}", p.log);
+        assert!(p.log[1].contains("opening 8 more"), "{:?}", p.log);
         assert!(p.is_settled());
+        assert!(
+            p.log.last().is_some_and(|l| l.contains("the stream limit")),
+            "{:?}",
+            p.log
+        );
+    }
+
+    #[test]
+    fn a_stream_held_by_its_window_gets_company_while_its_congestion_window_grows() {
+        let mut p = StreamPolicy::new(WIDE);
+        let mut s = stream(200_000, 200_000, 100_000);
+        assert_eq!(one_stream(&mut p, 0, &s), None);
+        // Doubling, but the peer's window held it 80 % of the RTT, with no queue.
+        s.cwnd_bytes = 200_000;
+        s.busy_us = 200_000;
+        s.rwnd_limited_us = 160_000;
+        let c = one_stream(&mut p, 200, &s).expect("a step");
+        assert_eq!(c.add, 7);
+        assert!(c.reason.contains("peer's window 80 %"), "{}", c.reason);
+    }
+
+    /// A stream's `TCP_INFO` with its smoothed and minimum RTT (µs) and congestion window.
+    fn stream(rtt_us: u32, min_rtt_us: u32, cwnd_bytes: u64) -> TcpStats {
+        TcpStats {
+            rtt_us,
+            min_rtt_us,
+            cwnd_bytes,
+            ..TcpStats::default()
+        }
     }
 
     /// `p` sees one stream `s` at `ms`.
@@ -326,34 +393,98 @@ mod tests {
     #[test]
     fn slow_start_is_waited_out_then_a_slow_congestion_window_gets_company() {
         let mut p = StreamPolicy::new(WIDE);
-        let mut s = TcpStats {
-            rtt_us: 50_000,
-            min_rtt_us: 50_000,
-            cwnd_bytes: 100_000,
-            ..TcpStats::default()
-        };
+        let mut s = stream(50_000, 50_000, 100_000);
         let mut observe = |ms: u64, s: &TcpStats| one_stream(&mut p, ms, s);
         assert_eq!(observe(0, &s), None);
         // Doubling: slow start, not yet at any limit.
         s.cwnd_bytes = 400_000;
+        s.bytes_acked = 500_000;
         s.busy_us = 300_000;
         assert_eq!(observe(300, &s), None);
-        // Barely growing, not held by buffers, no queue: cubic crawling; more streams help.
+        // Barely growing over a whole window acknowledged, not held by buffers, no queue: cubic
+        // crawling; more streams help.
         s.cwnd_bytes = 420_000;
         s.busy_us = 600_000;
+        s.bytes_acked = 2_000_000;
         let c = observe(600, &s).expect("a step");
-        assert_eq!(c.add, 3);
+        assert_eq!(c.add, 7);
         assert!(c.reason.contains("growing slowly"), "{}", c.reason);
+    }
+
+    #[test]
+    fn a_queue_settles_the_count_only_when_seen_twice_running() {
+        let mut p = StreamPolicy::new(WIDE);
+        let mut s = stream(130_000, 100_000, 0);
+        assert_eq!(one_stream(&mut p, 0, &s), None);
+        // 30 % above the minimum once: maybe a burst; the policy neither steps nor settles.
+        s.busy_us = 200_000;
+        s.rwnd_limited_us = 200_000;
+        assert_eq!(one_stream(&mut p, 200, &s), None);
+        assert!(!p.is_settled());
+        // Gone: held by the window with no queue, it steps.
+        s.rtt_us = 100_000;
+        s.busy_us = 400_000;
+        s.rwnd_limited_us = 400_000;
+        assert_eq!(one_stream(&mut p, 400, &s).map(|c| c.add), Some(7));
+        // A fresh policy that sees the queue twice running settles.
+        let mut p = StreamPolicy::new(WIDE);
+        s.rtt_us = 130_000;
+        for ms in [0, 200, 400] {
+            assert_eq!(one_stream(&mut p, ms, &s), None);
+            s.busy_us += 200_000;
+            s.rwnd_limited_us += 200_000;
+        }
+        assert!(p.is_settled());
+        assert!(p.log[0].contains("RTT 30 % above"), "{:?}", p.log);
+    }
+
+    #[test]
+    fn several_streams_wait_while_one_is_in_slow_start() {
+        let mut p = StreamPolicy::new(WIDE);
+        let mut a = stream(200_000, 200_000, 5_000_000);
+        let mut b = TcpStats {
+            cwnd_bytes: 400_000,
+            ..a
+        };
+        let mut observe = |ms: u64, a: &TcpStats, b: &TcpStats| {
+            p.observe(&Observation {
+                now: Duration::from_millis(ms),
+                streams: &[*a, *b],
+                memory: 1,
+            })
+        };
+        assert_eq!(observe(0, &a, &b), None);
+        // The first stream is held by its window; the second doubles its congestion window.
+        a.rwnd_limited_us += 400_000;
+        for s in [&mut a, &mut b] {
+            s.busy_us += 400_000;
+            s.bytes_acked += 10_000_000;
+        }
+        b.cwnd_bytes = 1_600_000;
+        assert_eq!(observe(400, &a, &b), None);
+        // The second now grows slowly, no queue: the first step, eight times as many.
+        a.rwnd_limited_us += 400_000;
+        for s in [&mut a, &mut b] {
+            s.busy_us += 400_000;
+            s.bytes_acked += 10_000_000;
+        }
+        b.cwnd_bytes = 1_800_000;
+        assert_eq!(observe(800, &a, &b).map(|c| c.add), Some(14));
+        // Until all sixteen are connected, nothing is judged.
+        let fifteen = vec![a; 15];
+        let o = Observation {
+            now: Duration::from_secs(5),
+            streams: &fifteen,
+            memory: 1,
+        };
+        assert_eq!(p.observe(&o), None);
+        assert!(!p.is_settled());
     }
 
     #[test]
     fn losses_stop_the_growth() {
         let mut p = StreamPolicy::new(WIDE);
-        let mut s = TcpStats {
-            rtt_us: 100_000,
-            min_rtt_us: 100_000,
-            ..TcpStats::default()
-        };
+        let mut s = stream(100_000, 100_000, 0);
         let mut observe = |ms: u64, s: &TcpStats| one_stream(&mut p, ms, s);
         assert_eq!(observe(0, &s), None);
         s.busy_us = 600_000;

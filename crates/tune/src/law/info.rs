@@ -73,8 +73,9 @@ pub struct Info {
     changed_at: Duration,
     previous: Option<u64>,
     starting: bool,
-    /// Seeded from a sibling connection: no shrinking before this connection has once filled
-    /// its window (slow start leaves a seeded window unused for a while).
+    /// Seeded from a sibling connection: no shrinking (not even at the end of start-up) before
+    /// this connection has once filled its window (slow start leaves a seeded window unused for
+    /// a while).
     seeded: bool,
 }
 
@@ -182,7 +183,9 @@ impl Info {
             self.starting = false;
             // A quarter of the window showed no queue a step ago: the BDP is at least about that.
             let size = (STEADY_GAIN * bdp).max(STEADY_GAIN * window / GROWTH_GAIN) as u64;
-            let size = size.max(STOCK_BUFFER);
+            // A seeded window not yet filled is no overshoot of this connection's: kept.
+            let kept = if self.seeded { self.size } else { None };
+            let size = size.max(STOCK_BUFFER).max(kept.unwrap_or(0));
             self.previous = self.size;
             self.size = Some(size);
             self.changed_at = s.now;
@@ -297,14 +300,14 @@ impl Law for Info {
         Setup::default()
     }
 
-    /// A receiver starts at its siblings' window, past start-up (growth is by trials from
-    /// there); a sender's buffer follows its congestion window and needs no seed.
+    /// A receiver starts at its siblings' window and stays in start-up (a sibling seen early
+    /// may still be far from its own limit); a sender's buffer follows its congestion window
+    /// and needs no seed.
     fn seed(&mut self, bytes: u64) -> bool {
         if self.role != Role::Receiver {
             return false;
         }
         self.size = Some(bytes.max(STOCK_BUFFER));
-        self.starting = false;
         self.seeded = true;
         true
     }
@@ -476,6 +479,19 @@ mod tests {
         assert!(chosen.iter().all(|c| c.1 >= 4e6), "shrank: {chosen:?}");
         // A sender's law takes no seed.
         assert!(!Info::new(Role::Sender, &Params::default()).seed(1 << 20));
+    }
+
+    #[test]
+    fn a_receiver_seeded_early_still_grows_at_start_up_pace() {
+        // Opened beside a sibling that had just begun: seeded with 500 kB on a path of 1 Gbit/s
+        // and 200 ms (BDP 25 MB). Growth by trials (a quarter per few RTTs) would take seconds.
+        let mut path = Path::new(125e6, 0.2);
+        path.window = 500e3;
+        let mut law = receiver();
+        assert!(law.seed(500_000));
+        let chosen = path.run(&mut law, 3.0);
+        let reached = chosen.iter().find(|&&(_, w)| w >= 25e6).map(|&(t, _)| t);
+        assert!(reached.is_some_and(|t| t < 1.5), "too slow: {chosen:?}");
     }
 
     fn sender_sample(t_ms: u64, cwnd: u64, snd_wnd: u32, limited_us: u64, sndbuf: u64) -> Sample {
