@@ -6,7 +6,8 @@
 //! for most of an RTT, also while that window is still growing: every step costs the new
 //! streams a slow start (about 8 RTTs, 1.6 s at 200 ms), and on a path slower than they can
 //! carry they only share it. Later steps double the count, once no stream is in slow start
-//! any more (the queue they will build is not there yet while they ramp up). Once a queue
+//! any more (the queue they will build is not there yet while they ramp up), when buffers hold
+//! all streams at their caps or streams crawl far below their windows. Once a queue
 //! stands (RTT above the minimum in two looks running: one may be slow-start bursts), segments
 //! are lost, or a step takes rate from the streams already there, the path is the limit and
 //! the count stays.
@@ -54,6 +55,15 @@ const KEEPS: f64 = 0.85;
 const FIRST_GROWTH: u32 = 8;
 /// Later steps double: the streams already there show how far each stream gets.
 const GROWTH: u32 = 2;
+/// A stream held by buffers is at its cap when its rate is this share of the fastest stream's
+/// (the others' windows are still growing).
+const CAUGHT_UP: f64 = 0.6;
+/// Streams not held by buffers that carry less than this share of what the fastest stream's
+/// rate says their windows allow grow slowly far below their windows.
+const SLOW: f64 = 0.4;
+/// From this RTT on, a lone stream held by a peer window that still grows gets company at once
+/// (a step's slow start costs 0.8 s or more); below it the policy waits for that window's cap.
+const LONG_RTT: u32 = 100_000;
 /// Smoothed RTT over the minimum above which the path's queue is building.
 const QUEUED: f64 = 1.15;
 /// Evaluation period, in RTTs and at least so long: a lone stream is looked at every RTT,
@@ -70,6 +80,8 @@ struct Counters {
     busy_us: u64,
     retrans: u64,
     cwnd: u64,
+    /// The peer's window.
+    wnd: u64,
 }
 
 impl Counters {
@@ -81,6 +93,7 @@ impl Counters {
             busy_us: s.busy_us,
             retrans: s.total_retrans.into(),
             cwnd: s.cwnd_bytes,
+            wnd: s.snd_wnd.into(),
         }
     }
 }
@@ -207,8 +220,8 @@ impl StreamPolicy {
         // streams are judged once none is in slow start; those held by buffers or grown slowly
         // (cubic after an early slow-start exit, which streams starting together often cause)
         // leave the path room while there is no queue. A lone stream held by its window for
-        // most of an RTT gets company at once, even while that window still grows: the
-        // companions' slow start is the cost of every step, and at a long RTT it is seconds.
+        // most of an RTT gets company at once, at a long RTT even while that window still grows:
+        // the companions' slow start is the cost of every step, and there it is seconds.
         let ramping = |i: usize| {
             let (was, is) = (before[i].cwnd, now[i].cwnd);
             let busy = now[i].busy_us.saturating_sub(before[i].busy_us).max(1) as f64;
@@ -217,11 +230,29 @@ impl StreamPolicy {
             held < LIMITED && (acked < was || is > was + was / 2)
         };
         let waiting = if n == 1 {
-            limited < LIMITED && ramping(0)
+            if limited >= LIMITED {
+                let (was, is) = (before[0].wnd, now[0].wnd);
+                is > was + was / 2 && o.streams[0].rtt_us < LONG_RTT
+            } else {
+                ramping(0)
+            }
         } else {
             now.len() > old || (0..old).any(ramping)
         };
-        if waiting {
+        // Several streams have room when buffers hold them all at about the same rate (at
+        // their caps, not windows still growing), or when together they carry less than 40 %
+        // of what the fastest one shows their windows allow (congestion windows grown slowly
+        // far below them). In between they are still growing into their windows, or near
+        // the path: wait.
+        let each = |i: usize| mbit(now[i].bytes.saturating_sub(before[i].bytes) as f64);
+        let fastest = (0..old).map(each).fold(0.0, f64::max);
+        let room = n == 1
+            || if limited >= LIMITED {
+                (0..old).all(|i| each(i) >= CAUGHT_UP * fastest)
+            } else {
+                rate < SLOW * f64::from(n) * fastest
+            };
+        if waiting || !room {
             return None;
         }
         let per_stream = o.memory / u64::from(n).max(1);
@@ -361,9 +392,12 @@ mod tests {
     fn a_stream_held_by_its_window_gets_company_while_its_congestion_window_grows() {
         let mut p = StreamPolicy::new(WIDE);
         let mut s = stream(200_000, 200_000, 100_000);
+        s.snd_wnd = 100_000;
         assert_eq!(one_stream(&mut p, 0, &s), None);
-        // Doubling, but the peer's window held it 80 % of the RTT, with no queue.
+        // Doubling, but the peer's window held it 80 % of the RTT, with no queue; that window
+        // still grows, but at 200 ms waiting for its cap costs seconds.
         s.cwnd_bytes = 200_000;
+        s.snd_wnd = 400_000;
         s.busy_us = 200_000;
         s.rwnd_limited_us = 160_000;
         let c = one_stream(&mut p, 200, &s).expect("a step");
@@ -388,6 +422,26 @@ mod tests {
             streams: &[*s],
             memory: 1,
         })
+    }
+
+    #[test]
+    fn at_a_short_rtt_a_growing_peer_window_is_waited_out() {
+        let mut p = StreamPolicy::new(WIDE);
+        let mut s = stream(25_000, 25_000, 100_000);
+        s.snd_wnd = 100_000;
+        assert_eq!(one_stream(&mut p, 0, &s), None);
+        // Held by the peer's window, which doubled: its cap is not reached yet.
+        s.snd_wnd = 400_000;
+        s.cwnd_bytes = 400_000;
+        s.busy_us = 150_000;
+        s.rwnd_limited_us = 150_000;
+        s.bytes_acked = 1_000_000;
+        assert_eq!(one_stream(&mut p, 150, &s), None);
+        // The window stands still and still holds the stream: company.
+        s.busy_us = 300_000;
+        s.rwnd_limited_us = 300_000;
+        s.bytes_acked = 3_000_000;
+        assert_eq!(one_stream(&mut p, 300, &s).map(|c| c.add), Some(7));
     }
 
     #[test]
@@ -479,6 +533,44 @@ mod tests {
         };
         assert_eq!(p.observe(&o), None);
         assert!(!p.is_settled());
+    }
+
+    /// After one look at four streams (the first held by its window at 200 Mbit/s, the others
+    /// not held, each carrying `others` Mbit/s and grown slowly), what the policy says.
+    fn three_beside_a_held_one(others: u64) -> Option<StreamChange> {
+        let mut p = StreamPolicy::new(WIDE);
+        // Congestion windows of rate x RTT (25 kB per Mbit/s at 200 ms).
+        let mut streams = vec![stream(200_000, 200_000, others * 25_000); 4];
+        streams[0].cwnd_bytes = 5_000_000;
+        let look = |p: &mut StreamPolicy, ms: u64, streams: &[TcpStats]| {
+            p.observe(&Observation {
+                now: Duration::from_millis(ms),
+                streams,
+                memory: 1,
+            })
+        };
+        assert_eq!(look(&mut p, 0, &streams), None);
+        for (i, s) in streams.iter_mut().enumerate() {
+            s.busy_us += 400_000;
+            let mbit = if i == 0 {
+                s.rwnd_limited_us += 400_000;
+                200
+            } else {
+                s.cwnd_bytes += s.cwnd_bytes / 10;
+                others
+            };
+            s.bytes_acked += mbit * 1_000_000 / 8 * 4 / 10;
+        }
+        look(&mut p, 400, &streams)
+    }
+
+    #[test]
+    fn slow_streams_get_company_only_far_below_their_windows() {
+        // 260 Mbit/s where four windows carry 800: cubic crawling after an early exit.
+        let c = three_beside_a_held_one(20).expect("a step");
+        assert!(c.reason.contains("growing slowly"), "{}", c.reason);
+        // 650 Mbit/s: near what the path may carry; no step.
+        assert_eq!(three_beside_a_held_one(150), None);
     }
 
     #[test]
