@@ -161,19 +161,13 @@ impl StreamPolicy {
         let secs = (o.now - at).as_secs_f64();
         // Only streams that were open for the whole period count (a new one is in slow start).
         let old = before.len().min(now.len());
-        let delta = |f: fn(&Counters) -> u64| -> f64 {
-            (0..old)
-                .map(|i| f(&now[i]).saturating_sub(f(&before[i])) as f64)
-                .sum()
-        };
-        let mbit = |bytes: f64| bytes * 8.0 / secs / 1e6;
-        let rate_of = |n: usize| -> f64 {
-            mbit(
-                (0..n.min(old))
-                    .map(|i| now[i].bytes.saturating_sub(before[i].bytes) as f64)
-                    .sum(),
-            )
-        };
+        // What one stream's counter gained over the period, and all the old streams' together.
+        let gained = |i: usize, f: fn(&Counters) -> u64| f(&now[i]).saturating_sub(f(&before[i]));
+        let delta =
+            |f: fn(&Counters) -> u64| -> f64 { (0..old).map(|i| gained(i, f) as f64).sum() };
+        // One stream's rate over the period, and the first `n` streams' together (Mbit/s).
+        let each = |i: usize| gained(i, |c| c.bytes) as f64 * 8.0 / secs / 1e6;
+        let rate_of = |n: usize| -> f64 { (0..n.min(old)).map(each).sum() };
         let rate = rate_of(old);
         let busy = delta(|c| c.busy_us).max(1.0);
         let limited = (delta(|c| c.limited_us) / busy).min(1.0);
@@ -223,36 +217,33 @@ impl StreamPolicy {
         // most of an RTT gets company at once, at a long RTT even while that window still grows:
         // the companions' slow start is the cost of every step, and there it is seconds.
         let ramping = |i: usize| {
-            let (was, is) = (before[i].cwnd, now[i].cwnd);
-            let busy = now[i].busy_us.saturating_sub(before[i].busy_us).max(1) as f64;
-            let held = now[i].limited_us.saturating_sub(before[i].limited_us) as f64 / busy;
-            let acked = now[i].bytes.saturating_sub(before[i].bytes);
-            held < LIMITED && (acked < was || is > was + was / 2)
-        };
-        let waiting = if n == 1 {
-            if limited >= LIMITED {
-                let (was, is) = (before[0].wnd, now[0].wnd);
-                is > was + was / 2 && o.streams[0].rtt_us < LONG_RTT
-            } else {
-                ramping(0)
-            }
-        } else {
-            now.len() > old || (0..old).any(ramping)
+            let busy = gained(i, |c| c.busy_us).max(1) as f64;
+            let held = gained(i, |c| c.limited_us) as f64 / busy;
+            let cwnd = before[i].cwnd;
+            held < LIMITED && (gained(i, |c| c.bytes) < cwnd || grew_by_half(cwnd, now[i].cwnd))
         };
         // Several streams have room when buffers hold them all at about the same rate (at
         // their caps, not windows still growing), or when together they carry less than 40 %
         // of what the fastest one shows their windows allow (congestion windows grown slowly
         // far below them). In between they are still growing into their windows, or near
         // the path: wait.
-        let each = |i: usize| mbit(now[i].bytes.saturating_sub(before[i].bytes) as f64);
-        let fastest = (0..old).map(each).fold(0.0, f64::max);
-        let room = n == 1
-            || if limited >= LIMITED {
+        let ready = if n == 1 {
+            if limited >= LIMITED {
+                !(grew_by_half(before[0].wnd, now[0].wnd) && rtt < LONG_RTT)
+            } else {
+                !ramping(0)
+            }
+        } else if now.len() > old || (0..old).any(ramping) {
+            false
+        } else {
+            let fastest = (0..old).map(each).fold(0.0, f64::max);
+            if limited >= LIMITED {
                 (0..old).all(|i| each(i) >= CAUGHT_UP * fastest)
             } else {
                 rate < SLOW * f64::from(n) * fastest
-            };
-        if waiting || !room {
+            }
+        };
+        if !ready {
             return None;
         }
         let per_stream = o.memory / u64::from(n).max(1);
@@ -303,6 +294,12 @@ impl StreamPolicy {
         self.log.push(reason);
         None
     }
+}
+
+/// Whether a window went from `was` to `is` by half or more: still in slow start (or a peer
+/// window still catching up).
+fn grew_by_half(was: u64, is: u64) -> bool {
+    is > was + was / 2
 }
 
 #[cfg(test)]

@@ -68,7 +68,7 @@ pub trait Law: Send {
     /// Takes one sample and decides.
     fn on_sample(&mut self, s: &Sample) -> Decision;
     /// Starts from `bytes` (a `setsockopt` size) instead of growing from the kernel's: a new
-    /// connection of a transfer whose other connections have already found their size.
+    /// connection of a transfer whose other connections have already grown theirs.
     /// Returns whether the law took it (laws that size nothing ignore it).
     fn seed(&mut self, _bytes: u64) -> bool {
         false
