@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The parallel-streams experiments (issue 5), each with `fatpipe lab` on fresh emulated paths.
 # Results (results.json, results.md, stats and figures) go to results/parallel-*.
-# Usage: bench/parallel-experiments.sh [1|2 ...]   (default: both)
+# Usage: bench/parallel-experiments.sh [1|2|3 ...]   (default: 1 and 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q -p fatpipe
@@ -37,6 +37,26 @@ exp2() {  # tcp-autotuning-comparison.txt's matrix: RTT x streams x tuning, 1 Gb
             --runs 1 --size 128M $tools --out "$out/$mode"
     done
     "$bin" plot-lab "$out"/{stock,kernel,drs}/results.json -o "$out/matrix.svg"
+}
+
+exp3() {  # one copy of four files: later files start where the previous one ended
+    out=results/parallel-exp3
+    rm -rf "$out" && mkdir -p "$out"
+    common=(--rtt 100ms --rtt 200ms --rate 1gbit --profile stock --runs "$runs" --size 2G)
+    # As the presets on the stock profile: an unprivileged user's buffer caps at both ends.
+    serve="exec $bin serve --anonymous --no-force-buffers --listen 198.18.0.2:2812 --root \$(dirname {file})"
+    # The same 2 GiB as four 512 MiB files (split before the server starts).
+    split="mkdir -p \$(dirname {file})/set && split -n 4 {file} \$(dirname {file})/set/part."
+    into='d=$(mktemp -d) && trap "rm -rf $d" EXIT &&'
+    "$bin" lab "${common[@]}" --tool fatpipe:drs/pauto --out "$out/one-file"
+    "$bin" lab "${common[@]}" --server "$split && $serve" --port 2812 \
+        --client "$into $bin cp --quiet --no-force-buffers -r -p auto ftp://198.18.0.2:2812/set \$d/set" \
+        --label "fatpipe cp -r -p auto, 4 files in one copy" --out "$out/one-copy"
+    "$bin" lab "${common[@]}" --server "$split && $serve" --port 2812 \
+        --client "$into for f in aa ab ac ad; do $bin cp --quiet --no-force-buffers -p auto ftp://198.18.0.2:2812/set/part.\$f \$d/ || exit 1; done" \
+        --label "fatpipe cp -p auto, 4 copies of one file each" --out "$out/four-copies"
+    cat "$out"/one-file/results.md > "$out/results.md"
+    for d in one-copy four-copies; do tail -n +3 "$out/$d/results.md" >> "$out/results.md"; done
 }
 
 for e in "${@:-1 2}"; do

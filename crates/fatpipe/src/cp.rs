@@ -35,7 +35,8 @@ pub struct Args {
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     timeout: Duration,
     /// Data connections per file: a number, or `auto` (start with one; open more while the
-    /// buffers, not the path, hold the transfer back). More than one uses GridFTP MODE E and
+    /// buffers, not the path, hold the transfer back; each later file of the copy starts with
+    /// the count the previous one ended with; streams paced). More than one uses GridFTP MODE E and
     /// needs a server with the PARALLEL feature (fatpipe, globus-gridftp-server); with other
     /// servers the copy uses one stream in MODE S.
     #[arg(short = 'p', long = "parallel", default_value = "auto", value_parser = parse_streams)]

@@ -37,6 +37,8 @@ pub struct Args {
 struct Rec {
     unix_s: f64,
     t: f64,
+    /// Absent in files written before connections carried their port.
+    port: Option<u16>,
     end: String,
     role: String,
     tuning: String,
@@ -116,17 +118,31 @@ struct StreamsEvent {
     streams: u32,
 }
 
+/// What names one data connection among an end's records.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+enum Conn {
+    /// This end's port.
+    Port(u16),
+    /// When it began, in 10 ms.
+    Began(i64),
+}
+
 /// A connection whose last record is older than this has ended.
 const ENDED: f64 = 2.0;
 
 /// One end's records merged over its data connections: each merged record carries the sums,
 /// over the connections still alive, of their latest bytes, buffers, windows and BDP estimates.
 fn merged(rs: &[&Rec]) -> Vec<Rec> {
-    let mut latest: BTreeMap<i64, Rec> = BTreeMap::new();
+    let mut latest: BTreeMap<Conn, Rec> = BTreeMap::new();
     let mut out = Vec::new();
     for r in rs {
-        // A connection is named by when it began.
-        latest.insert(((r.unix_s - r.t) * 100.0).round() as i64, (*r).clone());
+        // A connection is named by its port, or in older files by when it began (which merges
+        // connections opened together).
+        let key = r.port.map_or_else(
+            || Conn::Began(((r.unix_s - r.t) * 100.0).round() as i64),
+            Conn::Port,
+        );
+        latest.insert(key, (*r).clone());
         latest.retain(|_, x| r.unix_s - x.unix_s < ENDED);
         let sum = |f: fn(&Rec) -> u64| latest.values().map(f).sum::<u64>();
         let mut m = (*r).clone();

@@ -55,12 +55,37 @@ fn auto_streams_and_small_files_move_intact() {
         let src = work.path().join(format!("f{i}"));
         random_file(&src, size, 20 + i as u64);
         let name = format!("auto{i}");
-        let up = cp_json(&["-p", "auto"], src.to_str().unwrap(), &s.url(&name));
+        let stats = work.path().join(format!("stats{i}.jsonl"));
+        let up = cp_json(
+            &["-p", "auto", "--stats", stats.to_str().unwrap()],
+            src.to_str().unwrap(),
+            &s.url(&name),
+        );
         assert_same(&src, &s.path(&name));
         assert!(up["streams"].as_u64().is_some_and(|n| n >= 1), "{up}");
+        let paced = |r: &serde_json::Value| {
+            r["stream_decisions"].as_array().is_some_and(|d| {
+                d.iter()
+                    .any(|d| d.as_str().is_some_and(|d| d.contains("paced")))
+            })
+        };
+        assert!(paced(&up), "an auto upload paces its streams: {up}");
+        let samples: Vec<serde_json::Value> = std::fs::read_to_string(&stats)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|r: &serde_json::Value| r["role"] == "sender")
+            .collect();
+        assert!(size < SIZE || !samples.is_empty(), "no sender samples");
+        let unpaced = samples
+            .iter()
+            .filter(|r| r["tcp"]["max_pacing_rate"].as_u64() == Some(u64::MAX))
+            .count();
+        assert_eq!(unpaced, 0, "sender samples of unpaced sockets");
         let back = work.path().join(format!("b{i}"));
-        cp_json(&[], &s.url(&name), back.to_str().unwrap());
+        let down = cp_json(&["-p", "auto"], &s.url(&name), back.to_str().unwrap());
         assert_same(&src, &back);
+        assert!(paced(&down), "the server paces an auto download: {down}");
     }
 }
 

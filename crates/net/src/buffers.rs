@@ -3,7 +3,7 @@
 
 use fatpipe_tune::law::Buffers;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 /// How buffer sizes are set on this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl BufferControl {
         for (ask, plain, forced) in asks {
             let Some(ask) = ask else { continue };
             let opt = if self.force { forced } else { plain };
-            set_int(fd, libc::SOL_SOCKET, opt, setsockopt_value(ask))?;
+            crate::sockopt::set::<i32>(fd, libc::SOL_SOCKET, opt, setsockopt_value(ask))?;
         }
         Ok(shortfalls(b, accounted(fd)?))
     }
@@ -64,7 +64,7 @@ impl BufferControl {
     /// Sets `TCP_WINDOW_CLAMP`: the largest window the socket will advertise.
     pub fn clamp(&self, fd: BorrowedFd<'_>, bytes: u64) -> io::Result<()> {
         let v = i32::try_from(bytes).unwrap_or(i32::MAX);
-        set_int(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP, v)
+        crate::sockopt::set::<i32>(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP, v)
     }
 }
 
@@ -92,50 +92,12 @@ pub fn shortfalls(asked: &Buffers, have: Accounted) -> Vec<String> {
 
 /// Reads both buffers as the kernel accounts them.
 pub fn accounted(fd: BorrowedFd<'_>) -> io::Result<Accounted> {
-    let r = get_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)?;
-    let s = get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF)?;
+    let r = crate::sockopt::get::<i32>(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)?;
+    let s = crate::sockopt::get::<i32>(fd, libc::SOL_SOCKET, libc::SO_SNDBUF)?;
     Ok(Accounted {
         rcvbuf: u64::try_from(r).unwrap_or(0),
         sndbuf: u64::try_from(s).unwrap_or(0),
     })
-}
-
-fn set_int(fd: BorrowedFd<'_>, level: i32, opt: i32, v: i32) -> io::Result<()> {
-    // SAFETY: passes a valid pointer to an int and its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            opt,
-            (&v as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn get_int(fd: BorrowedFd<'_>, level: i32, opt: i32) -> io::Result<i32> {
-    let mut v: i32 = 0;
-    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
-    // SAFETY: passes a valid pointer to an int and its size.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            level,
-            opt,
-            (&mut v as *mut i32).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(v)
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 #[cfg(test)]

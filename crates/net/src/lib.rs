@@ -6,8 +6,10 @@
 pub mod buffers;
 pub mod checksum;
 pub mod mode_e;
+pub mod pacing;
 pub mod pump;
 pub mod socket;
+mod sockopt;
 pub mod tcpinfo;
 pub mod telemetry;
 pub mod tuner;

@@ -165,12 +165,15 @@ pub fn send(
     let socks: Mutex<Vec<TcpStream>> = Mutex::default();
     let started = Instant::now();
     let mut policy = job.policy.take();
+    // Streams whose count grows are paced; the first failure to pace one is kept for the report.
+    let unpaced: Mutex<Option<String>> = Mutex::default();
+    let pacing = policy.is_some().then_some(&unpaced);
     let job = &job;
     let result = std::thread::scope(|scope| {
         let stream = || {
             let (plan, socks) = (&plan, &socks);
             scope.spawn(move || {
-                let r = send_stream(job, links, plan, socks, pump, on_stream);
+                let r = send_stream(job, links, pacing, plan, socks, pump, on_stream);
                 if r.is_err() {
                     pump.cancel();
                 }
@@ -241,22 +244,44 @@ pub fn send(
     pump.check()?;
     result?;
     let streams = lock(&plan).streams() as u32;
+    let decisions = policy
+        .map(|p| {
+            let pacing = match lock(&unpaced).take() {
+                None => PACED.to_string(),
+                Some(e) => format!("streams not paced: {e}"),
+            };
+            std::iter::once(pacing).chain(p.log).collect()
+        })
+        .unwrap_or_default();
     Ok(SendReport {
         bytes: pump.bytes(),
         streams,
-        decisions: policy.map(|p| p.log).unwrap_or_default(),
+        decisions,
     })
 }
 
+/// Why the streams of a transfer whose stream count grows (`-p auto`) are paced.
+const PACED: &str = "every stream paced by TCP (internal pacing): a stream's slow-start \
+    bursts would otherwise end its siblings' slow start early";
+
+/// Opens one connection and sends blocks over it until the plan has none left; with `pacing`,
+/// switches TCP's own pacing on for it (a failure to is kept there).
 fn send_stream(
     job: &SendJob,
     links: &Links,
+    pacing: Option<&Mutex<Option<String>>>,
     plan: &Mutex<SendPlan>,
     socks: &Mutex<Vec<TcpStream>>,
     pump: &Arc<Pump>,
     on_stream: &OnStream,
 ) -> Result<(), PumpError> {
     let sock = links.open().map_err(PumpError::Write)?;
+    if let Some(unpaced) = pacing {
+        if let Err(e) = crate::pacing::pace(sock.as_fd()) {
+            tracing::warn!("cannot pace a data connection: {e}");
+            lock(unpaced).get_or_insert(e.to_string());
+        }
+    }
     let mine = Arc::new(Pump::child(pump));
     mine.attach(&sock).map_err(PumpError::Write)?;
     if let Ok(c) = sock.try_clone() {

@@ -2,12 +2,12 @@
 
 use fatpipe_tune::TcpStats;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 /// `struct tcp_info` of linux/tcp.h up to `tcpi_rcv_wnd` (Linux 6.x). Older kernels fill a
 /// prefix; the rest stays zero.
 #[repr(C)]
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct RawTcpInfo {
     state: u8,
     ca_state: u8,
@@ -68,21 +68,7 @@ struct RawTcpInfo {
 
 /// Reads `TCP_INFO` of `fd`.
 pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
-    let mut raw = RawTcpInfo::default();
-    let mut len = std::mem::size_of::<RawTcpInfo>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes into `raw`, a plain-old-data struct.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut raw as *mut RawTcpInfo).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let raw: RawTcpInfo = crate::sockopt::get(fd, libc::IPPROTO_TCP, libc::TCP_INFO)?;
     Ok(TcpStats {
         rtt_us: raw.rtt,
         min_rtt_us: raw.min_rtt,
@@ -99,5 +85,6 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
         notsent_bytes: raw.notsent_bytes,
         total_retrans: raw.total_retrans,
         bytes_acked: raw.bytes_acked,
+        max_pacing_rate: raw.max_pacing_rate,
     })
 }

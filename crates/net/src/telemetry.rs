@@ -17,6 +17,9 @@ pub struct Record {
     pub t: f64,
     /// `client` or `server`.
     pub end: &'static str,
+    /// This end's port of the data connection: tells apart the connections of one transfer,
+    /// which may open within the same millisecond.
+    pub port: u16,
     /// Which way data flows at this end.
     pub role: Role,
     /// The tuning mode.

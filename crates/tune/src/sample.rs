@@ -46,6 +46,9 @@ pub struct TcpStats {
     pub total_retrans: u32,
     /// Bytes the peer has acknowledged (what the path delivered).
     pub bytes_acked: u64,
+    /// The pacing ceiling set on the socket, bytes/s: `u64::MAX` when none is (TCP then paces
+    /// only under the `fq` qdisc), anything else means TCP paces the socket itself.
+    pub max_pacing_rate: u64,
 }
 
 /// One observation of one end, taken by its driver.

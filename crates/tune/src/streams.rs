@@ -10,7 +10,8 @@
 //! all streams at their caps or streams crawl far below their windows. Once a queue
 //! stands (RTT above the minimum in two looks running: one may be slow-start bursts), segments
 //! are lost, or a step takes rate from the streams already there, the path is the limit and
-//! the count stays.
+//! the count stays. A transfer may also start with several streams (a copy's later files start
+//! where the previous file ended); they are judged as several from the first look.
 
 use crate::sample::TcpStats;
 use std::time::Duration;
@@ -49,11 +50,11 @@ const LIMITED: f64 = 0.5;
 /// After a step, the streams that were there before must keep this share of their rate: if
 /// the new ones took more from them, the path is full.
 const KEEPS: f64 = 0.85;
-/// The first step multiplies the stream count by this much, later ones by [`GROWTH`]: each
-/// step costs the new streams a slow start (about 8 RTTs to reach a 4 MiB window), so the
+/// A step from a lone stream multiplies the count by this much, later ones by [`GROWTH`]:
+/// each step costs the new streams a slow start (about 8 RTTs to reach a 4 MiB window), so the
 /// first one, taken as soon as the first stream shows that buffers hold it, is a big one.
 const FIRST_GROWTH: u32 = 8;
-/// Later steps double: the streams already there show how far each stream gets.
+/// Steps from several streams double: the streams already there show how far each gets.
 const GROWTH: u32 = 2;
 /// A stream held by buffers is at its cap when its rate is this share of the fastest stream's
 /// (the others' windows are still growing).
@@ -127,6 +128,14 @@ impl StreamPolicy {
             settled: false,
             log: Vec::new(),
         }
+    }
+
+    /// The same policy for a transfer that opens `streams` at once (a copy's later file starts
+    /// where the previous one ended): judged as several streams from the first look, once all
+    /// of them are connected, and grown by doubling.
+    pub fn starting_at(mut self, streams: u32) -> StreamPolicy {
+        self.opened = streams as usize;
+        self
     }
 
     /// Whether the policy has stopped growing.
@@ -251,11 +260,7 @@ impl StreamPolicy {
             Some(m) if per_stream > 0 => (m.saturating_sub(o.memory) / per_stream) as u32,
             _ => u32::MAX,
         };
-        let growth = if self.log.is_empty() {
-            FIRST_GROWTH
-        } else {
-            GROWTH
-        };
+        let growth = if n == 1 { FIRST_GROWTH } else { GROWTH };
         let add = (n * (growth - 1))
             .min(self.limits.max.saturating_sub(n))
             .min(by_memory);
@@ -491,7 +496,7 @@ mod tests {
 
     #[test]
     fn several_streams_wait_while_one_is_in_slow_start() {
-        let mut p = StreamPolicy::new(WIDE);
+        let mut p = StreamPolicy::new(WIDE).starting_at(2);
         let mut a = stream(200_000, 200_000, 5_000_000);
         let mut b = TcpStats {
             cwnd_bytes: 400_000,
@@ -513,19 +518,19 @@ mod tests {
         }
         b.cwnd_bytes = 1_600_000;
         assert_eq!(observe(400, &a, &b), None);
-        // The second now grows slowly, no queue: the first step, eight times as many.
+        // The second now grows slowly, no queue: a step from two streams doubles them.
         a.rwnd_limited_us += 400_000;
         for s in [&mut a, &mut b] {
             s.busy_us += 400_000;
             s.bytes_acked += 10_000_000;
         }
         b.cwnd_bytes = 1_800_000;
-        assert_eq!(observe(800, &a, &b).map(|c| c.add), Some(14));
-        // Until all sixteen are connected, nothing is judged.
-        let fifteen = vec![a; 15];
+        assert_eq!(observe(800, &a, &b).map(|c| c.add), Some(2));
+        // Until all four are connected, nothing is judged.
+        let three = vec![a; 3];
         let o = Observation {
             now: Duration::from_secs(5),
-            streams: &fifteen,
+            streams: &three,
             memory: 1,
         };
         assert_eq!(p.observe(&o), None);
@@ -568,6 +573,38 @@ mod tests {
         assert!(c.reason.contains("growing slowly"), "{}", c.reason);
         // 650 Mbit/s: near what the path may carry; no step.
         assert_eq!(three_beside_a_held_one(150), None);
+    }
+
+    #[test]
+    fn a_transfer_started_with_eight_streams_waits_for_them_then_doubles() {
+        let mut p = StreamPolicy::new(StreamLimits {
+            max: 64,
+            max_memory: None,
+        })
+        .starting_at(8);
+        // Only the first of eight connected, held by its window: not a lone stream to step from.
+        let mut s = stream(200_000, 200_000, 4_000_000);
+        assert_eq!(one_stream(&mut p, 0, &s), None);
+        s.busy_us = 400_000;
+        s.rwnd_limited_us = 400_000;
+        s.bytes_acked = 20_000_000;
+        assert_eq!(one_stream(&mut p, 400, &s), None);
+        // All eight connected and held at their caps at the same rate, no queue: eight more.
+        let mut all = vec![stream(200_000, 200_000, 4_000_000); 8];
+        let mut look = |ms: u64, streams: &[TcpStats]| {
+            p.observe(&Observation {
+                now: Duration::from_millis(ms),
+                streams,
+                memory: 1,
+            })
+        };
+        assert_eq!(look(1000, &all), None);
+        for s in &mut all {
+            s.busy_us += 400_000;
+            s.rwnd_limited_us += 400_000;
+            s.bytes_acked += 8_000_000;
+        }
+        assert_eq!(look(1400, &all).map(|c| c.add), Some(8));
     }
 
     #[test]

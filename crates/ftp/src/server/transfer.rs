@@ -338,7 +338,7 @@ fn run_blocks(
             shift,
             parallelism,
         } => {
-            let grow = parallelism.max > parallelism.start;
+            let grow = parallelism.max > parallelism.min;
             let job = SendJob {
                 file,
                 ranges,
@@ -350,6 +350,7 @@ fn run_blocks(
                         max: parallelism.max,
                         max_memory: None,
                     })
+                    .starting_at(parallelism.start)
                 }),
                 close: true,
                 on_change,

@@ -39,6 +39,9 @@ pub(super) struct Blocks {
     limits: StreamLimits,
     /// `-p auto`: when this end sends, it grows the count itself.
     auto: bool,
+    /// Where the next `-p auto` transfer starts: the stream count the previous one of this
+    /// session ended with (the same path needs the same), 1 at first.
+    next_start: u32,
 }
 
 /// How the connections of the latest MODE E transfer went.
@@ -107,6 +110,7 @@ impl Connection {
             parallelism,
             limits,
             auto: matches!(streams, Streams::Auto { .. }),
+            next_start: 1,
         });
         Ok(())
     }
@@ -195,6 +199,7 @@ impl Connection {
     ) -> anyhow::Result<u64> {
         self.set_mode(true)?;
         self.set_type_only(TransferType::Image)?;
+        let resumed = self.start_where_the_last_ended()?;
         let listener = self.listen_data()?;
         let rest = (have > 0).then(|| {
             let mut r = RangeSet::default();
@@ -217,10 +222,7 @@ impl Connection {
         if let Ok(r) = &moved {
             // A fatpipe sender says in its final reply why it used as many streams as it did.
             let (_, decisions) = fin.as_ref().map(parse_transfer_notes).unwrap_or_default();
-            self.last_streams = Some(StreamsReport {
-                streams: r.streams,
-                decisions,
-            });
+            self.record_streams(resumed, r.streams, decisions);
         }
         finish(&what, moved.map(|r| r.bytes), fin)
     }
@@ -235,6 +237,11 @@ impl Connection {
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
         let blocks = self.blocks.context("MODE E is not set up")?;
+        let start = if blocks.auto {
+            blocks.next_start.min(blocks.limits.max)
+        } else {
+            blocks.parallelism.start
+        };
         self.set_mode(true)?;
         self.set_type_only(TransferType::Image)?;
         let target = self.passive_target()?;
@@ -259,12 +266,10 @@ impl Connection {
             ranges: vec![(have, len)],
             shift: 0,
             block: BLOCK,
-            start: if blocks.auto {
-                1
-            } else {
-                blocks.parallelism.start
-            },
-            policy: blocks.auto.then(|| StreamPolicy::new(blocks.limits)),
+            start,
+            policy: blocks
+                .auto
+                .then(|| StreamPolicy::new(blocks.limits).starting_at(start)),
             close: true,
             on_change: self.tune.as_ref().and_then(TunerConfig::stream_events),
         };
@@ -274,11 +279,50 @@ impl Connection {
             mode_e::send(job, &links, pump, &on_stream).map_err(|e| send_error(path, e))
         })?;
         if let Ok(r) = &moved {
-            self.last_streams = Some(StreamsReport {
-                streams: r.streams,
-                decisions: r.decisions.clone(),
-            });
+            let resumed = (blocks.auto && start > 1).then_some(start);
+            self.record_streams(resumed, r.streams, r.decisions.clone());
         }
         finish(&what, moved.map(|r| r.bytes), fin)
+    }
+
+    /// With `-p auto` and a server that grows the count itself, asks it (`OPTS RETR`) to start
+    /// the next download with the streams the previous transfer ended with; answers that count
+    /// when more than one.
+    fn start_where_the_last_ended(&mut self) -> anyhow::Result<Option<u32>> {
+        let Some(b) = self
+            .blocks
+            .filter(|b| b.auto && b.parallelism.max > b.parallelism.min)
+        else {
+            return Ok(None);
+        };
+        let start = b.next_start.min(b.parallelism.max);
+        if start != b.parallelism.start {
+            let p = Parallelism {
+                start,
+                ..b.parallelism
+            };
+            self.checked(&Command::Opts(format!("RETR {p}")))?;
+            if let Some(b) = self.blocks.as_mut() {
+                b.parallelism = p;
+            }
+        }
+        Ok((start > 1).then_some(start))
+    }
+
+    /// Keeps how a MODE E transfer went and, with `-p auto`, where the next one starts;
+    /// `resumed` is the count it started with when taken over from the previous transfer.
+    fn record_streams(&mut self, resumed: Option<u32>, streams: u32, mut decisions: Vec<String>) {
+        if let Some(b) = self.blocks.as_mut().filter(|b| b.auto) {
+            b.next_start = streams.max(1);
+        }
+        if let Some(n) = resumed {
+            decisions.insert(
+                0,
+                format!(
+                    "started with {n} streams, where the previous transfer of this session ended"
+                ),
+            );
+        }
+        self.last_streams = Some(StreamsReport { streams, decisions });
     }
 }

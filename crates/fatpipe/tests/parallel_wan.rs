@@ -1,0 +1,103 @@
+//! `-p auto` across an emulated 20 ms path (`fatpipe testbed`, needs root, as CI has): with
+//! 64 KiB buffers (`--tuning stock`) one stream is held by its window, so the first file of a
+//! copy grows to the stream limit; every later file of the same copy starts there, in both
+//! directions, and says so.
+
+mod common;
+use common::*;
+use std::process::Command;
+
+const NAME: &str = "fpauto";
+
+/// Takes the testbed down even if the test fails half-way.
+struct Down;
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = run(&mut fatpipe_cmd(&["testbed", "down", "--name", NAME]));
+    }
+}
+
+/// `fatpipe testbed exec <side> -- fatpipe <args>`.
+fn in_side(side: &str, args: &[&str]) -> Command {
+    let mut c = fatpipe_cmd(&["testbed", "exec", side, "--name", NAME, "--", fatpipe()]);
+    c.args(args);
+    c
+}
+
+/// The per-file results of `cp --json` in namespace b.
+fn copy(src: &str, dst: &str) -> Vec<serde_json::Value> {
+    let out = run_ok(&mut in_side(
+        "b",
+        &[
+            "cp",
+            "--quiet",
+            "--json",
+            "-r",
+            "-p",
+            "auto",
+            "--max-streams",
+            "4",
+            "--tuning",
+            "stock",
+            src,
+            dst,
+        ],
+    ));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // In the order they were copied.
+    v["files"].as_array().unwrap().clone()
+}
+
+/// The first file grows to the limit; each later one starts with what the previous ended with.
+fn assert_started_where_the_last_ended(files: &[serde_json::Value]) {
+    assert_eq!(files.len(), 3, "{files:?}");
+    let streams: Vec<u64> = files
+        .iter()
+        .map(|f| f["streams"].as_u64().unwrap())
+        .collect();
+    assert_eq!(streams, [4, 4, 4], "{files:?}");
+    let first = |f: &serde_json::Value| f["stream_decisions"][0].as_str().unwrap_or("").to_string();
+    assert!(!first(&files[0]).starts_with("started with"), "{files:?}");
+    for f in &files[1..] {
+        assert!(
+            first(f).starts_with("started with 4 streams, where the previous transfer"),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn later_files_of_an_auto_copy_start_where_the_previous_ended() {
+    let _guard = Down;
+    run_ok(&mut fatpipe_cmd(&[
+        "testbed", "up", "--name", NAME, "--rtt", "20ms", "--rate", "1gbit",
+    ]));
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("d")).unwrap();
+    for i in 0..3 {
+        random_file(&root.path().join(format!("d/f{i}")), 6 << 20, 40 + i);
+    }
+    let server = FatpipeServer::spawn(
+        {
+            let mut c = in_side("a", &["serve", "--anonymous-write", "--root"]);
+            c.arg(root.path()).args(["--listen", "198.18.0.1:0"]);
+            c
+        },
+        root,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let down = work.path().join("down");
+    let files = copy(&server.url("d"), down.to_str().unwrap());
+    assert_started_where_the_last_ended(&files);
+    for i in 0..3 {
+        let name = format!("f{i}");
+        assert_same(&server.path(&format!("d/{name}")), &down.join(&name));
+    }
+    let files = copy(down.to_str().unwrap(), &server.url("up"));
+    assert_started_where_the_last_ended(&files);
+    for i in 0..3 {
+        let name = format!("f{i}");
+        assert_same(&down.join(&name), &server.path(&format!("up/{name}")));
+    }
+}
