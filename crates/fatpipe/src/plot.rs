@@ -37,8 +37,9 @@ pub struct Args {
 struct Rec {
     unix_s: f64,
     t: f64,
-    /// Absent in files written before connections carried their port.
+    /// Both absent in files written before connections carried their ports.
     port: Option<u16>,
+    peer_port: Option<u16>,
     end: String,
     role: String,
     tuning: String,
@@ -121,8 +122,8 @@ struct StreamsEvent {
 /// What names one data connection among an end's records.
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 enum Conn {
-    /// This end's port.
-    Port(u16),
+    /// This end's and the peer's port.
+    Ports(u16, u16),
     /// When it began, in 10 ms.
     Began(i64),
 }
@@ -136,12 +137,12 @@ fn merged(rs: &[&Rec]) -> Vec<Rec> {
     let mut latest: BTreeMap<Conn, Rec> = BTreeMap::new();
     let mut out = Vec::new();
     for r in rs {
-        // A connection is named by its port, or in older files by when it began (which merges
-        // connections opened together).
-        let key = r.port.map_or_else(
-            || Conn::Began(((r.unix_s - r.t) * 100.0).round() as i64),
-            Conn::Port,
-        );
+        // A connection is named by its ports, or in older files by when it began (which
+        // merges connections opened together).
+        let key = match (r.port, r.peer_port) {
+            (Some(p), Some(q)) => Conn::Ports(p, q),
+            _ => Conn::Began(((r.unix_s - r.t) * 100.0).round() as i64),
+        };
         latest.insert(key, (*r).clone());
         latest.retain(|_, x| r.unix_s - x.unix_s < ENDED);
         let sum = |f: fn(&Rec) -> u64| latest.values().map(f).sum::<u64>();
@@ -416,4 +417,47 @@ pub(crate) fn panel<DB: DrawingBackend>(
         .border_style(BLACK)
         .position(SeriesLabelPosition::UpperRight)
         .draw()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(unix_s: f64, t: f64, ports: Option<(u16, u16)>, bytes: u64) -> Rec {
+        Rec {
+            unix_s,
+            t,
+            port: ports.map(|p| p.0),
+            peer_port: ports.map(|p| p.1),
+            end: "client".into(),
+            role: "receiver".into(),
+            tuning: "drs".into(),
+            bytes,
+            bdp: None,
+            rcvbuf: 1,
+            sndbuf: 0,
+            tcp: None,
+        }
+    }
+
+    #[test]
+    fn connections_accepted_on_one_port_at_once_are_summed_apart() {
+        // Two connections accepted on port 2000 in the same instant, from two peer ports.
+        let rs = [
+            rec(10.0, 0.0, Some((2000, 5001)), 100),
+            rec(10.0, 0.0, Some((2000, 5002)), 200),
+            rec(10.1, 0.1, Some((2000, 5001)), 300),
+        ];
+        let refs: Vec<&Rec> = rs.iter().collect();
+        let m = merged(&refs);
+        assert_eq!(
+            m.iter().map(|r| r.bytes).collect::<Vec<_>>(),
+            [100, 300, 500]
+        );
+        assert_eq!(m[2].rcvbuf, 2);
+        // Older files without ports: connections that began together are one.
+        let rs = [rec(10.0, 0.0, None, 100), rec(10.0, 0.0, None, 200)];
+        let refs: Vec<&Rec> = rs.iter().collect();
+        assert_eq!(merged(&refs)[1].bytes, 200);
+    }
 }

@@ -17,9 +17,11 @@ pub struct Record {
     pub t: f64,
     /// `client` or `server`.
     pub end: &'static str,
-    /// This end's port of the data connection: tells apart the connections of one transfer,
-    /// which may open within the same millisecond.
+    /// This end's port of the data connection (the listener's on an accepting end).
     pub port: u16,
+    /// The peer's port of the data connection: with `port`, tells apart the connections of
+    /// one transfer, which may open within the same millisecond.
+    pub peer_port: u16,
     /// Which way data flows at this end.
     pub role: Role,
     /// The tuning mode.
