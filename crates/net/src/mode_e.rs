@@ -126,7 +126,8 @@ pub struct SendJob {
     pub block: u64,
     /// Connections to open at the start.
     pub start: u32,
-    /// Grows the connection count while the transfer runs (`-p auto`); `None` keeps `start`.
+    /// Grows the connection count while the transfer runs (`-p auto`, streams paced); `None`
+    /// keeps `start`.
     pub policy: Option<StreamPolicy>,
     /// Whether connections are closed after the transfer (set in the EOD block).
     pub close: bool,
