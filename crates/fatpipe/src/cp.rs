@@ -194,11 +194,7 @@ fn streams_lines(results: &[FileResult]) -> Vec<String> {
             "streams: up to {n} data connections per file (MODE E)"
         ));
     }
-    for r in results {
-        for d in &r.stream_decisions {
-            out.push(format!("-p auto: {d}"));
-        }
-    }
+    out.extend(auto_lines(results));
     let verified: Vec<&str> = results
         .iter()
         .filter_map(|r| r.verified.as_deref())
@@ -209,6 +205,32 @@ fn streams_lines(results: &[FileResult]) -> Vec<String> {
             "verified: {} of {} file(s) have the same {alg} checksum at both ends",
             verified.len(),
             results.len()
+        ));
+    }
+    out
+}
+
+/// `-p auto`'s decisions, short for a tree: every decision of the first file that has any;
+/// of later files only their steps (named), and how many started where the previous ended.
+fn auto_lines(results: &[FileResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut resumed = 0;
+    let mut first = true;
+    for r in results.iter().filter(|r| !r.stream_decisions.is_empty()) {
+        for d in &r.stream_decisions {
+            if d.starts_with("started with") && !first {
+                resumed += 1;
+            } else if first {
+                out.push(format!("-p auto: {d}"));
+            } else if d.contains("opening") {
+                out.push(format!("-p auto ({}): {d}", r.source));
+            }
+        }
+        first = false;
+    }
+    if resumed > 0 {
+        out.push(format!(
+            "-p auto: {resumed} later file(s) started with the streams the previous one ended with"
         ));
     }
     out
@@ -269,5 +291,61 @@ impl Observer for Progress {
             *guard = None;
         }
         tracing::debug!(source = %result.source, bytes = result.bytes, error = ?result.error, "file done");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(source: &str, decisions: &[&str]) -> FileResult {
+        FileResult {
+            source: source.into(),
+            stream_decisions: decisions.iter().map(|d| d.to_string()).collect(),
+            ..FileResult::default()
+        }
+    }
+
+    #[test]
+    fn a_tree_lists_the_first_files_decisions_and_only_the_later_steps() {
+        let results = [
+            file(
+                "/a",
+                &[
+                    "paced",
+                    "1 stream(s) …: opening 7 more",
+                    "8 stream(s) … staying at 8",
+                ],
+            ),
+            file(
+                "/b",
+                &[
+                    "started with 8 streams, where …",
+                    "paced",
+                    "8 stream(s) … staying at 8",
+                ],
+            ),
+            file(
+                "/c",
+                &[
+                    "started with 8 streams, where …",
+                    "paced",
+                    "8 stream(s) …: opening 8 more",
+                ],
+            ),
+            file("/d", &[]),
+        ];
+        assert_eq!(
+            auto_lines(&results),
+            [
+                "-p auto: paced",
+                "-p auto: 1 stream(s) …: opening 7 more",
+                "-p auto: 8 stream(s) … staying at 8",
+                "-p auto (/c): 8 stream(s) …: opening 8 more",
+                "-p auto: 2 later file(s) started with the streams the previous one ended with",
+            ]
+        );
+        // One file: everything it said.
+        assert_eq!(auto_lines(&results[1..2]).len(), 3);
     }
 }

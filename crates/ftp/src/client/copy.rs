@@ -43,7 +43,7 @@ pub enum Verify {
 }
 
 /// What happened to one file.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct FileResult {
     /// Where the file came from (path or remote path).
     pub source: String,
