@@ -417,13 +417,18 @@ mod tests {
         }
     }
 
-    /// `p` sees one stream `s` at `ms`.
-    fn one_stream(p: &mut StreamPolicy, ms: u64, s: &TcpStats) -> Option<StreamChange> {
+    /// `p` sees `streams` at `ms`.
+    fn look(p: &mut StreamPolicy, ms: u64, streams: &[TcpStats]) -> Option<StreamChange> {
         p.observe(&Observation {
             now: Duration::from_millis(ms),
-            streams: &[*s],
+            streams,
             memory: 1,
         })
+    }
+
+    /// `p` sees one stream `s` at `ms`.
+    fn one_stream(p: &mut StreamPolicy, ms: u64, s: &TcpStats) -> Option<StreamChange> {
+        look(p, ms, &[*s])
     }
 
     #[test]
@@ -502,14 +507,7 @@ mod tests {
             cwnd_bytes: 400_000,
             ..a
         };
-        let mut observe = |ms: u64, a: &TcpStats, b: &TcpStats| {
-            p.observe(&Observation {
-                now: Duration::from_millis(ms),
-                streams: &[*a, *b],
-                memory: 1,
-            })
-        };
-        assert_eq!(observe(0, &a, &b), None);
+        assert_eq!(look(&mut p, 0, &[a, b]), None);
         // The first stream is held by its window; the second doubles its congestion window.
         a.rwnd_limited_us += 400_000;
         for s in [&mut a, &mut b] {
@@ -517,7 +515,7 @@ mod tests {
             s.bytes_acked += 10_000_000;
         }
         b.cwnd_bytes = 1_600_000;
-        assert_eq!(observe(400, &a, &b), None);
+        assert_eq!(look(&mut p, 400, &[a, b]), None);
         // The second now grows slowly, no queue: a step from two streams doubles them.
         a.rwnd_limited_us += 400_000;
         for s in [&mut a, &mut b] {
@@ -525,15 +523,9 @@ mod tests {
             s.bytes_acked += 10_000_000;
         }
         b.cwnd_bytes = 1_800_000;
-        assert_eq!(observe(800, &a, &b).map(|c| c.add), Some(2));
+        assert_eq!(look(&mut p, 800, &[a, b]).map(|c| c.add), Some(2));
         // Until all four are connected, nothing is judged.
-        let three = vec![a; 3];
-        let o = Observation {
-            now: Duration::from_secs(5),
-            streams: &three,
-            memory: 1,
-        };
-        assert_eq!(p.observe(&o), None);
+        assert_eq!(look(&mut p, 5000, &[a; 3]), None);
         assert!(!p.is_settled());
     }
 
@@ -544,13 +536,6 @@ mod tests {
         // Congestion windows of rate x RTT (25 kB per Mbit/s at 200 ms).
         let mut streams = vec![stream(200_000, 200_000, others * 25_000); 4];
         streams[0].cwnd_bytes = 5_000_000;
-        let look = |p: &mut StreamPolicy, ms: u64, streams: &[TcpStats]| {
-            p.observe(&Observation {
-                now: Duration::from_millis(ms),
-                streams,
-                memory: 1,
-            })
-        };
         assert_eq!(look(&mut p, 0, &streams), None);
         for (i, s) in streams.iter_mut().enumerate() {
             s.busy_us += 400_000;
@@ -591,20 +576,13 @@ mod tests {
         assert_eq!(one_stream(&mut p, 400, &s), None);
         // All eight connected and held at their caps at the same rate, no queue: eight more.
         let mut all = vec![stream(200_000, 200_000, 4_000_000); 8];
-        let mut look = |ms: u64, streams: &[TcpStats]| {
-            p.observe(&Observation {
-                now: Duration::from_millis(ms),
-                streams,
-                memory: 1,
-            })
-        };
-        assert_eq!(look(1000, &all), None);
+        assert_eq!(look(&mut p, 1000, &all), None);
         for s in &mut all {
             s.busy_us += 400_000;
             s.rwnd_limited_us += 400_000;
             s.bytes_acked += 8_000_000;
         }
-        assert_eq!(look(1400, &all).map(|c| c.add), Some(8));
+        assert_eq!(look(&mut p, 1400, &all).map(|c| c.add), Some(8));
     }
 
     #[test]

@@ -467,15 +467,21 @@ mod tests {
         assert!((path.bytes - before) / 2.0 > 0.95 * 12.5e6);
     }
 
+    /// A receiver seeded with `seed` bytes on a path of `rate` bytes/s and `base` s, run
+    /// `until` seconds: the windows it chose.
+    fn seeded_run(rate: f64, base: f64, seed: u64, until: f64) -> Vec<(f64, f64)> {
+        let mut path = Path::new(rate, base);
+        path.window = seed as f64;
+        let mut law = receiver();
+        assert!(law.seed(seed));
+        path.run(&mut law, until)
+    }
+
     #[test]
     fn a_seeded_receiver_keeps_its_window_until_the_connection_fills_it() {
         // A new MODE E connection starts at its siblings' 4 MB window; its sender needs a while
         // (slow start, here a slow share of the path) before it fills that.
-        let mut path = Path::new(1e6, 0.1);
-        path.window = 4e6;
-        let mut law = receiver();
-        assert!(law.seed(4_000_000));
-        let chosen = path.run(&mut law, 5.0);
+        let chosen = seeded_run(1e6, 0.1, 4_000_000, 5.0);
         assert!(chosen.iter().all(|c| c.1 >= 4e6), "shrank: {chosen:?}");
         // A sender's law takes no seed.
         assert!(!Info::new(Role::Sender, &Params::default()).seed(1 << 20));
@@ -485,11 +491,7 @@ mod tests {
     fn a_receiver_seeded_early_still_grows_at_start_up_pace() {
         // Opened beside a sibling that had just begun: seeded with 500 kB on a path of 1 Gbit/s
         // and 200 ms (BDP 25 MB). Growth by trials (a quarter per few RTTs) would take seconds.
-        let mut path = Path::new(125e6, 0.2);
-        path.window = 500e3;
-        let mut law = receiver();
-        assert!(law.seed(500_000));
-        let chosen = path.run(&mut law, 3.0);
+        let chosen = seeded_run(125e6, 0.2, 500_000, 3.0);
         let reached = chosen.iter().find(|&&(_, w)| w >= 25e6).map(|&(t, _)| t);
         assert!(reached.is_some_and(|t| t < 1.5), "too slow: {chosen:?}");
     }
