@@ -1,6 +1,7 @@
 //! `fatpipe cp`: copy a file or tree, with a progress bar on a terminal and a summary at the end.
 
 use crate::credentials;
+use crate::path_memory::{self, PathMemory};
 use crate::tuning::{self, TuneArgs};
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer, Verify};
 use fatpipe_ftp::client::{Credentials, Location, Streams};
@@ -36,7 +37,8 @@ pub struct Args {
     timeout: Duration,
     /// Data connections per file: a number, or `auto` (start with one; open more while the
     /// buffers, not the path, hold the transfer back; each later file of the copy starts with
-    /// the count the previous one ended with; streams paced). More than one uses GridFTP MODE E and
+    /// the count the previous one ended with, and the first file where the last copy to the
+    /// same server ended, within the hour; streams paced). More than one uses GridFTP MODE E and
     /// needs a server with the PARALLEL feature (fatpipe, globus-gridftp-server); with other
     /// servers the copy uses one stream in MODE S.
     #[arg(short = 'p', long = "parallel", default_value = "auto", value_parser = parse_streams)]
@@ -44,6 +46,10 @@ pub struct Args {
     /// Most data connections `-p auto` opens.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
     max_streams: u32,
+    /// `-p auto` starts from one stream, ignoring (and not updating) the count the last copy to
+    /// the same server ended with (kept for an hour in $XDG_CACHE_HOME/fatpipe/paths.json).
+    #[arg(long)]
+    no_path_memory: bool,
     /// Bound on this end's socket-buffer memory over all streams of `-p auto` (e.g. 256M, 1G).
     #[arg(long, default_value = "256M", value_parser = fatpipe_tune::size::parse_size)]
     max_memory: u64,
@@ -97,6 +103,25 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         (Location::Remote(u), _) | (_, Location::Remote(u)) => credentials::for_url(u)?,
         _ => Credentials::anonymous(),
     };
+    // `-p auto` remembers per server where its streams ended, for the next copy.
+    let memory = match (&src, &dst, a.parallel) {
+        (Location::Remote(u), _, StreamsArg::Auto) | (_, Location::Remote(u), StreamsArg::Auto)
+            if !a.no_path_memory =>
+        {
+            path_memory::default_path().map(|p| (p, format!("{}:{}", u.host, u.port)))
+        }
+        _ => None,
+    };
+    let first_start = memory.as_ref().and_then(|(path, server)| {
+        let (n, age) = PathMemory::load(path).recall(server, unix_now())?;
+        (n > 1).then(|| {
+            let ago = humantime::format_duration(Duration::from_secs(age.as_secs()));
+            (
+                n,
+                format!("where the last copy to {server} ended ({ago} ago)"),
+            )
+        })
+    });
     let opts = CopyOptions {
         recursive: a.recursive,
         resume: a.resume,
@@ -109,6 +134,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 max_memory: Some(a.max_memory),
             },
         },
+        first_start,
         verify: if a.verify {
             Verify::On
         } else if a.no_verify {
@@ -126,6 +152,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         r
     })?;
     progress.bar.finish_and_clear();
+    if let Some((path, server)) = &memory {
+        remember_streams(path, server, &results);
+    }
     let seconds = started.elapsed().as_secs_f64();
     let bytes: u64 = results.iter().map(|r| r.bytes).sum();
     let failed = results.iter().filter(|r| r.error.is_some()).count();
@@ -194,6 +223,12 @@ fn streams_lines(results: &[FileResult]) -> Vec<String> {
             "streams: up to {n} data connections per file (MODE E)"
         ));
     }
+    let reusing = results.iter().filter(|r| r.reused_streams > 0).count();
+    if reusing > 0 {
+        out.push(format!(
+            "streams: {reusing} file(s) moved over the connections the previous file left open"
+        ));
+    }
     out.extend(auto_lines(results));
     let verified: Vec<&str> = results
         .iter()
@@ -208,6 +243,31 @@ fn streams_lines(results: &[FileResult]) -> Vec<String> {
         ));
     }
     out
+}
+
+/// Keeps the stream count the copy's last moved file ended with for the next copy to `server`
+/// (a failure to only warns: the copy itself is done).
+fn remember_streams(path: &std::path::Path, server: &str, results: &[FileResult]) {
+    let Some(n) = results
+        .iter()
+        .rev()
+        .find(|r| r.error.is_none() && r.bytes > 0)
+        .and_then(|r| r.streams)
+    else {
+        return;
+    };
+    let mut m = PathMemory::load(path);
+    m.remember(server, n, unix_now());
+    if let Err(e) = m.save(path) {
+        tracing::warn!("cannot keep the stream count in {}: {e}", path.display());
+    }
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// `-p auto`'s decisions, short for a tree: every decision of the first file that has any;

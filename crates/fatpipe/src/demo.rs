@@ -216,6 +216,7 @@ fn loopback(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         timeout: Duration::from_secs(60),
         tune: None,
         streams: Streams::Fixed(1),
+        first_start: None,
         verify: Verify::Off,
     };
     let results = copy::copy(&src, &dst, &Credentials::anonymous(), &opts, &Quiet)?;

@@ -234,8 +234,72 @@ fn a_mode_e_upload_reports_range_and_perf_markers_then_completes() {
     assert_eq!(std::fs::read(s.path("m.bin")).unwrap(), b"0123456789abcde");
 }
 
-/// Reads MODE E blocks from one connection until its EOD; returns (offset, data) of each.
-fn read_blocks(d: &mut std::net::TcpStream) -> Vec<(u64, Vec<u8>)> {
+#[test]
+fn kept_connections_carry_the_next_file_until_a_new_data_address() {
+    use fatpipe_proto::mode_e::{Header, CLOSE};
+    use std::io::{Read, Write};
+    let s = server();
+    let mut c = Raw::login(s.addr, "anonymous", "x");
+    let (_, feat) = c.cmd("FEAT");
+    assert!(feat.lines().any(|l| l == " DCREUSE"), "{feat}");
+    assert_eq!(c.cmd("OPTS DCREUSE maybe").0, 501);
+    assert_eq!(c.cmd("OPTS DCREUSE ON").0, 200);
+    assert_eq!(c.cmd("TYPE I").0, 200);
+    assert_eq!(c.cmd("MODE E").0, 200);
+    // An upload whose EOD leaves the connection open; the next upload needs no new address:
+    // the same connection carries it.
+    let mut d = c.data();
+    for (name, data) in [("one", &b"abc"[..]), ("two", b"defg")] {
+        c.send(format!("STOR {name}\r\n").as_bytes());
+        assert_eq!(c.reply().0, 150);
+        d.write_all(&Header::data(0, data.len() as u64).encode())
+            .unwrap();
+        d.write_all(data).unwrap();
+        d.write_all(&Header::eof(1).encode()).unwrap();
+        d.write_all(&Header::eod(false).encode()).unwrap();
+        assert_eq!(c.reply().0, 226);
+    }
+    assert_eq!(std::fs::read(s.path("one")).unwrap(), b"abc");
+    assert_eq!(std::fs::read(s.path("two")).unwrap(), b"defg");
+    // A download the other way does not use it: it needs an address, and closes it.
+    assert_eq!(c.cmd("RETR two").0, 425);
+    let mut rest = Vec::new();
+    assert_eq!(
+        d.read_to_end(&mut rest).unwrap(),
+        0,
+        "kept connection still open"
+    );
+    // A download with a new address: the server sends with EODs that keep the connection
+    // (no close bit), and sends the next file over it without another PORT.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    assert_eq!(c.cmd(&format!("EPRT |1|127.0.0.1|{port}|")).0, 200);
+    assert_eq!(c.cmd("OPTS RETR Parallelism=1,1,1;").0, 200);
+    let mut got = Vec::new();
+    let mut d = None;
+    for name in ["one", "two"] {
+        c.send(format!("RETR {name}\r\n").as_bytes());
+        assert_eq!(c.reply().0, 150);
+        let conn = d.get_or_insert_with(|| {
+            let (d, _) = l.accept().unwrap();
+            d.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+                .unwrap();
+            d
+        });
+        got.push(read_blocks(conn));
+        assert_eq!(c.reply().0, 226);
+    }
+    assert_eq!(got[0].0, [(0, b"abc".to_vec())]);
+    assert_eq!(got[1].0, [(0, b"defg".to_vec())]);
+    assert!(got.iter().all(|(_, last)| last & CLOSE == 0), "{got:?}");
+    // A new address closes it.
+    assert_eq!(c.cmd("EPSV").0, 229);
+    let mut rest = Vec::new();
+    assert_eq!(d.unwrap().read_to_end(&mut rest).unwrap(), 0);
+}
+
+/// Blocks from one connection until its EOD: (offset, data) of each, and the EOD's descriptor.
+fn read_blocks(d: &mut std::net::TcpStream) -> (Vec<(u64, Vec<u8>)>, u8) {
     use fatpipe_proto::mode_e::{Header, EOD, EOF, HEADER_LEN};
     use std::io::Read;
     let mut out = Vec::new();
@@ -249,7 +313,7 @@ fn read_blocks(d: &mut std::net::TcpStream) -> Vec<(u64, Vec<u8>)> {
             out.push((h.offset, data));
         }
         if h.has(EOD) {
-            return out;
+            return (out, h.descriptor);
         }
     }
 }
@@ -274,7 +338,7 @@ fn eret_sends_a_part_and_esto_writes_at_an_offset() {
     );
     assert_eq!(c.cmd("ERET P 10 20 /e.bin").0, 150);
     let (mut d, _) = l.accept().unwrap();
-    assert_eq!(read_blocks(&mut d), vec![(0, data[10..30].to_vec())]);
+    assert_eq!(read_blocks(&mut d).0, vec![(0, data[10..30].to_vec())]);
     drop(d); // the receiver closes: the sender's EOD said it would not reuse the connection
     assert_eq!(c.reply().0, 226);
     // ESTO A: blocks land at 100 + their offset; the rest of the file stays.

@@ -74,11 +74,15 @@ pub fn run_once(
     timeout: Duration,
 ) -> anyhow::Result<RunResult> {
     let tb = Testbed::up(cfg.clone())?;
+    // Runs are independent: nothing a tool keeps between invocations (fatpipe's path memory)
+    // carries from one run to the next.
+    let cache_dir = tempfile::tempdir().context("cannot make the run's cache directory")?;
+    let cache = cache_dir.path();
     let _server = if case.server.is_empty() {
         None
     } else {
-        let g =
-            start(&tb, Side::B, &case.server, Stdio::null()).context("cannot start the server")?;
+        let g = start(&tb, Side::B, &case.server, cache, Stdio::null())
+            .context("cannot start the server")?;
         wait_listening(&tb, case.port, Duration::from_secs(15))
             .with_context(|| format!("server of {} did not start", case.label))?;
         Some(g)
@@ -89,8 +93,8 @@ pub fn run_once(
         tb.spawn_in(side, move || sample(&stop))
     });
     let started = Instant::now();
-    let mut client =
-        start(&tb, Side::A, &case.client, Stdio::piped()).context("cannot start the client")?;
+    let mut client = start(&tb, Side::A, &case.client, cache, Stdio::piped())
+        .context("cannot start the client")?;
     let status = loop {
         if let Some(s) = client.0.try_wait()? {
             break s;
@@ -181,10 +185,18 @@ fn wait_listening(tb: &Testbed, port: u16, limit: Duration) -> anyhow::Result<()
     })
 }
 
-/// Starts a shell command line in its own process group inside a side's namespace.
-fn start(tb: &Testbed, side: Side, script: &str, stderr: Stdio) -> std::io::Result<Group> {
+/// Starts a shell command line in its own process group inside a side's namespace, with
+/// `cache` as its `XDG_CACHE_HOME`.
+fn start(
+    tb: &Testbed,
+    side: Side,
+    script: &str,
+    cache: &std::path::Path,
+    stderr: Stdio,
+) -> std::io::Result<Group> {
     let mut cmd = tb.command(side, "sh");
     cmd.args(["-c", script])
+        .env("XDG_CACHE_HOME", cache)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr)

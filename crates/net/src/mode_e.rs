@@ -1,11 +1,12 @@
 //! The MODE E data mover: a file sent as blocks over several TCP connections (the sender opens
 //! them, and with a [`StreamPolicy`] opens more while the transfer runs), and blocks received
-//! from any number of connections into a file by offset. Block framing and bookkeeping are
-//! `fatpipe_proto::mode_e`'s; this module only moves bytes.
+//! from any number of connections into a file by offset. A [`Channel`] keeps the connections a
+//! transfer ended without closing (GridFTP data-channel caching) for the next one. Block framing
+//! and bookkeeping are `fatpipe_proto::mode_e`'s; this module only moves bytes.
 
 use crate::tcpinfo::tcp_stats;
 use crate::{Pump, PumpError};
-use fatpipe_proto::mode_e::{Action, Header, Reassembly, SendPlan, EOD, HEADER_LEN};
+use fatpipe_proto::mode_e::{Action, Header, Reassembly, SendPlan, CLOSE, EOD, HEADER_LEN};
 use fatpipe_tune::streams::{Observation, StreamPolicy};
 use socket2::Socket;
 use std::fs::File;
@@ -76,6 +77,79 @@ impl Links {
     }
 }
 
+/// The data channel of a session's MODE E transfers in one direction: how new connections are
+/// made, and the connections the previous transfer left open (its EODs without the close bit),
+/// which the next transfer uses first: warm windows instead of a new handshake and slow start.
+pub struct Channel {
+    links: Links,
+    idle: Mutex<Vec<TcpStream>>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("idle", &self.idle())
+            .finish()
+    }
+}
+
+impl Channel {
+    /// A channel with no connections yet.
+    pub fn new(links: Links) -> Channel {
+        Channel {
+            links,
+            idle: Mutex::default(),
+        }
+    }
+
+    /// Connections kept open by the previous transfer.
+    pub fn idle(&self) -> usize {
+        lock(&self.idle).len()
+    }
+
+    /// Hands every kept connection that is still open to a transfer (one the peer or the
+    /// network closed meanwhile would fail it); the others are dropped.
+    fn take_idle(&self) -> Vec<TcpStream> {
+        let all = std::mem::take(&mut *lock(&self.idle));
+        let (open, gone): (Vec<_>, Vec<_>) = all.into_iter().partition(still_open);
+        if !gone.is_empty() {
+            tracing::warn!(
+                closed = gone.len(),
+                "kept data connections were closed since the last transfer"
+            );
+        }
+        open
+    }
+
+    fn keep(&self, sock: TcpStream) {
+        lock(&self.idle).push(sock);
+    }
+}
+
+/// Whether a connection is neither closed by its peer nor broken: a peek without waiting
+/// finds data or nothing yet.
+fn still_open(sock: &TcpStream) -> bool {
+    if sock.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let open = match sock.peek(&mut [0u8; 1]) {
+        Ok(n) => n > 0,
+        Err(e) => e.kind() == ErrorKind::WouldBlock,
+    };
+    sock.set_nonblocking(false).is_ok() && open
+}
+
+/// A channel a session's last MODE E transfer left open, and which way that data went: the
+/// next transfer in the same direction uses it, unless a new data address (PASV, PORT, …) or
+/// anything else comes first (GridFTP data-channel caching; both ends keep one alike).
+#[derive(Debug)]
+pub struct Kept {
+    /// Whether this end sent the data.
+    pub sending: bool,
+    /// The connections, and how to make more (the same listener or address).
+    pub channel: Channel,
+}
+
 /// Waits up to 100 ms (and never past `deadline`) for a connection from `peer`.
 fn accept_from(
     listener: &TcpListener,
@@ -124,12 +198,13 @@ pub struct SendJob {
     pub shift: u64,
     /// Largest block.
     pub block: u64,
-    /// Connections to open at the start.
+    /// Connections at the start (at least the channel's kept ones, which are all used).
     pub start: u32,
     /// Grows the connection count while the transfer runs (`-p auto`, streams paced); `None`
     /// keeps `start`.
     pub policy: Option<StreamPolicy>,
-    /// Whether connections are closed after the transfer (set in the EOD block).
+    /// Whether connections are closed after the transfer (set in the EOD block); if not, the
+    /// channel keeps them for the next transfer.
     pub close: bool,
     /// Told each policy decision with the stream count it leads to (telemetry).
     pub on_change: Option<OnChange>,
@@ -145,6 +220,8 @@ pub struct SendReport {
     pub bytes: u64,
     /// Connections used.
     pub streams: u32,
+    /// Of those, connections kept from the previous transfer.
+    pub reused: u32,
     /// The stream policy's decisions, in order.
     pub decisions: Vec<String>,
 }
@@ -155,10 +232,11 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// How often the sender looks at its streams for the policy.
 const POLICY_TICK: Duration = Duration::from_millis(100);
 
-/// Sends `job` over connections made by `links`; `pump` is the transfer's (progress, cancel).
+/// Sends `job` over the channel's kept connections and new ones it makes; `pump` is the
+/// transfer's (progress, cancel).
 pub fn send(
     mut job: SendJob,
-    links: &Links,
+    channel: &Channel,
     pump: &Arc<Pump>,
     on_stream: &OnStream,
 ) -> Result<SendReport, PumpError> {
@@ -169,12 +247,21 @@ pub fn send(
     // Streams whose count grows are paced; the first failure to pace one is kept for the report.
     let unpaced: Mutex<Option<String>> = Mutex::default();
     let pacing = policy.is_some().then_some(&unpaced);
-    let job = &job;
+    let mut reused = 0;
+    let ctx = Sending {
+        job: &job,
+        channel,
+        pacing,
+        plan: &plan,
+        socks: &socks,
+        pump,
+        on_stream,
+    };
     let result = std::thread::scope(|scope| {
-        let stream = || {
-            let (plan, socks) = (&plan, &socks);
+        let stream = |kept: Option<TcpStream>| {
+            let ctx = &ctx;
             scope.spawn(move || {
-                let r = send_stream(job, links, pacing, plan, socks, pump, on_stream);
+                let r = send_stream(ctx, kept);
                 if r.is_err() {
                     pump.cancel();
                 }
@@ -183,8 +270,12 @@ pub fn send(
         };
         // Register every initial stream before any starts: a fast first stream could otherwise
         // hand out the last block before the others join.
-        let initial = (0..job.start.max(1)).filter(|_| lock(&plan).join()).count();
-        let mut workers: Vec<_> = (0..initial).map(|_| stream()).collect();
+        // Every kept connection is used (the receiver reads them all), new ones make up the rest.
+        let mut kept = channel.take_idle();
+        reused = kept.len() as u32;
+        let wanted = job.start.max(1).max(kept.len() as u32);
+        let initial = (0..wanted).filter(|_| lock(&plan).join()).count();
+        let mut workers: Vec<_> = (0..initial).map(|_| stream(kept.pop())).collect();
         while !workers.iter().all(|w| w.is_finished()) {
             std::thread::sleep(POLICY_TICK);
             let Some(p) = policy.as_mut() else { continue };
@@ -211,7 +302,7 @@ pub fn send(
             if let Some(c) = &change {
                 for _ in 0..c.add {
                     if lock(&plan).join() {
-                        workers.push(stream());
+                        workers.push(stream(None));
                     }
                 }
             }
@@ -257,6 +348,7 @@ pub fn send(
     Ok(SendReport {
         bytes: pump.bytes(),
         streams,
+        reused,
         decisions,
     })
 }
@@ -265,18 +357,35 @@ pub fn send(
 const PACED: &str = "every stream paced by TCP (internal pacing): a stream's slow-start \
     bursts would otherwise end its siblings' slow start early";
 
-/// Opens one connection and sends blocks over it until the plan has none left; with `pacing`,
-/// switches TCP's own pacing on for it (a failure to is kept there).
-fn send_stream(
-    job: &SendJob,
-    links: &Links,
-    pacing: Option<&Mutex<Option<String>>>,
-    plan: &Mutex<SendPlan>,
-    socks: &Mutex<Vec<TcpStream>>,
-    pump: &Arc<Pump>,
-    on_stream: &OnStream,
-) -> Result<(), PumpError> {
-    let sock = links.open().map_err(PumpError::Write)?;
+/// What the streams of one send share.
+struct Sending<'a> {
+    job: &'a SendJob,
+    channel: &'a Channel,
+    /// Where the first failure to pace a stream is kept; `None`: streams are not paced.
+    pacing: Option<&'a Mutex<Option<String>>>,
+    plan: &'a Mutex<SendPlan>,
+    /// Clones of the streams' sockets, for the policy's looks.
+    socks: &'a Mutex<Vec<TcpStream>>,
+    pump: &'a Arc<Pump>,
+    on_stream: &'a OnStream,
+}
+
+/// Sends blocks over `kept` (or a new connection) until the plan has none left; paces it when
+/// the send's streams are paced.
+fn send_stream(ctx: &Sending<'_>, kept: Option<TcpStream>) -> Result<(), PumpError> {
+    let Sending {
+        job,
+        channel,
+        pacing,
+        plan,
+        socks,
+        pump,
+        on_stream,
+    } = *ctx;
+    let sock = match kept {
+        Some(s) => s,
+        None => channel.links.open().map_err(PumpError::Write)?,
+    };
     if let Some(unpaced) = pacing {
         if let Err(e) = crate::pacing::pace(sock.as_fd()) {
             tracing::warn!("cannot pace a data connection: {e}");
@@ -306,13 +415,15 @@ fn send_stream(
     (&sock)
         .write_all(&tail)
         .map_err(|e| mine.classify(PumpError::Write(e)))?;
-    if job.close {
-        // Wait (a bounded while: a receiver may keep the connection) for the receiver to close
-        // first, so the last bytes are not lost to a reset.
-        let _ = sock.shutdown(std::net::Shutdown::Write);
-        let _ = sock.set_read_timeout(Some(CLOSE_WAIT));
-        let _ = (&sock).read(&mut [0u8; 1]);
+    if !job.close {
+        channel.keep(sock);
+        return Ok(());
     }
+    // Wait (a bounded while: a receiver may keep the connection) for the receiver to close
+    // first, so the last bytes are not lost to a reset.
+    let _ = sock.shutdown(std::net::Shutdown::Write);
+    let _ = sock.set_read_timeout(Some(CLOSE_WAIT));
+    let _ = (&sock).read(&mut [0u8; 1]);
     let _ = sock.shutdown(std::net::Shutdown::Both);
     Ok(())
 }
@@ -324,35 +435,59 @@ pub struct ReceiveReport {
     pub bytes: u64,
     /// Connections that carried the transfer.
     pub streams: u32,
+    /// Of those, connections kept from the previous transfer.
+    pub reused: u32,
 }
 
-/// Receives blocks from connections made by `links` into `file` (each at `base` plus its
-/// offset: `ESTO A`) until the transfer is complete (EOF seen and every connection's EOD).
+/// Receives blocks into `file` (each at `base` plus its offset: `ESTO A`) from the channel's
+/// kept connections and every new one it accepts, until the transfer is complete (EOF seen and
+/// every connection's EOD). Connections whose EOD did not close them stay in the channel.
 /// `state` is shared so that the caller can report the ranges received while it runs
 /// (`111 Range Marker`).
 pub fn receive(
     file: &File,
     base: u64,
     state: &Arc<Mutex<Reassembly>>,
-    links: &Links,
+    channel: &Channel,
     pump: &Arc<Pump>,
     on_stream: &OnStream,
 ) -> Result<ReceiveReport, PumpError> {
-    let idle = match links {
+    let idle = match &channel.links {
         Links::Accept { timeout, .. } | Links::Connect { timeout, .. } => *timeout,
     };
+    let kept = channel.take_idle();
+    let reused = kept.len() as u32;
     std::thread::scope(|scope| {
-        let mut workers = Vec::new();
-        let mut accepted = 0u32;
+        let start = |sock: TcpStream, reused: bool| -> Result<_, PumpError> {
+            let mine = Arc::new(Pump::child(pump));
+            mine.attach(&sock).map_err(PumpError::Read)?;
+            on_stream(&sock, &mine);
+            Ok(scope.spawn(move || {
+                let r = receive_stream(file, base, state, &sock, reused, idle, &mine);
+                match r {
+                    Ok(true) => channel.keep(sock),
+                    // Pumps and tuners hold clones of the socket: close it for all of them.
+                    _ => {
+                        let _ = sock.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+                if r.is_err() {
+                    pump.cancel();
+                }
+                r.map(|_| ())
+            }))
+        };
+        let mut streams = reused;
+        let mut workers = kept
+            .into_iter()
+            .map(|s| start(s, true))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut last_progress = (Instant::now(), 0u64);
         loop {
             if lock(state).is_complete() {
                 break;
             }
-            if workers
-                .iter()
-                .any(|w: &std::thread::ScopedJoinHandle<'_, _>| w.is_finished())
-            {
+            if workers.iter().any(|w| w.is_finished()) {
                 // A stream that failed fails the transfer; finished ones are collected below.
                 let (done, running): (Vec<_>, Vec<_>) =
                     workers.into_iter().partition(|w| w.is_finished());
@@ -373,7 +508,7 @@ pub fn receive(
                     "MODE E transfer stalled: no data and no connection",
                 )));
             }
-            let sock = match links {
+            let sock = match &channel.links {
                 Links::Accept { listener, peer, .. } => {
                     accept_from(listener, *peer, Instant::now() + Duration::from_millis(100))
                         .map_err(PumpError::Read)?
@@ -385,20 +520,8 @@ pub fn receive(
                 }
             };
             if let Some(sock) = sock {
-                accepted += 1;
-                let mine = Arc::new(Pump::child(pump));
-                mine.attach(&sock).map_err(PumpError::Read)?;
-                on_stream(&sock, &mine);
-                workers.push(scope.spawn(move || {
-                    let r = receive_stream(file, base, state, &sock, &mine);
-                    if r.is_err() {
-                        pump.cancel();
-                    }
-                    // Pumps and tuners hold clones of the socket: close it for all of them
-                    // (connections are not kept for another transfer).
-                    let _ = sock.shutdown(std::net::Shutdown::Both);
-                    r
-                }));
+                streams += 1;
+                workers.push(start(sock, false)?);
             }
         }
         for w in workers {
@@ -406,7 +529,8 @@ pub fn receive(
         }
         Ok(ReceiveReport {
             bytes: pump.bytes(),
-            streams: accepted,
+            streams,
+            reused,
         })
     })
 }
@@ -418,19 +542,38 @@ fn join_stream(
         .map_err(|_| PumpError::Read(io::Error::other("receiver panicked")))?
 }
 
-/// Reads one connection's blocks until its EOD.
+/// Reads one connection's blocks until its EOD; answers whether the sender keeps the
+/// connection open for another transfer. A connection kept from the previous transfer
+/// (`reused`) that the sender closes, or leaves silent for `idle`, before its first block just
+/// drops out.
 fn receive_stream(
     file: &File,
     base: u64,
     state: &Mutex<Reassembly>,
     sock: &TcpStream,
+    reused: bool,
+    idle: Duration,
     pump: &Pump,
-) -> Result<(), PumpError> {
+) -> Result<bool, PumpError> {
     let mut buf = vec![0u8; 1 << 20];
+    let mut first = true;
+    if reused {
+        // Bounds the wait on a kept connection the sender left out of this transfer.
+        sock.set_read_timeout(Some(idle))
+            .map_err(|e| pump.classify(PumpError::Read(e)))?;
+    }
     loop {
         pump.check()?;
         let mut h = [0u8; HEADER_LEN];
-        read_exact(pump, sock, &mut h)?;
+        match read_exact(pump, sock, &mut h) {
+            Err(PumpError::Read(e)) if first && reused && dropped(&e) => return Ok(false),
+            r => r?,
+        }
+        if first && reused {
+            sock.set_read_timeout(None)
+                .map_err(|e| pump.classify(PumpError::Read(e)))?;
+        }
+        first = false;
         let header = Header::decode(&h);
         let action = lock(state)
             .on_header(&header)
@@ -461,13 +604,25 @@ fn receive_stream(
                 }
                 lock(state).on_written(offset, count);
                 if header.descriptor & EOD != 0 {
-                    return Ok(());
+                    return Ok(header.descriptor & CLOSE == 0);
                 }
             }
-            Action::EndOfData { .. } => return Ok(()),
+            Action::EndOfData { close } => return Ok(!close),
             Action::Nothing => {}
         }
     }
+}
+
+/// Whether a kept connection's first read ended because the sender left it out of this
+/// transfer: closed (or reset) it, or sent nothing on it within the data timeout.
+fn dropped(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::UnexpectedEof
+            | ErrorKind::ConnectionReset
+            | ErrorKind::WouldBlock
+            | ErrorKind::TimedOut
+    )
 }
 
 /// Reads what is there (at least one byte); the connection ending here is an error.
@@ -524,49 +679,159 @@ mod tests {
         Arc::new(|_, _| {})
     }
 
-    /// Sends `ranges` of `data` over `streams` loopback connections; returns the received file.
-    fn transfer(data: &[u8], ranges: Vec<(u64, u64)>, streams: u32) -> (Vec<u8>, ReceiveReport) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let target = listener.local_addr().unwrap();
-        let into = tempfile::tempfile().unwrap();
-        let state = Arc::new(Mutex::new(Reassembly::new(data.len() as u64)));
-        let job = SendJob {
+    fn job(data: &[u8], ranges: Vec<(u64, u64)>, streams: u32, close: bool) -> SendJob {
+        SendJob {
             file: file_with(data),
             ranges,
             shift: 0,
             block: 64 << 10,
             start: streams,
             policy: None,
-            close: true,
+            close,
             on_change: None,
-        };
-        let sender = std::thread::spawn(move || {
-            let links = Links::Connect {
-                target,
-                prepare: Arc::new(|_| Ok(())),
-                timeout: Duration::from_secs(5),
-            };
-            send(job, &links, &Arc::new(Pump::default()), &nothing())
+        }
+    }
+
+    /// Both ends of a loopback data channel: the sender connects, the receiver accepts.
+    fn channels() -> (Arc<Channel>, Channel) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = listener.local_addr().unwrap();
+        let sending = Channel::new(Links::Connect {
+            target,
+            prepare: Arc::new(|_| Ok(())),
+            timeout: Duration::from_secs(5),
         });
-        let links = Links::Accept {
+        let receiving = Channel::new(Links::Accept {
             listener,
             peer: "127.0.0.1".parse().unwrap(),
             timeout: Duration::from_secs(10),
-        };
+        });
+        (Arc::new(sending), receiving)
+    }
+
+    /// Sends `job` from one channel to the other; returns the received file.
+    fn transfer_over(
+        job: SendJob,
+        len: usize,
+        sending: &Arc<Channel>,
+        receiving: &Channel,
+    ) -> (Vec<u8>, SendReport, ReceiveReport) {
+        let into = tempfile::tempfile().unwrap();
+        let state = Arc::new(Mutex::new(Reassembly::new(len as u64)));
+        let ch = sending.clone();
+        let sender =
+            std::thread::spawn(move || send(job, &ch, &Arc::new(Pump::default()), &nothing()));
         let report = receive(
             &into,
             0,
             &state,
-            &links,
+            receiving,
             &Arc::new(Pump::default()),
             &nothing(),
         )
         .unwrap();
         let sent = sender.join().unwrap().unwrap();
-        assert_eq!(sent.streams, streams);
-        let mut got = vec![0u8; data.len()];
+        let mut got = vec![0u8; len];
         into.read_exact_at(&mut got, 0).unwrap_or(());
+        (got, sent, report)
+    }
+
+    /// Sends `ranges` of `data` over `streams` new loopback connections; returns the received
+    /// file.
+    fn transfer(data: &[u8], ranges: Vec<(u64, u64)>, streams: u32) -> (Vec<u8>, ReceiveReport) {
+        let (sending, receiving) = channels();
+        let (got, sent, report) = transfer_over(
+            job(data, ranges, streams, true),
+            data.len(),
+            &sending,
+            &receiving,
+        );
+        assert_eq!(sent.streams, streams);
+        assert_eq!((sending.idle(), receiving.idle()), (0, 0));
         (got, report)
+    }
+
+    #[test]
+    fn connections_left_open_carry_the_next_transfer() {
+        let (sending, receiving) = channels();
+        let first: Vec<u8> = (0..1_000_003u32).map(|i| (i % 251) as u8).collect();
+        let second: Vec<u8> = (0..2_000_017u32).map(|i| (i * 7 % 241) as u8).collect();
+        let whole = |d: &[u8]| vec![(0, d.len() as u64)];
+        let (got, _, r) = transfer_over(
+            job(&first, whole(&first), 3, false),
+            first.len(),
+            &sending,
+            &receiving,
+        );
+        assert!(got == first, "first file differs");
+        assert_eq!((r.streams, r.reused), (3, 0));
+        assert_eq!((sending.idle(), receiving.idle()), (3, 3));
+        // The second transfer asks for one connection but uses the three kept ones, and the
+        // receiver accepts none; it closes them at its end.
+        let (got, sent, r) = transfer_over(
+            job(&second, whole(&second), 1, true),
+            second.len(),
+            &sending,
+            &receiving,
+        );
+        assert!(got == second, "second file differs");
+        assert_eq!(sent.streams, 3);
+        assert_eq!((r.streams, r.reused), (3, 3));
+        assert_eq!((sending.idle(), receiving.idle()), (0, 0));
+    }
+
+    #[test]
+    fn a_kept_connection_the_sender_closed_drops_out() {
+        let (sending, receiving) = channels();
+        let data = vec![5u8; 400_000];
+        let whole = vec![(0, data.len() as u64)];
+        let over = |close| job(&data, whole.clone(), 2, close);
+        transfer_over(over(false), data.len(), &sending, &receiving);
+        assert_eq!(receiving.idle(), 2);
+        // The sender's end forgets one of them (closes it) between the transfers: the
+        // receiver leaves it out, and the next transfer uses the other and a new one.
+        let mut idle = sending.take_idle();
+        drop(idle.pop());
+        sending.keep(idle.pop().unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+        let (got, _, r) = transfer_over(over(true), data.len(), &sending, &receiving);
+        assert!(got == data, "file differs");
+        assert_eq!((r.streams, r.reused), (2, 1));
+        // A kept connection closed while the receiver reads it, before any block: not an error.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        receiving.keep(l.accept().unwrap().0);
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(peer);
+        });
+        let (got, _, r) = transfer_over(over(true), data.len(), &sending, &receiving);
+        closer.join().unwrap();
+        assert!(got == data, "file differs");
+        assert_eq!((r.streams, r.reused), (3, 1));
+    }
+
+    #[test]
+    fn a_kept_connection_the_receiver_closed_is_not_used() {
+        let (sending, receiving) = channels();
+        let data: Vec<u8> = (0..500_000u32).map(|i| (i % 249) as u8).collect();
+        let whole = vec![(0, data.len() as u64)];
+        transfer_over(
+            job(&data, whole.clone(), 2, false),
+            data.len(),
+            &sending,
+            &receiving,
+        );
+        // The receiving end closes one of the two between the transfers.
+        let mut idle = receiving.take_idle();
+        drop(idle.pop());
+        receiving.keep(idle.pop().unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+        let (got, sent, r) =
+            transfer_over(job(&data, whole, 2, true), data.len(), &sending, &receiving);
+        assert!(got == data, "file differs");
+        assert_eq!((sent.streams, sent.reused), (2, 1));
+        assert_eq!((r.streams, r.reused), (2, 1));
     }
 
     #[test]
@@ -603,11 +868,11 @@ mod tests {
             s.write_all(&Header::data(0, 100).encode()).unwrap();
             s.write_all(&[1u8; 10]).unwrap();
         });
-        let links = Links::Accept {
+        let links = Channel::new(Links::Accept {
             listener,
             peer: "127.0.0.1".parse().unwrap(),
             timeout: Duration::from_secs(5),
-        };
+        });
         let state = Arc::new(Mutex::new(Reassembly::new(100)));
         let into = tempfile::tempfile().unwrap();
         let r = receive(

@@ -300,8 +300,16 @@ pub fn run(cmd: &mut Command) -> std::process::Output {
 /// `fatpipe` with arguments, as a command.
 pub fn fatpipe_cmd(args: &[&str]) -> Command {
     let mut c = Command::new(fatpipe());
+    // What fatpipe keeps between runs (`-p auto`'s path memory) stays with this test process,
+    // never in the home directory.
+    c.env("XDG_CACHE_HOME", cache_home());
     c.args(args);
     c
+}
+
+/// This test process's `XDG_CACHE_HOME` for the fatpipe commands it runs (under target/tmp).
+pub fn cache_home() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cache-{}", std::process::id()))
 }
 
 /// A minimal control-channel client for checking replies byte by byte.

@@ -27,6 +27,9 @@ pub struct CopyOptions {
     pub tune: Option<TunerConfig>,
     /// How many data connections each file uses (`-p`).
     pub streams: Streams,
+    /// `-p auto`: the stream count the first file starts with instead of one, and why (what an
+    /// earlier copy to the same server ended with).
+    pub first_start: Option<(u32, String)>,
     /// Whether each file's checksum is compared with the server's after the copy.
     pub verify: Verify,
 }
@@ -65,6 +68,8 @@ pub struct FileResult {
     pub capped: Vec<String>,
     /// Data connections used (MODE E copies).
     pub streams: Option<u32>,
+    /// Of those, connections the previous file left open.
+    pub reused_streams: u32,
     /// Why `-p auto` opened streams or stopped (when this end sent).
     pub stream_decisions: Vec<String>,
     /// The checksum both ends agreed on, as `ALG:hex` (verified copies).
@@ -119,6 +124,9 @@ pub fn copy(
         conn.set_tuning(t.clone())?;
     }
     conn.set_streams(opts.streams)?;
+    if let Some((n, why)) = &opts.first_start {
+        conn.start_streams_at(*n, why.clone());
+    }
     let mut copier = Copier {
         c: conn,
         opts,
@@ -184,6 +192,7 @@ impl Copier<'_> {
             peer_peak_buffer: tune.and_then(|t| t.peak_peer),
             capped: tune.map(|t| t.capped.clone()).unwrap_or_default(),
             streams: streams.as_ref().map(|s| s.streams),
+            reused_streams: streams.as_ref().map_or(0, |s| s.reused),
             stream_decisions: streams.map(|s| s.decisions).unwrap_or_default(),
             verified,
         };

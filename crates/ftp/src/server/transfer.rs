@@ -2,7 +2,7 @@
 //! `NOOP` are answered while it runs. Ends in the reply the client is owed.
 
 use super::data::DataSpec;
-use fatpipe_net::mode_e::{self, Links, OnStream, Prepare, SendJob};
+use fatpipe_net::mode_e::{self, Channel, Links, OnStream, Prepare, SendJob};
 use fatpipe_net::tcpinfo::tcp_stats;
 use fatpipe_net::{Pump, PumpError, Tuner, TunerConfig, Tuners};
 use fatpipe_proto::gridftp::{perf_marker, range_marker, Parallelism, AUTO_NOTE, STREAMS_NOTE};
@@ -42,11 +42,13 @@ pub enum Job {
 }
 
 impl Job {
-    fn receiving(&self) -> bool {
+    /// Whether the client sends the data.
+    pub fn receiving(&self) -> bool {
         matches!(self, Job::Receive { .. } | Job::ReceiveBlocks { .. })
     }
 
-    fn blocks(&self) -> bool {
+    /// Whether the data moves in MODE E blocks.
+    pub fn blocks(&self) -> bool {
         matches!(self, Job::SendBlocks { .. } | Job::ReceiveBlocks { .. })
     }
 }
@@ -58,6 +60,11 @@ pub struct Endpoints {
     pub local_ip: IpAddr,
     pub timeout: Duration,
     pub prepare: Prepare,
+    /// MODE E: the channel the previous transfer left open (used instead of `spec`).
+    pub kept: Option<Channel>,
+    /// MODE E: a sending end leaves its connections open for the next transfer (the client
+    /// asked for data-channel reuse).
+    pub keep_open: bool,
 }
 
 /// What a transfer that worked moved, and what its final reply should add.
@@ -95,6 +102,8 @@ pub struct Running {
     started: Instant,
     /// MODE E: when the next markers are due, and the ranges received so far.
     markers: Option<(Instant, Option<Arc<Mutex<Reassembly>>>)>,
+    /// MODE E: the channel, once the transfer has worked and left connections open.
+    kept: Arc<Mutex<Option<Channel>>>,
 }
 
 impl std::fmt::Debug for Running {
@@ -132,13 +141,23 @@ impl Running {
         let tuners = Tuners::default();
         let slot = tuners.clone();
         let (tx, announcements) = mpsc::unbounded_channel();
+        let kept = Arc::new(Mutex::new(None));
+        let keep = kept.clone();
         let handle = tokio::spawn(async move {
             let mut work = if job.blocks() {
-                let links = links(ends)?;
+                let close = !ends.keep_open;
+                let channel = match ends.kept {
+                    Some(c) => c,
+                    None => Channel::new(links(ends)?),
+                };
                 let on_change = tune.as_ref().and_then(TunerConfig::stream_events);
                 let on_stream = slot.starter(tune, role);
                 tokio::task::spawn_blocking(move || {
-                    run_blocks(&p, job, &links, &on_stream, on_change, reassembly)
+                    let r = run_blocks(&p, job, &channel, close, &on_stream, on_change, reassembly);
+                    if r.is_ok() && channel.idle() > 0 {
+                        *lock_any(&keep) = Some(channel);
+                    }
+                    r
                 })
             } else {
                 let prepare = ends.prepare.clone();
@@ -199,7 +218,13 @@ impl Running {
             label,
             started: Instant::now(),
             markers,
+            kept,
         }
+    }
+
+    /// The MODE E channel a finished transfer left open, for the next transfer of the session.
+    pub fn take_kept(&self) -> Option<Channel> {
+        lock_any(&self.kept).take()
     }
 
     /// Waits for the transfer's next event: a buffer size to announce, markers, or its end.
@@ -326,7 +351,8 @@ fn links(ends: Endpoints) -> Result<Links, Reply> {
 fn run_blocks(
     pump: &Arc<Pump>,
     job: Job,
-    links: &Links,
+    channel: &Channel,
+    close: bool,
     on_stream: &OnStream,
     on_change: Option<mode_e::OnChange>,
     reassembly: Option<Arc<Mutex<Reassembly>>>,
@@ -352,11 +378,11 @@ fn run_blocks(
                     })
                     .starting_at(parallelism.start)
                 }),
-                close: true,
+                close,
                 on_change,
             };
             let r =
-                mode_e::send(job, links, pump, on_stream).map_err(|e| failure_reply(e, true))?;
+                mode_e::send(job, channel, pump, on_stream).map_err(|e| failure_reply(e, true))?;
             // The client learns how the stream count was chosen from the final reply.
             let mut notes = vec![format!("{STREAMS_NOTE}{}", r.streams)];
             notes.extend(r.decisions.iter().map(|d| format!("{AUTO_NOTE}{d}")));
@@ -368,7 +394,7 @@ fn run_blocks(
         Job::ReceiveBlocks { file, base } => {
             let state =
                 reassembly.unwrap_or_else(|| Arc::new(Mutex::new(Reassembly::new(u64::MAX))));
-            let r = mode_e::receive(&file, base, &state, links, pump, on_stream)
+            let r = mode_e::receive(&file, base, &state, channel, pump, on_stream)
                 .map_err(|e| failure_reply(e, false))?;
             Ok(Outcome {
                 bytes: r.bytes,

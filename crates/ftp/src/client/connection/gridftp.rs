@@ -4,7 +4,7 @@
 
 use super::{describe, finish, receive_error, send_error, Connection};
 use anyhow::{bail, Context};
-use fatpipe_net::mode_e::{self, Links, SendJob};
+use fatpipe_net::mode_e::{self, Channel, Kept, Links, SendJob};
 use fatpipe_net::{Pump, TunerConfig, Tuners};
 use fatpipe_proto::gridftp::{parse_transfer_notes, ChecksumAlg, Cksm, Parallelism};
 use fatpipe_proto::mode_e::Reassembly;
@@ -33,7 +33,7 @@ pub enum Streams {
 }
 
 /// The MODE E set-up of a session.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Blocks {
     parallelism: Parallelism,
     limits: StreamLimits,
@@ -42,6 +42,8 @@ pub(super) struct Blocks {
     /// Where the next `-p auto` transfer starts: the stream count the previous one of this
     /// session ended with (the same path needs the same), 1 at first.
     next_start: u32,
+    /// Why the next transfer starts at `next_start` when that was not this session's doing.
+    start_why: Option<String>,
 }
 
 /// How the connections of the latest MODE E transfer went.
@@ -49,6 +51,9 @@ pub(super) struct Blocks {
 pub struct StreamsReport {
     /// Data connections used.
     pub streams: u32,
+    /// Of those, connections the previous transfer left open (warm: no handshake, no slow
+    /// start from scratch).
+    pub reused: u32,
     /// Why the count changed or stopped (`-p auto`, when this end sent).
     pub decisions: Vec<String>,
 }
@@ -106,13 +111,30 @@ impl Connection {
             return Ok(());
         }
         self.checked(&Command::Opts(format!("RETR {parallelism}")))?;
+        self.kept = None;
+        if !self.reuse && self.has_feature("DCREUSE") {
+            self.reuse = self
+                .command(&Command::Opts("DCREUSE ON".into()))?
+                .is_success();
+        }
         self.blocks = Some(Blocks {
             parallelism,
             limits,
             auto: matches!(streams, Streams::Auto { .. }),
             next_start: 1,
+            start_why: None,
         });
         Ok(())
+    }
+
+    /// With `-p auto`, starts the next transfer with `streams` (within `--max-streams`) instead
+    /// of one; `why` completes its note `started with N streams, <why>` (e.g. what an earlier
+    /// copy to the same server ended with).
+    pub fn start_streams_at(&mut self, streams: u32, why: String) {
+        if let Some(b) = self.blocks.as_mut().filter(|b| b.auto) {
+            b.next_start = streams.clamp(1, b.limits.max);
+            b.start_why = Some(why);
+        }
     }
 
     /// Whether files move in MODE E (`set_streams` with more than one, and the server can).
@@ -159,8 +181,10 @@ impl Connection {
         .collect()
     }
 
+    /// `MODE E` or `MODE S` (which ends the kept MODE E connections at both ends).
     pub(super) fn set_mode(&mut self, extended: bool) -> anyhow::Result<()> {
         if self.extended != extended {
+            self.kept = None;
             let cmd = if extended {
                 Command::ModeExtended
             } else {
@@ -173,8 +197,10 @@ impl Connection {
     }
 
     /// Listens for the server's data connections (MODE E downloads: the sender connects) and
-    /// tells the server where (`PORT`, or `EPRT` for IPv6).
+    /// tells the server where (`PORT`, or `EPRT` for IPv6); a new address ends the kept
+    /// connections at both ends.
     fn listen_data(&mut self) -> anyhow::Result<std::net::TcpListener> {
+        self.kept = None;
         let local = self.writer.local_addr()?;
         let l = fatpipe_net::socket::bind_in_range(local.ip(), None, 0)
             .context("cannot listen for data connections")?;
@@ -200,30 +226,33 @@ impl Connection {
         self.set_mode(true)?;
         self.set_type_only(TransferType::Image)?;
         let resumed = self.start_where_the_last_ended()?;
-        let listener = self.listen_data()?;
+        let channel = match self.kept_channel(false) {
+            Some(c) => c,
+            None => Channel::new(Links::Accept {
+                listener: self.listen_data()?,
+                peer: self.peer.ip(),
+                timeout: self.timeout,
+            }),
+        };
         let rest = (have > 0).then(|| {
             let mut r = RangeSet::default();
             r.insert(0, have);
             Command::RestRanges(r)
         });
         let what = self.begin(rest, &Command::Retr(path.into()))?;
-        let links = Links::Accept {
-            listener,
-            peer: self.peer.ip(),
-            timeout: self.timeout,
-        };
         let tuners = Tuners::default();
         let on_stream = tuners.starter(self.tune.clone(), Role::Receiver);
         let state = Arc::new(Mutex::new(Reassembly::new(u64::MAX)));
         let (moved, fin) = self.drive(&tuners, Some(pump), || {
-            mode_e::receive(file, 0, &state, &links, pump, &on_stream)
+            mode_e::receive(file, 0, &state, &channel, pump, &on_stream)
                 .map_err(|e| receive_error(path, e))
         })?;
         if let Ok(r) = &moved {
             // A fatpipe sender says in its final reply why it used as many streams as it did.
             let (_, decisions) = fin.as_ref().map(parse_transfer_notes).unwrap_or_default();
-            self.record_streams(resumed, r.streams, decisions);
+            self.record_streams(resumed, r.reused, r.streams, decisions);
         }
+        self.keep_channel(false, channel, &moved, &fin);
         finish(&what, moved.map(|r| r.bytes), fin)
     }
 
@@ -236,7 +265,7 @@ impl Connection {
         file: &File,
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
-        let blocks = self.blocks.context("MODE E is not set up")?;
+        let blocks = self.blocks.clone().context("MODE E is not set up")?;
         let start = if blocks.auto {
             blocks.next_start.min(blocks.limits.max)
         } else {
@@ -244,7 +273,14 @@ impl Connection {
         };
         self.set_mode(true)?;
         self.set_type_only(TransferType::Image)?;
-        let target = self.passive_target()?;
+        let channel = match self.kept_channel(true) {
+            Some(c) => c,
+            None => Channel::new(Links::Connect {
+                target: self.passive_target()?,
+                prepare: self.prepare(),
+                timeout: self.timeout,
+            }),
+        };
         let len = file.metadata()?.len();
         self.last_tune = None;
         self.last_streams = None;
@@ -256,11 +292,6 @@ impl Connection {
         // Some servers (Globus) answer 150 only once a data connection is made: connect at
         // once, and take the 150 while the data moves.
         self.send_only(&cmd)?;
-        let links = Links::Connect {
-            target,
-            prepare: self.prepare(),
-            timeout: self.timeout,
-        };
         let job = SendJob {
             file: file.try_clone()?,
             ranges: vec![(have, len)],
@@ -270,18 +301,19 @@ impl Connection {
             policy: blocks
                 .auto
                 .then(|| StreamPolicy::new(blocks.limits).starting_at(start)),
-            close: true,
+            close: !self.reuse,
             on_change: self.tune.as_ref().and_then(TunerConfig::stream_events),
         };
         let tuners = Tuners::default();
         let on_stream = tuners.starter(self.tune.clone(), Role::Sender);
         let (moved, fin) = self.drive(&tuners, Some(pump), || {
-            mode_e::send(job, &links, pump, &on_stream).map_err(|e| send_error(path, e))
+            mode_e::send(job, &channel, pump, &on_stream).map_err(|e| send_error(path, e))
         })?;
         if let Ok(r) = &moved {
             let resumed = (blocks.auto && start > 1).then_some(start);
-            self.record_streams(resumed, r.streams, r.decisions.clone());
+            self.record_streams(resumed, r.reused, r.streams, r.decisions.clone());
         }
+        self.keep_channel(true, channel, &moved, &fin);
         finish(&what, moved.map(|r| r.bytes), fin)
     }
 
@@ -291,6 +323,7 @@ impl Connection {
     fn start_where_the_last_ended(&mut self) -> anyhow::Result<Option<u32>> {
         let Some(b) = self
             .blocks
+            .clone()
             .filter(|b| b.auto && b.parallelism.max > b.parallelism.min)
         else {
             return Ok(None);
@@ -309,20 +342,55 @@ impl Connection {
         Ok((start > 1).then_some(start))
     }
 
+    /// The connections the last transfer left open, when it went the same way (`sending`);
+    /// otherwise they are closed here, as the server closes its ends at the new data address
+    /// that follows.
+    fn kept_channel(&mut self, sending: bool) -> Option<Channel> {
+        self.kept
+            .take()
+            .filter(|k| k.sending == sending)
+            .map(|k| k.channel)
+    }
+
+    /// Keeps the connections a transfer left open for the next one, if it worked at both ends
+    /// (the server keeps its ends only then) and the server reuses them (`DCREUSE`; other
+    /// servers get a new data address for every file).
+    fn keep_channel<T>(
+        &mut self,
+        sending: bool,
+        channel: Channel,
+        moved: &anyhow::Result<T>,
+        fin: &anyhow::Result<fatpipe_proto::Reply>,
+    ) {
+        let worked = moved.is_ok() && fin.as_ref().is_ok_and(|r| r.is_success());
+        self.kept =
+            (worked && self.reuse && channel.idle() > 0).then_some(Kept { sending, channel });
+    }
+
     /// Keeps how a MODE E transfer went and, with `-p auto`, where the next one starts;
-    /// `resumed` is the count it started with when taken over from the previous transfer.
-    fn record_streams(&mut self, resumed: Option<u32>, streams: u32, mut decisions: Vec<String>) {
+    /// `resumed` is the count it started with when taken over from the previous transfer,
+    /// `reused` how many of its connections the previous transfer left open.
+    fn record_streams(
+        &mut self,
+        resumed: Option<u32>,
+        reused: u32,
+        streams: u32,
+        mut decisions: Vec<String>,
+    ) {
+        let mut why = None;
         if let Some(b) = self.blocks.as_mut().filter(|b| b.auto) {
             b.next_start = streams.max(1);
+            why = b.start_why.take();
         }
         if let Some(n) = resumed {
-            decisions.insert(
-                0,
-                format!(
-                    "started with {n} streams, where the previous transfer of this session ended"
-                ),
-            );
+            let why = why
+                .unwrap_or_else(|| "where the previous transfer of this session ended".to_string());
+            decisions.insert(0, format!("started with {n} streams, {why}"));
         }
-        self.last_streams = Some(StreamsReport { streams, decisions });
+        self.last_streams = Some(StreamsReport {
+            streams,
+            reused,
+            decisions,
+        });
     }
 }

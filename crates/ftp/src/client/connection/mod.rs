@@ -6,7 +6,7 @@ use gridftp::Blocks;
 pub use gridftp::{Streams, StreamsReport};
 
 use anyhow::{anyhow, bail, Context};
-use fatpipe_net::mode_e::Prepare;
+use fatpipe_net::mode_e::{Kept, Prepare};
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::{Pump, TuneSummary, Tuner, TunerConfig, Tuners};
 use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
@@ -62,6 +62,10 @@ pub struct Connection {
     /// Whether the server is in MODE E now.
     extended: bool,
     last_streams: Option<StreamsReport>,
+    /// MODE E data connections are left open between files (the server has `DCREUSE`).
+    reuse: bool,
+    /// The MODE E connections the last transfer left open (the server keeps its ends alike).
+    kept: Option<Kept>,
 }
 
 /// Longest reply line accepted from a server.
@@ -111,6 +115,8 @@ impl Connection {
             blocks: None,
             extended: false,
             last_streams: None,
+            reuse: false,
+            kept: None,
         };
         let greeting = c.read_reply()?;
         if !greeting.is_success() {
@@ -284,8 +290,10 @@ impl Connection {
         })
     }
 
-    /// The server's passive data address (`EPSV`, falling back to `PASV`).
+    /// The server's passive data address (`EPSV`, falling back to `PASV`); a new address ends
+    /// the kept MODE E connections at both ends.
     fn passive_target(&mut self) -> anyhow::Result<SocketAddr> {
+        self.kept = None;
         let mut port = None;
         if !self.epsv_failed {
             let r = self.command(&Command::Epsv(None))?;

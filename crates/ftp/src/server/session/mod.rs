@@ -9,6 +9,7 @@ use super::data::{self, same_host, DataSpec};
 use super::sandbox::{self, FsError};
 use super::transfer::{Endpoints, Event, Job, Running};
 use super::Shared;
+use fatpipe_net::mode_e::Kept;
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::command::EpsvArg;
@@ -40,6 +41,7 @@ enum Flow {
 const MAX_DEFERRED: usize = 32;
 
 const FEATURES: &[&str] = &[
+    "DCREUSE",
     "DRS",
     "EPRT",
     "EPSV",
@@ -115,6 +117,10 @@ struct Session {
     parallelism: Parallelism,
     /// `REST` ranges for the next MODE E `RETR`.
     rest_ranges: Option<RangeSet>,
+    /// The client reuses MODE E data connections (`OPTS DCREUSE ON`): sends leave them open.
+    reuse: bool,
+    /// The MODE E connections the last transfer left open, for the next in the same direction.
+    kept: Option<Kept>,
 }
 
 /// Runs a session on an accepted control connection until the client leaves or is sent away.
@@ -154,6 +160,8 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         extended: false,
         parallelism: Parallelism::fixed(1),
         rest_ranges: None,
+        reuse: false,
+        kept: None,
     };
     tracing::info!(session = id, %peer, "connected");
     s.send(Reply::new(220, "fatpipe FTP server ready"));
@@ -185,6 +193,10 @@ impl Session {
                     event = t.next_event() => match event {
                     Event::Finished(reply, bytes) => {
                         if let Some(t) = self.transfer.take() {
+                            self.kept = t
+                                .take_kept()
+                                .filter(|_| reply.code == 226)
+                                .map(|channel| Kept { sending: !t.receiving, channel });
                             let tune = t.tune_summary().unwrap_or_default();
                             tracing::info!(
                                 session = self.id, code = reply.code, bytes,
@@ -365,6 +377,11 @@ impl Session {
             ),
             Command::Opts(opt) => match opt.split_once(' ') {
                 Some((name, value)) if name.eq_ignore_ascii_case("DRS") => self.drs_opts(value)?,
+                Some((name, value)) if name.eq_ignore_ascii_case("DCREUSE") => {
+                    self.reuse = on_off(value)?;
+                    self.kept = None;
+                    Reply::new(200, format!("Data connection reuse {}", value.trim()))
+                }
                 Some((name, value)) if name.eq_ignore_ascii_case("RETR") => {
                     self.parallelism =
                         Parallelism::parse_opts(value).map_err(|e| Reply::new(501, e))?;
@@ -397,6 +414,7 @@ impl Session {
             }
             Command::ModeStream => {
                 self.extended = false;
+                self.kept = None;
                 Reply::new(200, "Mode set to S")
             }
             Command::ModeExtended => {
@@ -519,6 +537,7 @@ impl Session {
             Command::Eprt(a) => self.active(a)?,
             Command::Abor => {
                 self.data = DataSpec::None;
+                self.kept = None;
                 Reply::new(226, "No transfer to abort")
             }
             Command::Retr(arg) => return self.retr(&arg),
@@ -656,6 +675,7 @@ impl Session {
         match listener {
             Ok((spec, port)) => {
                 self.data = spec;
+                self.kept = None;
                 Ok(port)
             }
             Err(e) => Err(Reply::new(
@@ -720,11 +740,21 @@ impl Session {
             return Err(Reply::new(503, "A transfer is in progress"));
         }
         self.data = DataSpec::Active(target);
+        self.kept = None;
         Ok(Reply::new(200, "PORT command successful"))
     }
 
     fn begin(&mut self, job: Job, opening: String, label: String) -> Result<Flow, Reply> {
-        if matches!(self.data, DataSpec::None) {
+        // With no new data address, a MODE E transfer in the direction of the last one uses
+        // the connections it left open; anything else closes them.
+        let kept = self
+            .kept
+            .take()
+            .filter(|k| {
+                job.blocks() && k.sending != job.receiving() && matches!(self.data, DataSpec::None)
+            })
+            .map(|k| k.channel);
+        if kept.is_none() && matches!(self.data, DataSpec::None) {
             return Err(Reply::new(425, "Use PORT, EPRT, PASV or EPSV first"));
         }
         let c = &self.shared.config;
@@ -735,6 +765,8 @@ impl Session {
             local_ip: self.local.ip(),
             timeout: c.data_timeout,
             prepare: Arc::new(move |fd| before_connect(tuning, &params, &control, fd)),
+            kept,
+            keep_open: self.reuse,
         };
         let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tuner_config());
         self.send(Reply::new(150, opening));
@@ -886,6 +918,15 @@ fn opts(opt: &str) -> Result<Reply, Reply> {
         }
         "MLST" => Ok(Reply::new(200, format!("MLST OPTS {value}"))),
         _ => Err(Reply::new(501, format!("Option not understood: {name}"))),
+    }
+}
+
+/// `ON` or `OFF` (any case), as `OPTS DCREUSE` takes.
+fn on_off(value: &str) -> Result<bool, Reply> {
+    match value.trim().to_ascii_uppercase().as_str() {
+        "ON" => Ok(true),
+        "OFF" => Ok(false),
+        v => Err(Reply::new(501, format!("Expected ON or OFF, not {v:?}"))),
     }
 }
 

@@ -1,0 +1,126 @@
+//! What `-p auto` learned about the path to a server, kept between copies: the stream count the
+//! last copy to it ended with, so that the next copy (a script copying file by file, a sync run
+//! again) starts there instead of from one stream. A remembered count is trusted for an hour,
+//! as long as the kernel keeps its own per-destination TCP metrics.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a remembered count is trusted.
+pub const TRUSTED_FOR: Duration = Duration::from_secs(3600);
+
+/// Stream counts by server (`host:port`), with when each was learned.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct PathMemory {
+    servers: BTreeMap<String, Learned>,
+}
+
+/// One server's count.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Learned {
+    streams: u32,
+    /// Seconds since the Unix epoch.
+    at: u64,
+}
+
+impl PathMemory {
+    /// The count the last copy to `server` ended with and how long ago, if it is recent enough
+    /// (`now`: seconds since the Unix epoch).
+    pub fn recall(&self, server: &str, now: u64) -> Option<(u32, Duration)> {
+        let l = self.servers.get(server)?;
+        let age = Duration::from_secs(now.checked_sub(l.at)?);
+        (age <= TRUSTED_FOR).then_some((l.streams, age))
+    }
+
+    /// Keeps `streams` for `server`, learned at `now`; forgets counts no longer trusted.
+    pub fn remember(&mut self, server: &str, streams: u32, now: u64) {
+        self.servers
+            .retain(|_, l| now.saturating_sub(l.at) <= TRUSTED_FOR.as_secs());
+        self.servers
+            .insert(server.to_string(), Learned { streams, at: now });
+    }
+
+    /// Reads the memory at `path`; none yet, or one that cannot be read, is empty (a broken file
+    /// is replaced at the next save).
+    pub fn load(path: &Path) -> PathMemory {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!("ignoring {}: {e}", path.display());
+                PathMemory::default()
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => PathMemory::default(),
+            Err(e) => {
+                tracing::warn!("cannot read {}: {e}", path.display());
+                PathMemory::default()
+            }
+        }
+    }
+
+    /// Writes the memory to `path` (a new file renamed over the old: a reader never sees half).
+    pub fn save(&self, path: &Path) -> io::Result<()> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        serde_json::to_writer_pretty(&mut tmp, self)?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        Ok(())
+    }
+}
+
+/// Where the memory lives: `$XDG_CACHE_HOME/fatpipe/paths.json`, else
+/// `$HOME/.cache/fatpipe/paths.json`; `None` without either.
+pub fn default_path() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|d| !d.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })?;
+    Some(cache.join("fatpipe").join("paths.json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_is_recalled_for_an_hour_and_for_its_server_only() {
+        let mut m = PathMemory::default();
+        m.remember("a:2811", 8, 1000);
+        assert_eq!(m.recall("a:2811", 1000), Some((8, Duration::ZERO)));
+        assert_eq!(
+            m.recall("a:2811", 1000 + 3600),
+            Some((8, Duration::from_secs(3600)))
+        );
+        assert_eq!(m.recall("a:2811", 1000 + 3601), None);
+        assert_eq!(m.recall("b:2811", 1000), None);
+        // A clock that went back trusts nothing.
+        assert_eq!(m.recall("a:2811", 999), None);
+        // Newer replaces older; stale entries are dropped when anything is remembered.
+        m.remember("a:2811", 4, 2000);
+        assert_eq!(m.recall("a:2811", 2000), Some((4, Duration::ZERO)));
+        m.remember("b:2811", 2, 9000);
+        assert!(!m.servers.contains_key("a:2811"));
+    }
+
+    #[test]
+    fn memory_survives_a_save_and_a_broken_file_reads_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/paths.json");
+        assert!(PathMemory::load(&path).servers.is_empty());
+        let mut m = PathMemory::default();
+        m.remember("h:1", 6, 50);
+        m.save(&path).unwrap();
+        assert_eq!(
+            PathMemory::load(&path).recall("h:1", 60).map(|r| r.0),
+            Some(6)
+        );
+        std::fs::write(&path, b"{not json").unwrap();
+        assert!(PathMemory::load(&path).servers.is_empty());
+    }
+}
