@@ -52,11 +52,17 @@ exp3() {  # one copy of four files: later files start where the previous one end
     "$bin" lab "${common[@]}" --server "$split && $serve" --port 2812 \
         --client "$into $bin cp --quiet --no-force-buffers -r -p auto ftp://198.18.0.2:2812/set \$d/set" \
         --label "fatpipe cp -r -p auto, 4 files in one copy" --out "$out/one-copy"
-    "$bin" lab "${common[@]}" --server "$split && $serve" --port 2812 \
-        --client "$into for f in aa ab ac ad; do $bin cp --quiet --no-force-buffers -p auto ftp://198.18.0.2:2812/set/part.\$f \$d/ || exit 1; done" \
-        --label "fatpipe cp -p auto, 4 copies of one file each" --out "$out/four-copies"
+    # Four invocations: later ones start where the previous ended (path memory), or not.
+    for memory in "" --no-path-memory; do
+        "$bin" lab "${common[@]}" --server "$split && $serve" --port 2812 \
+            --client "$into for f in aa ab ac ad; do $bin cp --quiet --no-force-buffers -p auto $memory ftp://198.18.0.2:2812/set/part.\$f \$d/ || exit 1; done" \
+            --label "fatpipe cp -p auto${memory:+ $memory}, 4 copies of one file each" \
+            --out "$out/four-copies$memory"
+    done
     cat "$out"/one-file/results.md > "$out/results.md"
-    for d in one-copy four-copies; do tail -n +3 "$out/$d/results.md" >> "$out/results.md"; done
+    for d in one-copy four-copies four-copies--no-path-memory; do
+        tail -n +3 "$out/$d/results.md" >> "$out/results.md"
+    done
 }
 
 for e in "${@:-1 2}"; do

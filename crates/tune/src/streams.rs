@@ -225,11 +225,17 @@ impl StreamPolicy {
         // leave the path room while there is no queue. A lone stream held by its window for
         // most of an RTT gets company at once, at a long RTT even while that window still grows:
         // the companions' slow start is the cost of every step, and there it is seconds.
+        // One of several held by a peer window that grew by half is starting up too: the
+        // receiver's window is catching up with slow start, not standing at its cap (cold
+        // streams started together all look held then). A lone stream's window is judged below.
         let ramping = |i: usize| {
             let busy = gained(i, |c| c.busy_us).max(1) as f64;
             let held = gained(i, |c| c.limited_us) as f64 / busy;
             let cwnd = before[i].cwnd;
-            held < LIMITED && (gained(i, |c| c.bytes) < cwnd || grew_by_half(cwnd, now[i].cwnd))
+            if held >= LIMITED {
+                return grew_by_half(before[i].wnd, now[i].wnd);
+            }
+            gained(i, |c| c.bytes) < cwnd || grew_by_half(cwnd, now[i].cwnd)
         };
         // Several streams have room when buffers hold them all at about the same rate (at
         // their caps, not windows still growing), or when together they carry less than 40 %
@@ -583,6 +589,35 @@ mod tests {
             s.bytes_acked += 8_000_000;
         }
         assert_eq!(look(&mut p, 1400, &all).map(|c| c.add), Some(8));
+    }
+
+    #[test]
+    fn streams_started_together_wait_while_their_peer_windows_grow() {
+        let mut p = StreamPolicy::new(WIDE).starting_at(8);
+        let mut all = vec![stream(200_000, 200_000, 200_000); 8];
+        for s in &mut all {
+            s.snd_wnd = 100_000;
+        }
+        assert_eq!(look(&mut p, 0, &all), None);
+        // Eight cold streams, each held by a receiver's window that doubles every RTT (slow
+        // start outrunning it), no queue: still starting up, no step.
+        for ms in [400, 800] {
+            for s in &mut all {
+                s.busy_us += 400_000;
+                s.rwnd_limited_us += 400_000;
+                s.bytes_acked += 2_000_000;
+                s.snd_wnd *= 4;
+            }
+            assert_eq!(look(&mut p, ms, &all), None);
+        }
+        assert!(!p.is_settled());
+        // The windows stand still and still hold them all at one rate: now they double.
+        for s in &mut all {
+            s.busy_us += 400_000;
+            s.rwnd_limited_us += 400_000;
+            s.bytes_acked += 8_000_000;
+        }
+        assert_eq!(look(&mut p, 1200, &all).map(|c| c.add), Some(8));
     }
 
     #[test]
