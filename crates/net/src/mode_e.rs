@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 /// Sets options on a socket before it connects (buffers that fix the window scale).
 pub type Prepare = Arc<dyn Fn(BorrowedFd<'_>) -> io::Result<()> + Send + Sync>;
-/// Called with each data connection once it is made, and its pump (to start a tuner).
-pub type OnStream = Arc<dyn Fn(&TcpStream, &Arc<Pump>) + Send + Sync>;
+/// Called with each data connection of a transfer, its pump (to start a tuner), and whether
+/// the connection is kept from the previous transfer (its windows already grown).
+pub type OnStream = Arc<dyn Fn(&TcpStream, &Arc<Pump>, bool) + Send + Sync>;
 
 /// How the data connections of a transfer are made.
 pub enum Links {
@@ -382,6 +383,7 @@ fn send_stream(ctx: &Sending<'_>, kept: Option<TcpStream>) -> Result<(), PumpErr
         pump,
         on_stream,
     } = *ctx;
+    let reused = kept.is_some();
     let sock = match kept {
         Some(s) => s,
         None => channel.links.open().map_err(PumpError::Write)?,
@@ -397,7 +399,7 @@ fn send_stream(ctx: &Sending<'_>, kept: Option<TcpStream>) -> Result<(), PumpErr
     if let Ok(c) = sock.try_clone() {
         lock(socks).push(c);
     }
-    on_stream(&sock, &mine);
+    on_stream(&sock, &mine, reused);
     loop {
         mine.check()?;
         let next = lock(plan).next_block();
@@ -461,7 +463,7 @@ pub fn receive(
         let start = |sock: TcpStream, reused: bool| -> Result<_, PumpError> {
             let mine = Arc::new(Pump::child(pump));
             mine.attach(&sock).map_err(PumpError::Read)?;
-            on_stream(&sock, &mine);
+            on_stream(&sock, &mine, reused);
             Ok(scope.spawn(move || {
                 let r = receive_stream(file, base, state, &sock, reused, idle, &mine);
                 match r {
@@ -676,7 +678,7 @@ mod tests {
     }
 
     fn nothing() -> OnStream {
-        Arc::new(|_, _| {})
+        Arc::new(|_, _, _| {})
     }
 
     fn job(data: &[u8], ranges: Vec<(u64, u64)>, streams: u32, close: bool) -> SendJob {

@@ -2,8 +2,10 @@
 //! opens several, and `-p auto` more while it runs), driven together by the control side.
 
 use crate::mode_e::OnStream;
+use crate::tcpinfo::tcp_stats;
 use crate::{TuneSummary, Tuner, TunerConfig};
 use fatpipe_tune::Role;
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -25,17 +27,27 @@ impl Tuners {
     /// connection it makes; without `cfg` connections stay untuned.
     pub fn starter(&self, cfg: Option<TunerConfig>, role: Role) -> OnStream {
         let set = self.clone();
-        Arc::new(move |sock, pump| {
+        Arc::new(move |sock, pump, reused| {
             let Some(cfg) = cfg.clone() else { return };
             match Tuner::start(cfg, role, sock, pump.clone(), Instant::now()) {
                 Ok(mut t) => {
                     // A receiving connection opened after its siblings have grown starts at
                     // their window (the kernel accounts twice the size set) instead of growing
-                    // from scratch; connections opened together all start up normally.
+                    // from scratch, and one kept from the previous transfer at its own (a law
+                    // started afresh would judge a window the sender has not refilled since
+                    // the pause between files); connections opened together start up normally.
                     let sibling = set.lock().iter().map(Tuner::current_buffer).max();
                     let own = t.current_buffer();
-                    if let Some(b) = sibling.filter(|&b| role == Role::Receiver && b > 2 * own) {
-                        if let Err(e) = t.seed(b / 2) {
+                    let seed = match sibling.filter(|&b| b > 2 * own) {
+                        Some(b) => Some(b / 2),
+                        None if reused => {
+                            let window = tcp_stats(sock.as_fd()).map_or(0, |s| s.rcv_wnd.into());
+                            Some(window.max(own / 2))
+                        }
+                        None => None,
+                    };
+                    if let Some(b) = seed.filter(|_| role == Role::Receiver) {
+                        if let Err(e) = t.seed(b) {
                             tracing::warn!("cannot seed a data connection's buffer: {e}");
                         }
                     }
