@@ -88,3 +88,45 @@ impl Tuners {
         (!all.is_empty()).then(|| TuneSummary::combine(&all))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffers::BufferControl;
+    use crate::Pump;
+    use fatpipe_tune::{Params, Tuning};
+    use std::net::{TcpListener, TcpStream};
+
+    /// The receiving end of a loopback connection, its receive buffer set to 1 MiB (2 MiB as
+    /// the kernel accounts it), and its window clamp after `starter` saw it.
+    fn clamp_after_start(reused: bool) -> i32 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _sender = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (receiver, _) = l.accept().unwrap();
+        let control = BufferControl::new(false);
+        let cfg = TunerConfig {
+            tuning: Tuning::Drs,
+            params: Params::default(),
+            control,
+            stats: None,
+            end: "test",
+        };
+        let set = fatpipe_tune::law::Buffers {
+            rcvbuf: Some(1 << 20),
+            sndbuf: None,
+        };
+        control.apply(receiver.as_fd(), &set).unwrap();
+        let start = Tuners::default().starter(Some(cfg), Role::Receiver);
+        start(&receiver, &Arc::new(Pump::default()), reused);
+        crate::sockopt::get(receiver.as_fd(), libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP).unwrap()
+    }
+
+    #[test]
+    fn a_kept_receiving_connection_starts_its_law_at_its_own_window() {
+        // Kept from the previous transfer: the law starts at the 1 MiB the connection has
+        // (and clamps the window there, as a seeded law does).
+        assert_eq!(clamp_after_start(true), 1 << 20);
+        // A new connection starts its law from scratch: no clamp set.
+        assert!(clamp_after_start(false) < 1 << 20);
+    }
+}
