@@ -248,7 +248,9 @@ pub fn send(
     // Streams whose count grows are paced; the first failure to pace one is kept for the report.
     let unpaced: Mutex<Option<String>> = Mutex::default();
     let pacing = policy.is_some().then_some(&unpaced);
-    let mut reused = 0;
+    // Every kept connection is used (the receiver reads them all), new ones make up the rest.
+    let mut kept = channel.take_idle();
+    let reused = kept.len() as u32;
     let ctx = Sending {
         job: &job,
         channel,
@@ -271,10 +273,7 @@ pub fn send(
         };
         // Register every initial stream before any starts: a fast first stream could otherwise
         // hand out the last block before the others join.
-        // Every kept connection is used (the receiver reads them all), new ones make up the rest.
-        let mut kept = channel.take_idle();
-        reused = kept.len() as u32;
-        let wanted = job.start.max(1).max(kept.len() as u32);
+        let wanted = job.start.max(1).max(reused);
         let initial = (0..wanted).filter(|_| lock(&plan).join()).count();
         let mut workers: Vec<_> = (0..initial).map(|_| stream(kept.pop())).collect();
         while !workers.iter().all(|w| w.is_finished()) {
@@ -558,9 +557,9 @@ fn receive_stream(
     pump: &Pump,
 ) -> Result<bool, PumpError> {
     let mut buf = vec![0u8; 1 << 20];
-    let mut first = true;
-    if reused {
-        // Bounds the wait on a kept connection the sender left out of this transfer.
+    // A kept connection's first header may never come: the wait for it is bounded.
+    let mut awaiting_first = reused;
+    if awaiting_first {
         sock.set_read_timeout(Some(idle))
             .map_err(|e| pump.classify(PumpError::Read(e)))?;
     }
@@ -568,14 +567,14 @@ fn receive_stream(
         pump.check()?;
         let mut h = [0u8; HEADER_LEN];
         match read_exact(pump, sock, &mut h) {
-            Err(PumpError::Read(e)) if first && reused && dropped(&e) => return Ok(false),
+            Err(PumpError::Read(e)) if awaiting_first && dropped(&e) => return Ok(false),
             r => r?,
         }
-        if first && reused {
+        if awaiting_first {
+            awaiting_first = false;
             sock.set_read_timeout(None)
                 .map_err(|e| pump.classify(PumpError::Read(e)))?;
         }
-        first = false;
         let header = Header::decode(&h);
         let action = lock(state)
             .on_header(&header)

@@ -5,6 +5,7 @@ use crate::mode_e::OnStream;
 use crate::tcpinfo::tcp_stats;
 use crate::{TuneSummary, Tuner, TunerConfig};
 use fatpipe_tune::Role;
+use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -36,19 +37,12 @@ impl Tuners {
                     // from scratch, and one kept from the previous transfer at its own (a law
                     // started afresh would judge a window the sender has not refilled since
                     // the pause between files); connections opened together start up normally.
-                    let sibling = set.lock().iter().map(Tuner::current_buffer).max();
-                    let own = t.current_buffer();
-                    let seed = match sibling.filter(|&b| b > 2 * own) {
-                        Some(b) => Some(b / 2),
-                        None if reused => {
-                            let window = tcp_stats(sock.as_fd()).map_or(0, |s| s.rcv_wnd.into());
-                            Some(window.max(own / 2))
-                        }
-                        None => None,
-                    };
-                    if let Some(b) = seed.filter(|_| role == Role::Receiver) {
-                        if let Err(e) = t.seed(b) {
-                            tracing::warn!("cannot seed a data connection's buffer: {e}");
+                    if role == Role::Receiver {
+                        let sibling = set.lock().iter().map(Tuner::current_buffer).max();
+                        if let Some(b) = receiver_seed(sock, t.current_buffer(), sibling, reused) {
+                            if let Err(e) = t.seed(b) {
+                                tracing::warn!("cannot seed a data connection's buffer: {e}");
+                            }
                         }
                     }
                     set.push(t)
@@ -89,13 +83,28 @@ impl Tuners {
     }
 }
 
+/// Where a receiving connection's law starts (a `setsockopt` size), if not from scratch: at
+/// the largest sibling's window when that is well above its own (`own`, `sibling`: buffers as
+/// the kernel accounts them, twice the size set), else, for a connection kept from the previous
+/// transfer, at its own window.
+fn receiver_seed(sock: &TcpStream, own: u64, sibling: Option<u64>, reused: bool) -> Option<u64> {
+    match sibling.filter(|&b| b > 2 * own) {
+        Some(b) => Some(b / 2),
+        None if reused => {
+            let window = tcp_stats(sock.as_fd()).map_or(0, |s| s.rcv_wnd.into());
+            Some(window.max(own / 2))
+        }
+        None => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::buffers::BufferControl;
     use crate::Pump;
     use fatpipe_tune::{Params, Tuning};
-    use std::net::{TcpListener, TcpStream};
+    use std::net::TcpListener;
 
     /// The receiving end of a loopback connection, its receive buffer set to 1 MiB (2 MiB as
     /// the kernel accounts it), and its window clamp after `starter` saw it.

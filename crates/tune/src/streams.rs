@@ -583,11 +583,7 @@ mod tests {
         // All eight connected and held at their caps at the same rate, no queue: eight more.
         let mut all = vec![stream(200_000, 200_000, 4_000_000); 8];
         assert_eq!(look(&mut p, 1000, &all), None);
-        for s in &mut all {
-            s.busy_us += 400_000;
-            s.rwnd_limited_us += 400_000;
-            s.bytes_acked += 8_000_000;
-        }
+        held_for_400_ms(&mut all, 8_000_000);
         assert_eq!(look(&mut p, 1400, &all).map(|c| c.add), Some(8));
     }
 
@@ -602,22 +598,26 @@ mod tests {
         // Eight cold streams, each held by a receiver's window that doubles every RTT (slow
         // start outrunning it), no queue: still starting up, no step.
         for ms in [400, 800] {
+            held_for_400_ms(&mut all, 2_000_000);
             for s in &mut all {
-                s.busy_us += 400_000;
-                s.rwnd_limited_us += 400_000;
-                s.bytes_acked += 2_000_000;
                 s.snd_wnd *= 4;
             }
             assert_eq!(look(&mut p, ms, &all), None);
         }
         assert!(!p.is_settled());
         // The windows stand still and still hold them all at one rate: now they double.
-        for s in &mut all {
+        held_for_400_ms(&mut all, 8_000_000);
+        assert_eq!(look(&mut p, 1200, &all).map(|c| c.add), Some(8));
+    }
+
+    /// Every stream busy and held by its peer's window for another 400 ms, with `bytes` more
+    /// acknowledged.
+    fn held_for_400_ms(streams: &mut [TcpStats], bytes: u64) {
+        for s in streams {
             s.busy_us += 400_000;
             s.rwnd_limited_us += 400_000;
-            s.bytes_acked += 8_000_000;
+            s.bytes_acked += bytes;
         }
-        assert_eq!(look(&mut p, 1200, &all).map(|c| c.add), Some(8));
     }
 
     #[test]
