@@ -143,15 +143,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             Verify::Auto
         },
     };
-    let progress = Progress::new(a.quiet);
+    let progress = Progress::new(a.quiet)?;
     let started = Instant::now();
     let results = std::thread::scope(|s| {
         s.spawn(|| progress.tick_until_done());
-        let r = copy::copy(&src, &dst, &creds, &opts, &progress);
-        progress.done.store(true, Ordering::SeqCst);
-        r
+        // However the copy ends (a panic included), the progress thread learns it.
+        let _stop = Finished(&progress.done);
+        copy::copy(&src, &dst, &creds, &opts, &progress)
     })?;
     progress.bar.finish_and_clear();
+    let interrupted = progress.interrupted.load(Ordering::SeqCst);
     if let Some((path, server)) = &memory {
         remember_streams(path, server, &results);
     }
@@ -159,8 +160,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let bytes: u64 = results.iter().map(|r| r.bytes).sum();
     let failed = results.iter().filter(|r| r.error.is_some()).count();
     let rate = bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6;
+    if interrupted {
+        say!("fatpipe: interrupted; what arrived is kept: run the same command with --resume to continue");
+    }
     for r in results.iter().filter(|r| r.error.is_some()) {
-        eprintln!(
+        say!(
             "fatpipe: failed: {}: {}",
             r.source,
             r.error.as_deref().unwrap_or("")
@@ -178,21 +182,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         };
         let text = serde_json::to_string_pretty(&summary)?;
         if dst == Location::Stdout {
-            eprintln!("{text}");
+            say!("{text}");
         } else {
-            println!("{text}");
+            out!("{text}");
         }
     } else if !a.quiet {
-        eprintln!(
+        say!(
             "fatpipe: {} file(s) copied, {} failed, {bytes} bytes in {seconds:.2} s ({rate:.1} Mbit/s)",
             results.len() - failed,
             failed
         );
         if let Some(line) = tune_line(&results, a.tune.tuning) {
-            eprintln!("fatpipe: tuning {}: {line}", a.tune.tuning);
+            say!("fatpipe: tuning {}: {line}", a.tune.tuning);
         }
         for line in streams_lines(&results) {
-            eprintln!("fatpipe: {line}");
+            say!("fatpipe: {line}");
         }
     }
     Ok(if failed == 0 {
@@ -296,15 +300,28 @@ fn auto_lines(results: &[FileResult]) -> Vec<String> {
     out
 }
 
-/// Progress bar fed from the running pump (hidden when standard error is not a terminal).
+/// Progress bar fed from the running pump (hidden when standard error is not a terminal); it
+/// also watches for Ctrl-C and SIGTERM, which cancel the running file (its partial record is
+/// kept for `--resume`) and the files not yet begun. A second Ctrl-C ends the process at once.
 struct Progress {
     bar: ProgressBar,
     current: Mutex<Option<(Arc<Pump>, u64)>>,
     done: AtomicBool,
+    signalled: Arc<AtomicBool>,
+    interrupted: AtomicBool,
+}
+
+/// Sets its flag when dropped.
+struct Finished<'a>(&'a AtomicBool);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Progress {
-    fn new(quiet: bool) -> Self {
+    fn new(quiet: bool) -> anyhow::Result<Self> {
         let bar = if quiet {
             ProgressBar::hidden()
         } else {
@@ -316,17 +333,31 @@ impl Progress {
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ");
         bar.set_style(style);
-        Progress {
+        let signalled = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register_conditional_shutdown(sig, 130, signalled.clone())?;
+            signal_hook::flag::register(sig, signalled.clone())?;
+        }
+        Ok(Progress {
             bar,
             current: Mutex::new(None),
             done: AtomicBool::new(false),
-        }
+            signalled,
+            interrupted: AtomicBool::new(false),
+        })
     }
 
     fn tick_until_done(&self) {
         while !self.done.load(Ordering::SeqCst) {
+            let stop = self.signalled.load(Ordering::SeqCst);
+            if stop {
+                self.interrupted.store(true, Ordering::SeqCst);
+            }
             if let Ok(guard) = self.current.lock() {
                 if let Some((pump, already)) = guard.as_ref() {
+                    if stop {
+                        pump.cancel();
+                    }
                     self.bar.set_position(already + pump.bytes());
                 }
             }
@@ -351,6 +382,10 @@ impl Observer for Progress {
             *guard = None;
         }
         tracing::debug!(source = %result.source, bytes = result.bytes, error = ?result.error, "file done");
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.signalled.load(Ordering::SeqCst)
     }
 }
 

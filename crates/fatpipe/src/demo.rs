@@ -52,7 +52,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         wan(&a, dir.path())
     } else {
         if !a.loopback {
-            eprintln!("fatpipe demo: the emulated WAN needs root (network namespaces); showing a loopback transfer instead");
+            say!("fatpipe demo: the emulated WAN needs root (network namespaces); showing a loopback transfer instead");
         }
         loopback(&a, dir.path())
     }
@@ -87,13 +87,13 @@ impl Drop for Reaped {
 fn wan(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe()?;
     let ceiling = a.rate as f64 * 1448.0 / 1500.0 / 1e6;
-    println!(
+    out!(
         "fatpipe demo: {} MiB across an emulated WAN: RTT {:?}, {:.0} Mbit/s bottleneck, queue 1 BDP, no loss",
         a.size_mib,
         a.rtt,
         a.rate as f64 / 1e6
     );
-    println!("  link goodput ceiling (rate x 1448/1500): {ceiling:.0} Mbit/s");
+    out!("  link goodput ceiling (rate x 1448/1500): {ceiling:.0} Mbit/s");
     // Options of both ends, then of the client only.
     let runs: [(Profile, &str, &[&str], &[&str]); 4] = [
         (
@@ -170,7 +170,7 @@ fn wan(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         let streams = file["streams"]
             .as_u64()
             .map_or(String::new(), |n| format!(", {n} streams"));
-        println!(
+        out!(
             "  {label:<40} {rate:>6.0} Mbit/s  ({:>3.0} % of the ceiling), peak buffers {} + {} MiB{streams}",
             100.0 * rate / ceiling,
             mib(&file["peak_buffer"]),
@@ -179,7 +179,7 @@ fn wan(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         drop(server);
         tb.down()?;
     }
-    println!("  (rates are for the data phase; peak buffers: the client's receive buffers + the send buffer the server announced, ? if it announced none; summed over streams)");
+    out!("  (rates are for the data phase; peak buffers: the client's receive buffers + the send buffer the server announced, ? if it announced none; summed over streams)");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -198,7 +198,7 @@ fn loopback(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     let server = rt.block_on(Server::bind(config))?;
     let addr = server.local_addr()?;
     rt.spawn(server.run());
-    println!(
+    out!(
         "fatpipe demo: {} MiB over loopback (ftp://{addr}/demo.bin -> /dev/null)",
         a.size_mib
     );
@@ -225,7 +225,7 @@ fn loopback(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         bail!("demo transfer failed: {err}");
     }
     let secs = r.data_seconds.unwrap_or(f64::NAN);
-    println!(
+    out!(
         "fatpipe demo: {} bytes, data phase {secs:.2} s = {:.0} Mbit/s",
         r.bytes,
         r.bytes as f64 * 8.0 / secs / 1e6

@@ -196,15 +196,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                     std::io::stderr().flush()?;
                     match run_once(&cfg, case, bytes, a.timeout) {
                         Ok(run) => {
-                            eprintln!("{:.0} Mbit/s, {} retransmissions", run.mbit_s, run.retrans);
+                            say!("{:.0} Mbit/s, {} retransmissions", run.mbit_s, run.retrans);
                             r.runs.push(run);
                         }
                         Err(e) if fatpipe_lab::runner::interrupted() => {
-                            eprintln!("{e:#}");
+                            say!("{e:#}");
                             bail!("interrupted; results so far are in {}", a.out.display());
                         }
                         Err(e) => {
-                            eprintln!("failed: {e:#}");
+                            say!("failed: {e:#}");
                             r.failures.push(format!("{e:#}"));
                         }
                     }
@@ -219,8 +219,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    println!("{}", markdown(&results));
-    eprintln!(
+    out!("{}", markdown(&results));
+    say!(
         "lab: results in {}/results.json and results.md",
         a.out.display()
     );

@@ -38,7 +38,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         } else {
             "-".repeat(14)
         };
-        println!("{kind} {:>14} {when} {}", e.size, e.name);
+        out!("{kind} {:>14} {when} {}", e.size, e.name);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,23 @@
 //! `fatpipe`: the command-line front end. Each subcommand lives in its own module and only turns
 //! arguments into calls on the `fatpipe-ftp` library.
 
+/// `eprintln!` that never panics: a closed standard error (`fatpipe … 2>&1 | head`) is no
+/// reason to crash; the command goes on and ends in order.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `println!` that never panics (see `say!`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod cp;
 mod credentials;
 mod demo;
@@ -70,6 +87,8 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        // A closed standard error must not turn into a panic in the logger.
+        .log_internal_errors(false)
         .init();
     let result = match cli.command {
         Cmd::Serve(a) => serve::run(a),
@@ -85,7 +104,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("fatpipe: error: {e:#}");
+            say!("fatpipe: error: {e:#}");
             ExitCode::FAILURE
         }
     }

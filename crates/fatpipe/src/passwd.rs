@@ -45,9 +45,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 .open(&path)
                 .with_context(|| format!("cannot open {}", path.display()))?;
             writeln!(f, "{entry}")?;
-            eprintln!("added {} to {}", a.name, path.display());
+            say!("added {} to {}", a.name, path.display());
         }
-        None => println!("{entry}"),
+        None => out!("{entry}"),
     }
     Ok(ExitCode::SUCCESS)
 }

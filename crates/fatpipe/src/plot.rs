@@ -319,7 +319,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let (recs, events) = load(&a.stats, a.tuning.as_deref())?;
     let fig = figure(&recs, &events, &a.true_bdp);
     render(&a.out, a.size, &fig)?;
-    eprintln!("fatpipe plot: wrote {}", a.out.display());
+    say!("fatpipe plot: wrote {}", a.out.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -145,7 +145,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         bail!("no successful runs to draw");
     }
     render(&a.out, a.size, &Chart { panels, x_desc })?;
-    eprintln!("fatpipe plot-lab: wrote {}", a.out.display());
+    say!("fatpipe plot-lab: wrote {}", a.out.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -44,6 +44,24 @@ pub struct Args {
     /// Close a session after this many failed logins.
     #[arg(long, default_value_t = 3)]
     max_login_failures: u32,
+    /// Most concurrent sessions from one address (an IPv6 /64); more are refused with 421.
+    #[arg(long, default_value_t = 16)]
+    max_sessions_per_host: usize,
+    /// Close a session that has not logged in this long after connecting (commands do not extend it).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    login_timeout: Duration,
+    /// Failed logins one address may make per minute; then its logins are refused until the minute has passed.
+    #[arg(long, default_value_t = 10)]
+    max_host_login_failures: u32,
+    /// Most data connections one MODE E transfer may open to this server; more are closed at once.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    max_streams: u32,
+    /// Largest file an upload may make (e.g. 2T); uploads are always bounded by the free space.
+    #[arg(long, value_parser = fatpipe_tune::size::parse_size)]
+    max_file_size: Option<u64>,
+    /// Wait this long for a data connection, and fail a transfer that moves no byte this long (a shorter link outage is ridden through).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    data_timeout: Duration,
     /// Tuning of data connections unless a client picks another mode (OPTS DRS, SBUF).
     #[command(flatten)]
     tune: TuneArgs,
@@ -90,6 +108,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     config.max_sessions = a.max_sessions;
     config.idle_timeout = a.idle_timeout;
     config.max_login_failures = a.max_login_failures;
+    config.max_sessions_per_host = a.max_sessions_per_host;
+    config.login_timeout = a.login_timeout;
+    config.max_host_login_failures = a.max_host_login_failures;
+    config.max_streams = a.max_streams;
+    config.max_file_size = a.max_file_size;
+    config.data_timeout = a.data_timeout;
     let tune = a.tune.config("server")?;
     config.tuning = tune.tuning;
     config.tune_params = tune.params;
@@ -101,7 +125,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let server = Server::bind(config).await?;
         let addr = server.local_addr()?;
         // Scripts and tests read this line to learn the port (see `announced_addr`).
-        println!("{ANNOUNCEMENT}{addr}, root {root}");
+        out!("{ANNOUNCEMENT}{addr}, root {root}");
         std::io::stdout().flush()?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {

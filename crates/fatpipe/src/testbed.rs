@@ -136,7 +136,7 @@ pub fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
         Cmd::Daemon(a) => daemon(a),
         Cmd::Addr { side, name } => {
             require_up(&name)?;
-            println!("{}", Testbed::addr(side));
+            out!("{}", Testbed::addr(side));
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Exec {
@@ -154,9 +154,9 @@ pub fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
         Cmd::Stats { name, json } => stats(&name, json),
         Cmd::Down { name } => {
             if down(&name)? {
-                eprintln!("testbed {name} is down");
+                say!("testbed {name} is down");
             } else {
-                eprintln!("no testbed {name} was up");
+                say!("no testbed {name} was up");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -194,7 +194,7 @@ fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
         bail!("fatpipe testbed needs root: it creates network namespaces and TUN devices");
     }
     if down(&a.name)? {
-        eprintln!("removed a leftover testbed {}", a.name);
+        say!("removed a leftover testbed {}", a.name);
     }
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
@@ -216,7 +216,7 @@ fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or("the daemon exited without a word");
         bail!("the testbed did not come up: {reason}");
     }
-    println!(
+    out!(
         "testbed {} up: a = {} (netns {}), b = {} (netns {}); rtt {:?}, rate {} bit/s, queue {}, loss {}, profile {:?}",
         cfg.name,
         Testbed::addr(Side::A),
@@ -355,11 +355,11 @@ fn stats(name: &str, json: bool) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(state_dir(name).join("stats.json")).context("no statistics yet")?;
     if json {
-        println!("{text}");
+        out!("{text}");
         return Ok(ExitCode::SUCCESS);
     }
     let s: [LinkStats; 2] = serde_json::from_str(&text)?;
-    println!(
+    out!(
         "{:<6} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "dir",
         "pkts in",
@@ -375,7 +375,7 @@ fn stats(name: &str, json: bool) -> anyhow::Result<ExitCode> {
     );
     for (label, d) in ["a->b", "b->a"].iter().zip(s.iter()) {
         let mean = d.late_sum_us.checked_div(d.packets_out).unwrap_or(0);
-        println!(
+        out!(
             "{label:<6} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10} {:>10} {:>8}us {:>8}us {:>10}",
             d.packets_in,
             d.bytes_in,

@@ -138,7 +138,10 @@ fn cut_download_never_reports_success_and_resume_completes_it() {
             err.contains("incomplete") || err.contains("closed the control connection"),
             "{err}"
         );
-        assert_eq!(std::fs::metadata(&local).unwrap().len(), FAKE_SENT as u64);
+        // What arrived waits under the partial name; the destination was never written.
+        assert!(!local.exists());
+        let part = dir.path().join("file.fatpipe-part");
+        assert_eq!(std::fs::metadata(&part).unwrap().len(), FAKE_SENT as u64);
     }
     // The partial file is a prefix of the real one: --resume against a real server completes it.
     let s = FatpipeServer::start(&["--anonymous"]);

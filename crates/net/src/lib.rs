@@ -7,6 +7,7 @@ pub mod buffers;
 pub mod checksum;
 pub mod mode_e;
 pub mod pacing;
+pub mod partial;
 pub mod pump;
 pub mod socket;
 mod sockopt;

@@ -6,7 +6,9 @@
 
 use crate::tcpinfo::tcp_stats;
 use crate::{Pump, PumpError};
-use fatpipe_proto::mode_e::{Action, Header, Reassembly, SendPlan, CLOSE, EOD, HEADER_LEN};
+use fatpipe_proto::mode_e::{
+    Action, BlockError, Header, Reassembly, SendPlan, CLOSE, EOD, HEADER_LEN,
+};
 use fatpipe_tune::streams::{Observation, StreamPolicy};
 use socket2::Socket;
 use std::fs::File;
@@ -444,7 +446,7 @@ pub struct ReceiveReport {
 /// kept connections and every new one it accepts, until the transfer is complete (EOF seen and
 /// every connection's EOD). Connections whose EOD did not close them stay in the channel.
 /// `state` is shared so that the caller can report the ranges received while it runs
-/// (`111 Range Marker`).
+/// (`111 Range Marker`). Connections beyond `max_streams` are closed as they come.
 pub fn receive(
     file: &File,
     base: u64,
@@ -452,6 +454,7 @@ pub fn receive(
     channel: &Channel,
     pump: &Arc<Pump>,
     on_stream: &OnStream,
+    max_streams: u32,
 ) -> Result<ReceiveReport, PumpError> {
     let idle = match &channel.links {
         Links::Accept { timeout, .. } | Links::Connect { timeout, .. } => *timeout,
@@ -520,9 +523,17 @@ pub fn receive(
                     )))
                 }
             };
-            if let Some(sock) = sock {
-                streams += 1;
-                workers.push(start(sock, false)?);
+            match sock {
+                // A sender may not take a thread and a buffer per connection without bound.
+                Some(sock) if streams >= max_streams => {
+                    tracing::warn!(max_streams, "refused a data connection beyond the limit");
+                    let _ = sock.shutdown(std::net::Shutdown::Both);
+                }
+                Some(sock) => {
+                    streams += 1;
+                    workers.push(start(sock, false)?);
+                }
+                None => {}
             }
         }
         for w in workers {
@@ -576,9 +587,13 @@ fn receive_stream(
                 .map_err(|e| pump.classify(PumpError::Read(e)))?;
         }
         let header = Header::decode(&h);
-        let action = lock(state)
-            .on_header(&header)
-            .map_err(|e| PumpError::Read(io::Error::new(ErrorKind::InvalidData, e.to_string())))?;
+        let action = lock(state).on_header(&header).map_err(|e| match e {
+            // Past what this end may write: a storage matter, not a broken sender.
+            BlockError::OutOfRange { .. } => {
+                PumpError::Write(io::Error::new(ErrorKind::FileTooLarge, e.to_string()))
+            }
+            e => PumpError::Read(io::Error::new(ErrorKind::InvalidData, e.to_string())),
+        })?;
         match action {
             Action::Data { offset, count } => {
                 let mut at = base.checked_add(offset).ok_or_else(|| {
@@ -729,6 +744,7 @@ mod tests {
             receiving,
             &Arc::new(Pump::default()),
             &nothing(),
+            64,
         )
         .unwrap();
         let sent = sender.join().unwrap().unwrap();
@@ -883,6 +899,7 @@ mod tests {
             &links,
             &Arc::new(Pump::default()),
             &nothing(),
+            64,
         );
         t.join().unwrap();
         let err = r.unwrap_err().to_string();

@@ -179,6 +179,10 @@ impl Command {
         if arg.is_some_and(|a| a.contains('\0')) {
             return Err(CommandError::syntax("NUL byte in argument"));
         }
+        // A line break inside a line is never a second command (see line.rs), nor part of a name.
+        if line.contains(['\r', '\n']) {
+            return Err(CommandError::syntax("Line break inside a command"));
+        }
         let need = |arg: Option<&str>| -> Result<String, CommandError> {
             arg.map(str::to_string)
                 .ok_or_else(|| CommandError::syntax(&format!("{verb} needs an argument")))
@@ -365,6 +369,22 @@ fn strip_list_options(arg: Option<&str>) -> Option<String> {
     (!rest.is_empty()).then(|| rest.to_string())
 }
 
+impl Command {
+    /// The command as it goes on the wire, CRLF included; an argument the control channel
+    /// cannot carry (a line break or NUL, which would end the command or start another) is an
+    /// error, never sent.
+    pub fn to_wire(&self) -> Result<Vec<u8>, CommandError> {
+        let text = self.to_string();
+        if text.contains(['\r', '\n', '\0']) {
+            return Err(CommandError::syntax(&format!(
+                "{} cannot be sent over FTP: its argument holds a line break or NUL byte",
+                text.split(' ').next().unwrap_or("")
+            )));
+        }
+        Ok(format!("{text}\r\n").into_bytes())
+    }
+}
+
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let with = |f: &mut fmt::Formatter<'_>, verb: &str, arg: &Option<String>| match arg {
@@ -453,6 +473,19 @@ mod tests {
         assert_eq!(
             Command::parse(b"TYPE A N").unwrap(),
             Command::Type(TransferType::Ascii)
+        );
+    }
+
+    #[test]
+    fn line_breaks_are_neither_sent_nor_accepted() {
+        assert_eq!(code("SIZE x\nDELE v1"), 501);
+        assert_eq!(code("RETR a\rb"), 501);
+        assert!(Command::Stor("x\r\nDELE victim".into()).to_wire().is_err());
+        assert!(Command::Retr("z\nDELE v".into()).to_wire().is_err());
+        assert!(Command::Dele("a\0b".into()).to_wire().is_err());
+        assert_eq!(
+            Command::Retr("a b".into()).to_wire().unwrap(),
+            b"RETR a b\r\n"
         );
     }
 
@@ -552,6 +585,17 @@ mod tests {
         #[test]
         fn display_then_parse_roundtrips(cmd in command()) {
             prop_assert_eq!(Command::parse(cmd.to_string().as_bytes()), Ok(cmd));
+        }
+
+        #[test]
+        fn a_sent_command_is_exactly_one_line(name in ".+") {
+            // Whatever a file name holds, the client either refuses it or sends one command.
+            if let Ok(wire) = Command::Stor(name.clone()).to_wire() {
+                let frames = crate::line::LineFramer::new(1 << 20).push(&wire);
+                prop_assert_eq!(frames.len(), 1);
+                let crate::line::Frame::Line(l) = &frames[0] else { panic!("too long") };
+                prop_assert_eq!(Command::parse(l), Ok(Command::Stor(name)));
+            }
         }
 
         #[test]

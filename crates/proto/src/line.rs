@@ -1,6 +1,8 @@
 //! Framing of the control channel's byte stream into command lines.
 //!
-//! Lines end in LF (CRLF tolerated); Telnet IAC sequences, which some clients send before `ABOR`,
+//! Lines end in CRLF, the Telnet end-of-line (RFC 959 §4.1.1): a bare LF is part of the line,
+//! never the end of a command, so one line can never smuggle a second command past a check (the
+//! command parser refuses line breaks inside arguments). Telnet IAC sequences, which some clients send before `ABOR`,
 //! are removed; a line longer than the limit is reported once and then skipped, so a hostile
 //! client cannot make the server buffer without bound.
 
@@ -20,6 +22,8 @@ pub struct LineFramer {
     buf: Vec<u8>,
     discarding: bool,
     pending_iac: bool,
+    /// The last byte kept or skipped was a CR (the next LF ends the line).
+    last_cr: bool,
 }
 
 const IAC: u8 = 255;
@@ -32,6 +36,7 @@ impl LineFramer {
             buf: Vec::new(),
             discarding: false,
             pending_iac: false,
+            last_cr: false,
         }
     }
 
@@ -43,26 +48,28 @@ impl LineFramer {
                 self.pending_iac = false;
                 if b == IAC {
                     self.keep(IAC, &mut out);
+                    self.last_cr = false;
                 }
                 // Any other Telnet command byte (IP, DM, ...) is dropped with its IAC.
                 continue;
             }
             match b {
                 IAC => self.pending_iac = true,
-                b'\n' => {
+                b'\n' if self.last_cr => {
                     if self.discarding {
                         self.discarding = false;
                     } else {
                         let mut line = std::mem::take(&mut self.buf);
-                        if line.last() == Some(&b'\r') {
-                            line.pop();
-                        }
+                        line.pop(); // the CR
                         out.push(Frame::Line(line));
                     }
                     self.buf.clear();
+                    self.last_cr = false;
+                    continue;
                 }
                 _ => self.keep(b, &mut out),
             }
+            self.last_cr = b == b'\r';
         }
         out
     }
@@ -94,7 +101,19 @@ mod tests {
             f.push(b"USER a\r\nPA"),
             vec![Frame::Line(b"USER a".to_vec())]
         );
-        assert_eq!(f.push(b"SS b\n"), vec![Frame::Line(b"PASS b".to_vec())]);
+        assert_eq!(f.push(b"SS b\r\n"), vec![Frame::Line(b"PASS b".to_vec())]);
+    }
+
+    #[test]
+    fn a_bare_lf_never_ends_a_command() {
+        let mut f = LineFramer::new(100);
+        assert_eq!(
+            f.push(b"SIZE x\nDELE v1\r\n"),
+            vec![Frame::Line(b"SIZE x\nDELE v1".to_vec())]
+        );
+        // A CR alone is data too; CR LF split across reads still ends the line.
+        assert_eq!(f.push(b"a\rb\r"), vec![]);
+        assert_eq!(f.push(b"\n"), vec![Frame::Line(b"a\rb".to_vec())]);
     }
 
     #[test]
@@ -103,7 +122,7 @@ mod tests {
         let input = [&[IAC, 244, IAC, 242][..], b"ABOR\r\n"].concat();
         assert_eq!(f.push(&input), vec![Frame::Line(b"ABOR".to_vec())]);
         assert_eq!(
-            f.push(&[b'a', IAC, IAC, b'\n']),
+            f.push(&[b'a', IAC, IAC, b'\r', b'\n']),
             vec![Frame::Line(vec![b'a', IAC])]
         );
     }
@@ -130,7 +149,7 @@ mod tests {
                 for frame in f.push(c) {
                     if let Frame::Line(l) = frame {
                         prop_assert!(l.len() <= 17);
-                        prop_assert!(!l.contains(&b'\n'));
+                        prop_assert!(!l.windows(2).any(|w| w == b"\r\n"));
                     }
                 }
             }

@@ -119,6 +119,9 @@ pub enum BlockError {
     /// An EOF block with a zero or absurd EOD count, or a second one that disagrees.
     #[error("MODE E EOF block announces {0} data connections")]
     EodCount(u64),
+    /// The blocks left more separate holes than a real sender does ([`MAX_FRAGMENTS`]).
+    #[error("MODE E blocks leave more than {MAX_FRAGMENTS} separate ranges")]
+    Fragmented,
     /// More EOD blocks than the EOF block announced.
     #[error("MODE E: {seen} EOD blocks but the EOF block announced {expected}")]
     TooManyEods {
@@ -128,6 +131,11 @@ pub enum BlockError {
         expected: u64,
     },
 }
+
+/// Most separate byte ranges a transfer may hold at once. Real senders (any number of streams,
+/// blocks of a MiB or a few KiB) leave a few gaps per stream; a sender of one-byte blocks at
+/// every other offset would make the receiver's bookkeeping and markers grow without bound.
+pub const MAX_FRAGMENTS: usize = 16_384;
 
 /// What a receiver does with a header it accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,6 +206,9 @@ impl Reassembly {
                     end,
                     limit: self.limit,
                 });
+            }
+            if self.received.count() >= MAX_FRAGMENTS {
+                return Err(BlockError::Fragmented);
             }
             Action::Data {
                 offset: h.offset,
@@ -323,6 +334,25 @@ mod tests {
         assert_eq!(Header::eof(4).encode()[0], 64);
         assert_eq!(Header::eof(4).encode()[16], 4);
         assert_eq!(Header::eod(true).encode()[0], 12);
+    }
+
+    #[test]
+    fn a_sender_that_scatters_tiny_blocks_is_refused() {
+        let mut r = Reassembly::new(u64::MAX);
+        for i in 0..MAX_FRAGMENTS as u64 {
+            assert!(r.on_header(&Header::data(i * 2, 1)).is_ok());
+            r.on_written(i * 2, 1);
+        }
+        assert_eq!(
+            r.on_header(&Header::data(u64::MAX / 2, 1)),
+            Err(BlockError::Fragmented)
+        );
+        // Blocks that fill holes are never refused for it.
+        let mut r = Reassembly::new(u64::MAX);
+        for i in 0..(2 * MAX_FRAGMENTS as u64) {
+            assert!(r.on_header(&Header::data(i, 1)).is_ok());
+            r.on_written(i, 1);
+        }
     }
 
     #[test]

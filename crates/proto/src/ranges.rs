@@ -49,6 +49,23 @@ impl RangeSet {
         self.ranges.iter().map(|(&s, &e)| (s, e))
     }
 
+    /// Separate ranges held (a measure of fragmentation).
+    pub fn count(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Bytes held from offset 0 without a gap: how far a stream-mode resume may start.
+    pub fn prefix(&self) -> u64 {
+        self.ranges.get(&0).copied().unwrap_or(0)
+    }
+
+    /// The first `n` ranges: a subset, so still true of what is held, in bounded space.
+    pub fn first(&self, n: usize) -> RangeSet {
+        RangeSet {
+            ranges: self.ranges.iter().take(n).map(|(&s, &e)| (s, e)).collect(),
+        }
+    }
+
     /// The parts of `[start, end)` not covered: what is still to be sent.
     pub fn gaps(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
@@ -74,6 +91,9 @@ impl RangeSet {
     /// Parses `a-b,c-d` (the form of `111 Range Marker` and `REST` in MODE E).
     pub fn parse(s: &str) -> Option<RangeSet> {
         let mut set = RangeSet::default();
+        if s.trim().is_empty() {
+            return None;
+        }
         for part in s.trim().split(',') {
             let (a, b) = part.trim().split_once('-')?;
             let (a, b): (u64, u64) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
@@ -141,7 +161,15 @@ mod tests {
             prop_assert_eq!(set.len(), bytes.iter().filter(|b| **b).count() as u64);
             let gaps: u64 = set.gaps(0, 250).iter().map(|(a, b)| b - a).sum();
             prop_assert_eq!(gaps + set.len(), 250);
-            prop_assert_eq!(RangeSet::parse(&set.to_string()).unwrap_or_default(), set);
+            prop_assert_eq!(RangeSet::parse(&set.to_string()).unwrap_or_default(), set.clone());
+            // The prefix is held without a gap, and the byte after it is not.
+            let p = set.prefix() as usize;
+            prop_assert!(bytes[..p].iter().all(|b| *b));
+            prop_assert!(p == 250 || !bytes[p]);
+            // A bounded subset holds nothing the set does not.
+            let sub = set.first(2);
+            prop_assert!(sub.count() <= 2);
+            prop_assert!(sub.iter().all(|(a, b)| set.gaps(a, b).is_empty()));
         }
     }
 }

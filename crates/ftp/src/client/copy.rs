@@ -1,17 +1,20 @@
 //! Whole copies as `fatpipe cp` performs them: one file or a tree, either direction, with
 //! resume, per-file results and a check that every byte arrived.
 
+use super::part::Part;
 use super::{Connection, Credentials, Location, Streams};
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::checksum;
 use fatpipe_net::{Pump, TunerConfig};
 use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_proto::listing::EntryKind;
+use fatpipe_proto::mode_e::Reassembly;
+use fatpipe_proto::ranges::RangeSet;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How a copy behaves.
@@ -99,6 +102,10 @@ pub trait Observer {
     fn file_started(&self, name: &str, total: Option<u64>, already: u64, pump: &Arc<Pump>);
     /// A file ended, well or not.
     fn file_finished(&self, result: &FileResult);
+    /// Whether the user asked the copy to stop (Ctrl-C): files not yet begun are not begun.
+    fn stop_requested(&self) -> bool {
+        false
+    }
 }
 
 const MAX_DEPTH: usize = 64;
@@ -169,7 +176,11 @@ impl Copier<'_> {
         run: impl FnOnce(&mut Connection, &Arc<Pump>) -> anyhow::Result<Done>,
     ) {
         let pump = Arc::new(Pump::default());
-        let outcome = run(&mut self.c, &pump);
+        let outcome = if self.obs.stop_requested() {
+            Err(anyhow::anyhow!("interrupted before it began"))
+        } else {
+            run(&mut self.c, &pump)
+        };
         let tune = self.c.last_tune();
         let streams = self.c.last_streams().cloned();
         let (done, error) = match outcome {
@@ -257,36 +268,74 @@ impl Copier<'_> {
     fn download_file(&mut self, rpath: &str, size: Option<u64>, target: &Path) {
         let (obs, resume, verify) = (self.obs, self.opts.resume, self.opts.verify);
         self.record(rpath.into(), target.display().to_string(), |c, pump| {
-            let have = if resume {
-                std::fs::metadata(target).ok().filter(|m| m.is_file()).map_or(0, |m| m.len())
-            } else {
-                0
-            };
-            obs.file_started(rpath, size, have, pump);
-            if let Some(total) = size {
-                if have > total {
-                    bail!(
-                        "{} has {have} bytes, more than the remote file's {total}: not a partial copy of it",
+            // Devices (/dev/null) and other non-files are written directly.
+            if std::fs::metadata(target).is_ok_and(|m| !m.is_file()) {
+                obs.file_started(rpath, size, 0, pump);
+                let mut sink = OpenOptions::new()
+                    .write(true)
+                    .open(target)
+                    .with_context(|| format!("cannot write {}", target.display()))?;
+                let n = c.retrieve(rpath, 0, &mut sink, pump)?;
+                check_complete(rpath, 0, n, size)?;
+                return Ok(Done::new(n, 0));
+            }
+            // A destination as long as the source is complete only if the checksums agree.
+            let whole = std::fs::metadata(target)
+                .ok()
+                .filter(|m| m.is_file() && Some(m.len()) == size)
+                .map(|m| m.len());
+            if let (true, Some(len)) = (resume, whole) {
+                obs.file_started(rpath, size, len, pump);
+                match already_there(c, verify, rpath, target)? {
+                    Some(verified) => {
+                        return Ok(Done {
+                            bytes: 0,
+                            resumed_from: len,
+                            verified,
+                        })
+                    }
+                    None => tracing::info!(
+                        "{}: not known to match {rpath}: copying it again",
                         target.display()
-                    );
-                }
-                if have == total && have > 0 {
-                    return Ok(Done::new(0, have));
+                    ),
                 }
             }
-            let blocks = c.uses_blocks();
-            // MODE E writes blocks at their offsets: no O_APPEND, which would ignore them.
-            let mut file = if have > 0 { OpenOptions::new().append(!blocks).write(true).open(target) } else { File::create(target) }
-                .with_context(|| format!("cannot write {}", target.display()))?;
-            let n = if blocks {
-                c.retrieve_blocks(rpath, have, &file, pump)?
-            } else {
-                c.retrieve(rpath, have, &mut file, pump)?
-            };
-            file.flush()?;
-            check_complete(rpath, have, n, size)?;
-            let verified = verify_copy(c, verify, rpath, target)?;
-            Ok(Done { bytes: n, resumed_from: have, verified })
+            let resume = resume && whole.is_none();
+            let (mut part, first) = Part::open(target, resume, size)?;
+            obs.file_started(rpath, size, first.len(), pump);
+            let (mut held, mut moved) = (first.clone(), 0);
+            loop {
+                let (n, all) = match download_into(c, rpath, size, &mut part, &held, pump) {
+                    Ok(got) => got,
+                    Err((e, all)) => {
+                        part.failed(&all);
+                        return Err(e);
+                    }
+                };
+                moved += n;
+                match verify_copy(c, verify, rpath, part.path()) {
+                    Ok(verified) => {
+                        part.complete()?;
+                        return Ok(Done {
+                            bytes: moved,
+                            resumed_from: first.len(),
+                            verified,
+                        });
+                    }
+                    // What was there before may not be what the server holds now: once more,
+                    // in full.
+                    Err(e) if !held.is_empty() => {
+                        tracing::warn!("{e:#}: copying {rpath} again in full");
+                        held = RangeSet::default();
+                        part.hold(&held)?;
+                    }
+                    Err(e) => {
+                        part.failed(&RangeSet::default());
+                        let _ = all;
+                        return Err(e);
+                    }
+                }
+            }
         });
     }
 
@@ -343,29 +392,115 @@ impl Copier<'_> {
         self.record(local.display().to_string(), rpath.into(), |c, pump| {
             let mut file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
             let len = file.metadata()?.len();
-            let have = if resume { c.size(rpath)?.unwrap_or(0) } else { 0 };
+            // A fatpipe server's SIZE of a cut MODE E upload is what it holds without a gap.
+            let mut have = if resume { c.size(rpath)?.unwrap_or(0) } else { 0 };
             if have > len {
                 bail!("remote {rpath} has {have} bytes, more than {}'s {len}: not a partial copy of it", local.display());
             }
             obs.file_started(rpath, Some(len), have, pump);
             if have == len && have > 0 {
-                return Ok(Done::new(0, have));
-            }
-            file.seek(SeekFrom::Start(have))?;
-            let n = if c.uses_blocks() {
-                c.store_blocks(rpath, have, &file, pump)?
-            } else {
-                c.store(rpath, have, &file, pump)?
-            };
-            if let Some(remote) = c.size(rpath)? {
-                if remote != len {
-                    bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
+                match already_there(c, verify, rpath, local)? {
+                    Some(verified) => return Ok(Done { bytes: 0, resumed_from: have, verified }),
+                    None => {
+                        tracing::info!("remote {rpath} is not known to match {}: copying it again", local.display());
+                        have = 0;
+                    }
                 }
             }
-            let verified = verify_copy(c, verify, rpath, local)?;
-            Ok(Done { bytes: n, resumed_from: have, verified })
+            let first = have;
+            let mut moved = 0;
+            loop {
+                file.seek(SeekFrom::Start(have))?;
+                moved += if c.uses_blocks() {
+                    c.store_blocks(rpath, have, &file, pump)?
+                } else {
+                    c.store(rpath, have, &file, pump)?
+                };
+                if let Some(remote) = c.size(rpath)? {
+                    if remote != len {
+                        bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
+                    }
+                }
+                match verify_copy(c, verify, rpath, local) {
+                    Ok(verified) => return Ok(Done { bytes: moved, resumed_from: first, verified }),
+                    // What the server held before may not be a prefix of this file: once more,
+                    // in full.
+                    Err(e) if have > 0 => {
+                        tracing::warn!("{e:#}: copying {} again in full", local.display());
+                        have = 0;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         });
     }
+}
+
+/// Downloads what `held` lacks into `part` (MODE E: the missing ranges; MODE S: from the first
+/// gap on); returns the bytes moved and everything the file holds then, or the error and what
+/// it holds anyway (for the partial record).
+fn download_into(
+    c: &mut Connection,
+    rpath: &str,
+    size: Option<u64>,
+    part: &mut Part,
+    held: &RangeSet,
+    pump: &Arc<Pump>,
+) -> Result<(u64, RangeSet), (anyhow::Error, RangeSet)> {
+    if c.uses_blocks() {
+        let state = Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
+        let r = c.retrieve_blocks(rpath, held, &part.file, pump, &state);
+        let mut all = held.clone();
+        let received = state
+            .lock()
+            .map(|s| s.received().clone())
+            .unwrap_or_default();
+        for (s, e) in received.iter() {
+            all.insert(s, e);
+        }
+        let r = r.and_then(|n| {
+            check_complete(rpath, 0, all.prefix(), size)?;
+            Ok(n)
+        });
+        match r {
+            Ok(n) => Ok((n, all)),
+            Err(e) => Err((e, all)),
+        }
+    } else {
+        let start = match part.seek_to_gap(held) {
+            Ok(s) => s,
+            Err(e) => return Err((e, RangeSet::default())),
+        };
+        let r = c.retrieve(rpath, start, &mut part.file, pump);
+        // Written in order: the file's length is what it holds.
+        let mut all = RangeSet::default();
+        all.insert(0, part.file.metadata().map_or(start, |m| m.len()));
+        match r.and_then(|n| check_complete(rpath, start, n, size).map(|_| n)) {
+            Ok(n) => Ok((n, all)),
+            Err(e) => Err((e, all)),
+        }
+    }
+}
+
+/// Whether a destination as long as the source holds the same bytes, by checksum: `Some`
+/// (with `ALG:hex`, or `None` under `--no-verify`, which takes the length's word) when it
+/// does; `None` when it differs or no checksum can tell.
+fn already_there(
+    c: &mut Connection,
+    verify: Verify,
+    rpath: &str,
+    local: &Path,
+) -> anyhow::Result<Option<Option<String>>> {
+    if verify == Verify::Off {
+        return Ok(Some(None));
+    }
+    Ok(match verify_copy(c, Verify::On, rpath, local) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::info!("{e:#}");
+            None
+        }
+    })
 }
 
 /// Compares the local file's checksum with the server's (`CKSM`), as `verify` says; returns

@@ -4,6 +4,7 @@
 mod connection;
 pub mod copy;
 mod location;
+mod part;
 
 pub use connection::{Connection, Credentials, Streams, StreamsReport};
 pub use location::{Location, RemoteUrl};

@@ -1,9 +1,7 @@
 //! Who may log in: named users with argon2 password hashes, and the anonymous policy.
 
 use anyhow::{bail, Context};
-use argon2::password_hash::{
-    rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString,
-};
+use argon2::password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, SaltString};
 use argon2::Argon2;
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,9 +19,20 @@ pub enum Anonymous {
 }
 
 /// The accounts a server accepts, each stored as a salted argon2 hash (PHC string).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Users {
     hashes: HashMap<String, String>,
+    /// Checked instead when a name is unknown, so that both cost the same.
+    dummy: String,
+}
+
+impl Default for Users {
+    fn default() -> Self {
+        Users {
+            hashes: HashMap::new(),
+            dummy: hash_password("fatpipe: no such account").unwrap_or_default(),
+        }
+    }
 }
 
 /// The result of a successful login.
@@ -108,6 +117,20 @@ impl Users {
 
     /// Checks a login. Named accounts may write; anonymous ones follow `anonymous`.
     pub fn check(&self, user: &str, password: &str, anonymous: Anonymous) -> Option<Login> {
+        self.check_with(user, password, anonymous, &mut Scratch::default())
+    }
+
+    /// [`Users::check`] with working memory that the caller keeps between checks, so that a
+    /// thread checking passwords all day holds one hash's memory instead of allocating it anew.
+    /// An unknown name costs as much as a known one (checked against a dummy hash): the time
+    /// of an answer tells nobody which accounts exist.
+    pub fn check_with(
+        &self,
+        user: &str,
+        password: &str,
+        anonymous: Anonymous,
+        scratch: &mut Scratch,
+    ) -> Option<Login> {
         if is_anonymous_name(user) {
             return match anonymous {
                 Anonymous::Off => None,
@@ -117,16 +140,69 @@ impl Users {
                 }),
             };
         }
-        let hash = self.hashes.get(user)?;
-        let parsed = PasswordHash::new(hash).ok()?;
-        Argon2::default()
-            .verify_password(password.as_bytes(), &parsed)
-            .ok()
-            .map(|_| Login {
-                user: user.to_string(),
-                writable: true,
-            })
+        let (hash, known) = match self.hashes.get(user) {
+            Some(h) => (h.as_str(), true),
+            None => (self.dummy.as_str(), false),
+        };
+        let ok = verify(hash, password, scratch);
+        (ok && known).then(|| Login {
+            user: user.to_string(),
+            writable: true,
+        })
     }
+}
+
+/// Memory for argon2 checks, kept by a checking thread (see [`Users::check_with`]).
+#[derive(Default)]
+pub struct Scratch {
+    blocks: Vec<argon2::Block>,
+}
+
+/// Largest argon2 memory cost a users file may ask for (KiB): one check of a hostile or
+/// mistaken entry must not take the server's memory.
+const MAX_M_COST: u32 = 256 * 1024;
+
+/// Whether `password` matches the PHC string `phc`, computed in `scratch`'s memory.
+fn verify(phc: &str, password: &str, scratch: &mut Scratch) -> bool {
+    let Ok(parsed) = PasswordHash::new(phc) else {
+        return false;
+    };
+    let (Some(salt), Some(expected)) = (parsed.salt, parsed.hash) else {
+        return false;
+    };
+    let Ok(params) = argon2::Params::try_from(&parsed) else {
+        return false;
+    };
+    let Ok(algorithm) = argon2::Algorithm::try_from(parsed.algorithm) else {
+        return false;
+    };
+    let version = parsed
+        .version
+        .and_then(|v| argon2::Version::try_from(v).ok())
+        .unwrap_or_default();
+    if params.m_cost() > MAX_M_COST {
+        return false;
+    }
+    let mut salt_buf = [0u8; 64];
+    let Ok(salt) = salt.decode_b64(&mut salt_buf) else {
+        return false;
+    };
+    scratch
+        .blocks
+        .resize(params.block_count(), argon2::Block::default());
+    let mut out = vec![0u8; expected.len()];
+    let hasher = Argon2::new(algorithm, version, params);
+    if hasher
+        .hash_password_into_with_memory(password.as_bytes(), salt, &mut out, &mut scratch.blocks)
+        .is_err()
+    {
+        return false;
+    }
+    // Compare in constant time: every byte, whatever the first difference.
+    out.iter()
+        .zip(expected.as_bytes())
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
 }
 
 #[cfg(test)]
@@ -154,6 +230,35 @@ mod tests {
         assert_eq!(
             u.check("bob", "pw", Anonymous::Off).map(|l| l.writable),
             Some(true)
+        );
+    }
+
+    #[test]
+    fn checks_reuse_their_memory_and_unknown_names_cost_a_check() {
+        let mut u = Users::default();
+        u.add_plain("alice:pw").unwrap();
+        let mut scratch = Scratch::default();
+        assert!(u
+            .check_with("alice", "pw", Anonymous::Off, &mut scratch)
+            .is_some());
+        let held = scratch.blocks.capacity();
+        assert!(held > 0);
+        assert!(u
+            .check_with("alice", "no", Anonymous::Off, &mut scratch)
+            .is_none());
+        // An unknown name runs a full check too (same memory, no early return).
+        scratch.blocks = Vec::new();
+        assert!(u
+            .check_with("mallory", "pw", Anonymous::Off, &mut scratch)
+            .is_none());
+        assert_eq!(scratch.blocks.capacity(), held);
+        assert!(u
+            .check_with("alice", "pw", Anonymous::Off, &mut scratch)
+            .is_some());
+        assert_eq!(
+            scratch.blocks.capacity(),
+            held,
+            "memory is reused, not grown"
         );
     }
 

@@ -2,24 +2,28 @@
 
 pub mod auth;
 mod data;
+mod limits;
 pub mod sandbox;
 mod session;
 mod transfer;
+mod verifier;
 
 use anyhow::Context;
 use auth::{Anonymous, Users};
 use fatpipe_net::buffers::BufferControl;
 use fatpipe_net::telemetry::StatsFile;
 use fatpipe_tune::{Params, Tuning};
+use limits::HostLimits;
 use sandbox::Sandbox;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
+use verifier::Verifier;
 
 /// Everything a server needs to know, with the defaults of `fatpipe serve`.
 #[derive(Debug, Clone)]
@@ -36,13 +40,27 @@ pub struct ServerConfig {
     pub passive_ports: Option<RangeInclusive<u16>>,
     /// Concurrent sessions; more are turned away with 421.
     pub max_sessions: usize,
+    /// Concurrent sessions from one source address (an IPv6 /64); more are turned away with 421.
+    pub max_sessions_per_host: usize,
+    /// Time from connecting to a successful login; a session not logged in by then is closed
+    /// with 421 (commands before login do not extend it).
+    pub login_timeout: Duration,
+    /// Failed logins one source address may make per minute; beyond it its logins are refused
+    /// without a password check until the minute has passed.
+    pub max_host_login_failures: u32,
+    /// Data connections one MODE E transfer may open to this server; more are closed at once.
+    pub max_streams: u32,
+    /// Largest file an upload may make (MODE E blocks past it are refused); always bounded by
+    /// the room on the file system.
+    pub max_file_size: Option<u64>,
     /// A session with no command (and no transfer) for this long is closed with 421.
     pub idle_timeout: Duration,
     /// Failed logins after which the session is closed with 421.
     pub max_login_failures: u32,
     /// Longest accepted command line, in bytes.
     pub max_line: usize,
-    /// How long to wait for a data connection to be made.
+    /// How long to wait for a data connection to be made, and how long a transfer may go
+    /// without moving a byte before it fails (a link outage shorter than this is ridden through).
     pub data_timeout: Duration,
     /// Pause before answering a failed login (slows down password guessing).
     pub login_failure_delay: Duration,
@@ -66,10 +84,17 @@ impl ServerConfig {
             anonymous: Anonymous::Off,
             passive_ports: None,
             max_sessions: 64,
+            max_sessions_per_host: 16,
+            login_timeout: Duration::from_secs(30),
+            max_host_login_failures: 10,
+            max_streams: 64,
+            max_file_size: None,
             idle_timeout: Duration::from_secs(300),
             max_login_failures: 3,
             max_line: 4096,
-            data_timeout: Duration::from_secs(30),
+            // As long as the client's default --timeout: TCP's backoff after a 20 s outage
+            // leaves up to about 40 s without a byte.
+            data_timeout: Duration::from_secs(60),
             login_failure_delay: Duration::from_millis(300),
             tuning: Tuning::Kernel,
             tune_params: Params::default(),
@@ -86,6 +111,16 @@ struct Shared {
     sandbox: Sandbox,
     sessions: AtomicUsize,
     next_session: AtomicU64,
+    /// Sessions and failed logins per source address.
+    hosts: Mutex<HostLimits>,
+    /// The threads that check passwords.
+    verifier: Verifier,
+}
+
+impl Shared {
+    fn hosts(&self) -> std::sync::MutexGuard<'_, HostLimits> {
+        self.hosts.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// A bound server, ready to [`Server::run`].
@@ -108,6 +143,11 @@ impl Server {
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
+        // One checking thread per core: logins never take more than the machine has.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let verifier = Verifier::start(config.users.clone(), config.anonymous, threads)
+            .context("cannot start the password-checking threads")?;
+        let hosts = HostLimits::new(config.max_sessions_per_host, config.max_host_login_failures);
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
@@ -115,6 +155,8 @@ impl Server {
                 sandbox,
                 sessions: AtomicUsize::new(0),
                 next_session: AtomicU64::new(1),
+                hosts: Mutex::new(hosts),
+                verifier,
             }),
         })
     }
@@ -140,20 +182,43 @@ impl Server {
             let active = shared.sessions.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
                 let _guard = SessionCount(shared.clone());
-                if active >= shared.config.max_sessions {
-                    tracing::info!(%peer, "refused: {active} sessions already");
+                let refusal = if active >= shared.config.max_sessions {
+                    Some(format!("{active} sessions already"))
+                } else if !shared.hosts().admit(peer.ip()) {
+                    Some(format!(
+                        "{} sessions from this address already",
+                        shared.config.max_sessions_per_host
+                    ))
+                } else {
+                    None
+                };
+                if let Some(why) = refusal {
+                    tracing::info!(%peer, "refused: {why}");
                     let mut stream = stream;
                     let _ = stream
-                        .write_all(b"421 Too many sessions, try again later\r\n")
+                        .write_all(
+                            format!("421 Too many sessions ({why}), try again later\r\n")
+                                .as_bytes(),
+                        )
                         .await;
                     return;
                 }
+                let _host = HostSlot(shared.clone(), peer.ip());
                 let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
                 if let Err(e) = session::run(shared, stream, id).await {
                     tracing::debug!(%peer, "session {id} ended: {e:#}");
                 }
             });
         }
+    }
+}
+
+/// Gives a source address's session slot back when its session ends, however it ends.
+struct HostSlot(Arc<Shared>, std::net::IpAddr);
+
+impl Drop for HostSlot {
+    fn drop(&mut self) {
+        self.0.hosts().leave(self.1, Instant::now());
     }
 }
 

@@ -4,6 +4,7 @@
 //! result must stay under the canonical root. Files are opened with `O_NOFOLLOW`, so a link swapped
 //! in after the check is refused rather than followed.
 
+use fatpipe_net::partial;
 use fatpipe_proto::listing::{Entry, EntryKind};
 use fatpipe_proto::VPath;
 use std::fs::{File, Metadata, OpenOptions};
@@ -109,32 +110,39 @@ impl Sandbox {
         Ok((f, m))
     }
 
-    /// Opens a file for writing: appended to, or written from `offset` (0 truncates).
-    pub fn open_write(&self, v: &VPath, append: bool, offset: u64) -> Result<File, FsError> {
+    /// Opens a file for writing from where `at` says; returns it and the offset writing starts
+    /// at (everything before it is kept, everything after it dropped, except with `Keep`). A
+    /// file an earlier transfer left incomplete counts only what it holds in order (its
+    /// [`partial`] record): appending continues there, and a restart past it is refused, so a
+    /// resume never leaves a hole.
+    pub fn open_write(&self, v: &VPath, at: WriteAt) -> Result<(File, u64), FsError> {
         let p = self.creatable(v)?;
         if p.is_dir() {
             return Err(FsError::WrongKind("Is a directory"));
         }
         let mut o = OpenOptions::new();
         o.write(true).create(true).custom_flags(libc::O_NOFOLLOW);
-        if append {
-            o.append(true);
-        } else if offset == 0 {
+        if at == WriteAt::Start {
             o.truncate(true);
         }
         let f = o.open(&p)?;
-        if !append && offset > 0 {
-            let len = f.metadata()?.len();
-            if offset > len {
-                return Err(FsError::WrongKind(
-                    "Restart offset is beyond the end of the file",
-                ));
+        let start = match at {
+            WriteAt::Start => 0,
+            WriteAt::Keep => return Ok((f, 0)),
+            WriteAt::End => partial::held(&f)?.prefix(),
+            WriteAt::Offset(offset) => {
+                if offset > partial::held(&f)?.prefix() {
+                    return Err(FsError::WrongKind(
+                        "Restart offset is beyond what the file holds (its end, or its first gap)",
+                    ));
+                }
+                offset
             }
-            f.set_len(offset)?;
-            use std::io::Seek;
-            (&f).seek(io::SeekFrom::Start(offset))?;
-        }
-        Ok(f)
+        };
+        f.set_len(start)?;
+        use std::io::Seek;
+        (&f).seek(io::SeekFrom::Start(start))?;
+        Ok((f, start))
     }
 
     /// The entries of a directory, sorted by name. Links that lead outside the tree or nowhere
@@ -177,6 +185,65 @@ pub fn entry(name: String, m: &Metadata) -> Entry {
     }
 }
 
+/// Bytes `file` may grow to: its length plus the room left on its file system for this user.
+pub fn room(file: &File) -> io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: statvfs is plain data, filled by the call; the descriptor is valid.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    Ok(file.metadata()?.len().saturating_add(free))
+}
+
+/// Where writing into a file starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteAt {
+    /// At 0, the file emptied (`STOR`).
+    Start,
+    /// At this offset (`REST` then `STOR`); must not be past what the file holds in order.
+    Offset(u64),
+    /// Where the file's contents end (`APPE`).
+    End,
+    /// Nothing dropped: blocks land at their own offsets (`ESTO`).
+    Keep,
+}
+
+/// Renames `from` to `to` unless `to` exists (atomically, with `renameat2(RENAME_NOREPLACE)`;
+/// on a file system without it, with a check just before). An existing `to` is `AlreadyExists`.
+pub fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let cstr = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+    };
+    let (f, t) = (cstr(from)?, cstr(to)?);
+    // SAFETY: two valid NUL-terminated paths that outlive the call.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENOSYS) => {
+            if to.symlink_metadata().is_ok() {
+                return Err(io::Error::from(io::ErrorKind::AlreadyExists));
+            }
+            std::fs::rename(from, to)
+        }
+        _ => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,16 +279,16 @@ mod tests {
             Err(FsError::Outside)
         ));
         assert!(matches!(
-            sb.open_write(&v("out_link"), false, 0),
+            sb.open_write(&v("out_link"), WriteAt::Start),
             Err(FsError::Outside)
         ));
         assert!(matches!(
-            sb.open_write(&v("out_dir/new"), false, 0),
+            sb.open_write(&v("out_dir/new"), WriteAt::Start),
             Err(FsError::Outside)
         ));
         // A dangling link must not let a write create the file it points at.
         assert!(matches!(
-            sb.open_write(&v("dangling"), false, 0),
+            sb.open_write(&v("dangling"), WriteAt::Start),
             Err(FsError::Outside)
         ));
         assert!(!outside.path().join("missing").exists());
@@ -246,9 +313,28 @@ mod tests {
     fn restart_offset_truncates_and_positions() {
         let (_o, root, sb) = setup();
         use std::io::Write;
-        let mut f = sb.open_write(&v("sub/in"), false, 1).unwrap();
+        let (mut f, at) = sb.open_write(&v("sub/in"), WriteAt::Offset(1)).unwrap();
+        assert_eq!(at, 1);
         f.write_all(b"Z").unwrap();
         assert_eq!(std::fs::read(root.path().join("sub/in")).unwrap(), b"iZ");
-        assert!(sb.open_write(&v("sub/in"), false, 10).is_err());
+        assert!(sb.open_write(&v("sub/in"), WriteAt::Offset(10)).is_err());
+    }
+
+    #[test]
+    fn an_incomplete_file_counts_only_what_it_holds_in_order() {
+        let (_o, root, sb) = setup();
+        use std::io::Write;
+        let path = root.path().join("sub/part");
+        std::fs::write(&path, [1u8; 100]).unwrap();
+        let f = File::open(&path).unwrap();
+        let held = fatpipe_proto::ranges::RangeSet::parse("0-40,60-100").unwrap();
+        partial::mark(&f, &held).unwrap();
+        // A restart past the first gap would leave a hole: refused.
+        assert!(sb.open_write(&v("sub/part"), WriteAt::Offset(50)).is_err());
+        // Appending continues at the gap, dropping what lies beyond it.
+        let (mut f, at) = sb.open_write(&v("sub/part"), WriteAt::End).unwrap();
+        assert_eq!(at, 40);
+        f.write_all(b"xy").unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 42);
     }
 }

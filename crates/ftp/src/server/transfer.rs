@@ -3,10 +3,12 @@
 
 use super::data::DataSpec;
 use fatpipe_net::mode_e::{self, Channel, Links, OnStream, Prepare, SendJob};
+use fatpipe_net::partial;
 use fatpipe_net::tcpinfo::tcp_stats;
 use fatpipe_net::{Pump, PumpError, Tuner, TunerConfig, Tuners};
 use fatpipe_proto::gridftp::{perf_marker, range_marker, Parallelism, AUTO_NOTE, STREAMS_NOTE};
 use fatpipe_proto::mode_e::Reassembly;
+use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::Reply;
 use fatpipe_tune::streams::{StreamLimits, StreamPolicy};
 use fatpipe_tune::Role;
@@ -37,8 +39,25 @@ pub enum Job {
         parallelism: Parallelism,
     },
     /// MODE E: blocks from every connection the client opens, written into `file` at `base`
-    /// plus their offsets (`ESTO A`; 0 for `STOR`).
-    ReceiveBlocks { file: File, base: u64 },
+    /// plus their offsets (`ESTO A`; 0 for `STOR`), none past `limit`. With `record` (what the
+    /// file held before), the file's partial record is kept up to date until it is complete.
+    ReceiveBlocks {
+        file: File,
+        base: u64,
+        limit: BlockLimit,
+        record: Option<RangeSet>,
+    },
+}
+
+/// How far a MODE E upload's blocks may reach, and whether the file system's free space is what
+/// sets it (a block past it is then "no space left", `452`; past `ALLO` or `--max-file-size`,
+/// "exceeded storage allocation", `552`).
+#[derive(Debug, Clone, Copy)]
+pub struct BlockLimit {
+    /// One past the last byte a block may write (offsets as the blocks count them).
+    pub end: u64,
+    /// The free space set it.
+    pub disk: bool,
 }
 
 impl Job {
@@ -65,6 +84,29 @@ pub struct Endpoints {
     /// MODE E: a sending end leaves its connections open for the next transfer (the client
     /// asked for data-channel reuse).
     pub keep_open: bool,
+    /// MODE E: most connections a receiving end accepts for one transfer.
+    pub max_streams: u32,
+}
+
+/// The partial record of a MODE E upload's file: what it held before the transfer, plus what
+/// has arrived (see `fatpipe_net::partial`).
+struct Record {
+    file: File,
+    base: u64,
+    before: RangeSet,
+}
+
+impl Record {
+    /// Writes down what the file holds now.
+    fn save(&self, received: &RangeSet) {
+        let mut all = self.before.clone();
+        for (s, e) in received.iter() {
+            all.insert(s.saturating_add(self.base), e.saturating_add(self.base));
+        }
+        if let Err(e) = partial::mark(&self.file, &all) {
+            tracing::warn!("cannot record what an upload holds: {e}");
+        }
+    }
 }
 
 /// What a transfer that worked moved, and what its final reply should add.
@@ -75,6 +117,9 @@ struct Outcome {
 
 /// How often a MODE E transfer reports progress (`112-Perf Marker`, `111 Range Marker`).
 const MARKER_EVERY: Duration = Duration::from_secs(5);
+/// Most ranges one `111 Range Marker` lists (the first ones; a fragmented upload would
+/// otherwise make every marker as long as its bookkeeping).
+const MARKER_RANGES: usize = 256;
 /// Largest MODE E block this server sends.
 const BLOCK: u64 = 1 << 20;
 
@@ -102,6 +147,8 @@ pub struct Running {
     started: Instant,
     /// MODE E: when the next markers are due, and the ranges received so far.
     markers: Option<(Instant, Option<Arc<Mutex<Reassembly>>>)>,
+    /// MODE E uploads: the file's partial record, brought up to date with every marker.
+    record: Option<Arc<Record>>,
     /// MODE E: the channel, once the transfer has worked and left connections open.
     kept: Arc<Mutex<Option<Channel>>>,
 }
@@ -128,8 +175,25 @@ impl Running {
         let pump = Arc::new(Pump::default());
         let p = pump.clone();
         let receiving = job.receiving();
-        let reassembly = matches!(job, Job::ReceiveBlocks { .. })
-            .then(|| Arc::new(Mutex::new(Reassembly::new(u64::MAX))));
+        let (reassembly, record) = match &job {
+            Job::ReceiveBlocks {
+                file,
+                base,
+                limit,
+                record,
+            } => (
+                Some(Arc::new(Mutex::new(Reassembly::new(limit.end)))),
+                record.as_ref().and_then(|before| {
+                    Some(Arc::new(Record {
+                        file: file.try_clone().ok()?,
+                        base: *base,
+                        before: before.clone(),
+                    }))
+                }),
+            ),
+            _ => (None, None),
+        };
+        let kept_record = record.clone();
         let markers = job
             .blocks()
             .then(|| (Instant::now() + MARKER_EVERY, reassembly.clone()));
@@ -146,6 +210,7 @@ impl Running {
         let handle = tokio::spawn(async move {
             let mut work = if job.blocks() {
                 let close = !ends.keep_open;
+                let max_streams = ends.max_streams;
                 let channel = match ends.kept {
                     Some(c) => c,
                     None => Channel::new(links(ends)?),
@@ -153,7 +218,16 @@ impl Running {
                 let on_change = tune.as_ref().and_then(TunerConfig::stream_events);
                 let on_stream = slot.starter(tune, role);
                 tokio::task::spawn_blocking(move || {
-                    let r = run_blocks(&p, job, &channel, close, &on_stream, on_change, reassembly);
+                    let r = run_blocks(
+                        &p,
+                        job,
+                        &channel,
+                        (close, max_streams),
+                        &on_stream,
+                        on_change,
+                        reassembly,
+                        record,
+                    );
                     if r.is_ok() && channel.idle() > 0 {
                         *lock_any(&keep) = Some(channel);
                     }
@@ -218,6 +292,7 @@ impl Running {
             label,
             started: Instant::now(),
             markers,
+            record: kept_record,
             kept,
         }
     }
@@ -252,8 +327,12 @@ impl Running {
         let mut out = Vec::new();
         if let Some(r) = ranges {
             let held = lock_any(r).received().clone();
+            if let Some(rec) = &self.record {
+                rec.save(&held);
+            }
             if !held.is_empty() {
-                out.push(range_marker(&held));
+                // A subset of the ranges is still a true marker, in bounded space.
+                out.push(range_marker(&held.first(MARKER_RANGES)));
             }
         }
         out.push(perf_marker(unix, self.pump.bytes()));
@@ -348,14 +427,16 @@ fn links(ends: Endpoints) -> Result<Links, Reply> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_blocks(
     pump: &Arc<Pump>,
     job: Job,
     channel: &Channel,
-    close: bool,
+    (close, max_streams): (bool, u32),
     on_stream: &OnStream,
     on_change: Option<mode_e::OnChange>,
     reassembly: Option<Arc<Mutex<Reassembly>>>,
+    record: Option<Arc<Record>>,
 ) -> Result<Outcome, Reply> {
     match job {
         Job::SendBlocks {
@@ -391,11 +472,28 @@ fn run_blocks(
                 notes,
             })
         }
-        Job::ReceiveBlocks { file, base } => {
+        Job::ReceiveBlocks {
+            file, base, limit, ..
+        } => {
             let state =
-                reassembly.unwrap_or_else(|| Arc::new(Mutex::new(Reassembly::new(u64::MAX))));
-            let r = mode_e::receive(&file, base, &state, channel, pump, on_stream)
-                .map_err(|e| failure_reply(e, false))?;
+                reassembly.unwrap_or_else(|| Arc::new(Mutex::new(Reassembly::new(limit.end))));
+            let r = mode_e::receive(&file, base, &state, channel, pump, on_stream, max_streams);
+            if let Some(rec) = record {
+                match &r {
+                    Ok(_) => {
+                        if let Err(e) = partial::clear(&file) {
+                            tracing::warn!("cannot mark an upload complete: {e}");
+                        }
+                    }
+                    Err(_) => rec.save(lock_any(&state).received()),
+                }
+            }
+            let r = r.map_err(|e| match e {
+                PumpError::Write(io) if io.kind() == std::io::ErrorKind::FileTooLarge => {
+                    beyond_limit(&io, limit)
+                }
+                e => failure_reply(e, false),
+            })?;
             Ok(Outcome {
                 bytes: r.bytes,
                 notes: Vec::new(),
@@ -419,6 +517,19 @@ fn run(pump: &Pump, job: Job, sock: TcpStream) -> Result<u64, Reply> {
         }
     };
     result.map_err(|e| failure_reply(e, sending))
+}
+
+/// The reply for a block past what the upload may write: no space on the disk (`452`), or past
+/// the announced or configured size (`552`, exceeded storage allocation).
+fn beyond_limit(e: &std::io::Error, limit: BlockLimit) -> Reply {
+    if limit.disk {
+        Reply::new(
+            452,
+            format!("Insufficient storage space: No space left on device ({e})"),
+        )
+    } else {
+        Reply::new(552, format!("Exceeded storage allocation ({e})"))
+    }
 }
 
 /// Maps a pump failure to the reply RFC 959 prescribes, knowing which side was the file.

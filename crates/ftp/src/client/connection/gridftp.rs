@@ -215,13 +215,16 @@ impl Connection {
     }
 
     /// Downloads `path` in MODE E over the connections the server opens to this end, into
-    /// `file` at the blocks' offsets; `have` bytes at the start are already there (resume).
+    /// `file` at the blocks' offsets; `held` is what the file already holds (a resume asks only
+    /// for the rest, with `REST` ranges). `state` collects what arrives (also when the transfer
+    /// fails) and bounds the offsets the server may write.
     pub fn retrieve_blocks(
         &mut self,
         path: &str,
-        have: u64,
+        held: &RangeSet,
         file: &File,
         pump: &Arc<Pump>,
+        state: &Arc<Mutex<Reassembly>>,
     ) -> anyhow::Result<u64> {
         self.set_mode(true)?;
         self.set_type_only(TransferType::Image)?;
@@ -234,17 +237,17 @@ impl Connection {
                 timeout: self.timeout,
             }),
         };
-        let rest = (have > 0).then(|| {
-            let mut r = RangeSet::default();
-            r.insert(0, have);
-            Command::RestRanges(r)
-        });
+        let rest = (!held.is_empty()).then(|| Command::RestRanges(held.clone()));
         let what = self.begin(rest, &Command::Retr(path.into()))?;
         let tuners = Tuners::default();
         let on_stream = tuners.starter(self.tune.clone(), Role::Receiver);
-        let state = Arc::new(Mutex::new(Reassembly::new(u64::MAX)));
+        // A server opens no more than it was offered; more would only cost threads here.
+        let max_streams = self
+            .blocks
+            .as_ref()
+            .map_or(1, |b| b.parallelism.max.max(b.limits.max));
         let (moved, fin) = self.drive(&tuners, Some(pump), || {
-            mode_e::receive(file, 0, &state, &channel, pump, &on_stream)
+            mode_e::receive(file, 0, state, &channel, pump, &on_stream, max_streams)
                 .map_err(|e| receive_error(path, e))
         })?;
         if let Ok(r) = &moved {

@@ -190,7 +190,14 @@ impl Connection {
             let n = (&mut self.reader)
                 .take(MAX_REPLY_LINE as u64)
                 .read_until(b'\n', &mut line)
-                .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))?;
+                .map_err(|e| match timed_out(&e) {
+                    true => anyhow!(
+                        "no reply from {} within {} (--timeout)",
+                        self.peer,
+                        humanize(self.timeout)
+                    ),
+                    false => anyhow!("control connection to {}: {e}", self.peer),
+                })?;
             if n == 0 {
                 bail!("{} closed the control connection", self.peer);
             }
@@ -220,18 +227,18 @@ impl Connection {
         self.read_reply().map(Some)
     }
 
-    /// Sends a command without waiting for its reply.
+    /// Sends a command without waiting for its reply; a name the control channel cannot carry
+    /// (a line break would end the command and start another) is an error, never sent.
     fn send_only(&mut self, cmd: &Command) -> anyhow::Result<()> {
+        let wire = cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?;
         self.writer
-            .write_all(format!("{cmd}\r\n").as_bytes())
+            .write_all(&wire)
             .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))
     }
 
     /// Sends a command and returns its (first) reply.
     pub fn command(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
-        self.writer
-            .write_all(format!("{cmd}\r\n").as_bytes())
-            .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))?;
+        self.send_only(cmd)?;
         let r = self.read_reply()?;
         tracing::debug!(
             "{} -> {r}",
@@ -557,6 +564,9 @@ fn take_reply(tuners: &Tuners, probes: &mut VecDeque<Instant>, r: Reply) -> Opti
 fn receive_error(path: &str, e: fatpipe_net::PumpError) -> anyhow::Error {
     match e {
         fatpipe_net::PumpError::Write(io) => anyhow!("writing the local copy of {path}: {io}"),
+        fatpipe_net::PumpError::Read(io) if timed_out(&io) => {
+            anyhow!("receiving {path}: no data within the --timeout")
+        }
         e => anyhow!("receiving {path}: {e}"),
     }
 }
@@ -565,7 +575,28 @@ fn receive_error(path: &str, e: fatpipe_net::PumpError) -> anyhow::Error {
 fn send_error(path: &str, e: fatpipe_net::PumpError) -> anyhow::Error {
     match e {
         fatpipe_net::PumpError::Read(io) => anyhow!("reading local file for {path}: {io}"),
+        fatpipe_net::PumpError::Write(io) if timed_out(&io) => {
+            anyhow!("sending {path}: the server took no data within the --timeout")
+        }
         e => anyhow!("sending {path}: {e}"),
+    }
+}
+
+/// Whether a socket error is a timeout (`SO_RCVTIMEO` reports one as EAGAIN).
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// A duration as a person writes it (`5s`, `1m 30s`).
+fn humanize(d: Duration) -> String {
+    let secs = d.as_secs();
+    match (secs / 60, secs % 60) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m {s}s"),
     }
 }
 

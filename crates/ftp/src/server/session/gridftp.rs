@@ -2,6 +2,7 @@
 //! `ESTO A` (adjusted store).
 
 use super::{Flow, Session};
+use crate::server::sandbox::WriteAt;
 use crate::server::transfer::Job;
 use fatpipe_net::checksum::checksum;
 use fatpipe_proto::gridftp::Cksm;
@@ -26,6 +27,7 @@ impl Session {
         }
         let v = self.path(arg);
         let (file, meta) = self.shared.sandbox.open_read(&v)?;
+        self.data_ready(true, false)?;
         if offset > meta.len() {
             return Err(Reply::new(
                 554,
@@ -50,16 +52,17 @@ impl Session {
         }
         self.writable()?;
         let v = self.path(arg);
-        // Keep what the file holds: "restart" at its own end truncates nothing.
-        let len = self
-            .shared
-            .sandbox
-            .metadata(&v)
-            .map_or(0, |(_, m)| if m.is_file() { m.len() } else { 0 });
-        let file = self.shared.sandbox.open_write(&v, false, len)?;
+        self.data_ready(true, true)?;
+        let (file, _) = self.shared.sandbox.open_write(&v, WriteAt::Keep)?;
+        let limit = self.block_limit(&file, offset);
         let opening = format!("Ok to send data for {v} at {offset}");
         self.begin(
-            Job::ReceiveBlocks { file, base: offset },
+            Job::ReceiveBlocks {
+                file,
+                base: offset,
+                limit,
+                record: None,
+            },
             opening,
             format!("ESTO {v} at {offset}"),
         )

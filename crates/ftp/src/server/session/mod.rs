@@ -4,12 +4,13 @@
 
 mod gridftp;
 
-use super::auth::Login;
+use super::auth::{Anonymous, Login};
 use super::data::{self, same_host, DataSpec};
-use super::sandbox::{self, FsError};
-use super::transfer::{Endpoints, Event, Job, Running};
+use super::sandbox::{self, FsError, WriteAt};
+use super::transfer::{BlockLimit, Endpoints, Event, Job, Running};
 use super::Shared;
 use fatpipe_net::mode_e::Kept;
+use fatpipe_net::partial;
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::command::EpsvArg;
@@ -26,6 +27,7 @@ use std::io::{ErrorKind, Seek, SeekFrom};
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -97,6 +99,8 @@ struct Session {
     outbox: Vec<Reply>,
     peer: SocketAddr,
     local: SocketAddr,
+    /// When the control connection was accepted (the login timeout counts from it).
+    connected: Instant,
     user: Option<String>,
     login: Option<Login>,
     failures: u32,
@@ -121,6 +125,8 @@ struct Session {
     reuse: bool,
     /// The MODE E connections the last transfer left open, for the next in the same direction.
     kept: Option<Kept>,
+    /// `ALLO`: the size the next upload announced.
+    allo: Option<u64>,
 }
 
 /// Runs a session on an accepted control connection until the client leaves or is sent away.
@@ -143,6 +149,7 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         outbox: Vec::new(),
         peer,
         local,
+        connected: Instant::now(),
         user: None,
         login: None,
         failures: 0,
@@ -162,6 +169,7 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         rest_ranges: None,
         reuse: false,
         kept: None,
+        allo: None,
     };
     tracing::info!(session = id, %peer, "connected");
     s.send(Reply::new(220, "fatpipe FTP server ready"));
@@ -228,14 +236,11 @@ impl Session {
             } else if let Some(line) = self.deferred.pop_front() {
                 Some(Frame::Line(line))
             } else {
-                let idle = self.shared.config.idle_timeout;
-                match tokio::time::timeout(idle, self.input.next_frame()).await {
+                let (wait, why) = self.patience();
+                match tokio::time::timeout(wait, self.input.next_frame()).await {
                     Ok(f) => f?,
                     Err(_) => {
-                        self.send(Reply::new(
-                            421,
-                            format!("Idle for {} s, closing control connection", idle.as_secs()),
-                        ));
+                        self.send(Reply::new(421, why));
                         self.flush().await?;
                         return Ok(());
                     }
@@ -263,6 +268,26 @@ impl Session {
                 return Ok(());
             }
         }
+    }
+
+    /// How long the session waits for the next command, and what it says when that runs out:
+    /// the idle timeout once logged in; before, what is left of the login timeout, counted from
+    /// the connection (commands do not extend it: nobody holds a slot without logging in).
+    fn patience(&self) -> (std::time::Duration, String) {
+        let c = &self.shared.config;
+        if self.login.is_some() {
+            let why = format!(
+                "Idle for {} s, closing control connection",
+                c.idle_timeout.as_secs()
+            );
+            return (c.idle_timeout, why);
+        }
+        let left = c.login_timeout.saturating_sub(self.connected.elapsed());
+        let why = format!(
+            "No login within {} s, closing control connection",
+            c.login_timeout.as_secs()
+        );
+        (left.min(c.idle_timeout), why)
     }
 
     /// While a transfer runs only ABOR, STAT, NOOP and QUIT act at once; the rest waits its turn.
@@ -353,12 +378,14 @@ impl Session {
         let reply = match cmd {
             Command::User(name) => {
                 self.login = None;
-                let text =
-                    if name.eq_ignore_ascii_case("anonymous") || name.eq_ignore_ascii_case("ftp") {
-                        "Anonymous login ok, send any password".to_string()
-                    } else {
-                        format!("Password required for {name}")
-                    };
+                let anonymous =
+                    name.eq_ignore_ascii_case("anonymous") || name.eq_ignore_ascii_case("ftp");
+                // Only a server that takes anonymous logins says so.
+                let text = if anonymous && self.shared.config.anonymous != Anonymous::Off {
+                    "Anonymous login ok, send any password".to_string()
+                } else {
+                    format!("Password required for {name}")
+                };
                 self.user = Some(name);
                 Reply::new(331, text)
             }
@@ -432,11 +459,11 @@ impl Session {
             Command::Cwd(arg) => self.cwd_to(self.path(&arg))?,
             Command::Cdup => self.cwd_to(self.cwd.parent())?,
             Command::Size(arg) => {
-                let (_, m) = fs.metadata(&self.path(&arg))?;
-                if !m.is_file() {
-                    return Err(Reply::new(550, "Not a plain file"));
-                }
-                Reply::new(213, m.len().to_string())
+                let (file, _) = fs.open_read(&self.path(&arg))?;
+                // A file a cut upload left incomplete is as long as it holds in order:
+                // a client resuming from SIZE leaves no hole.
+                let held = partial::held(&file).map_err(FsError::from)?;
+                Reply::new(213, held.prefix().to_string())
             }
             Command::Mdtm(arg) => {
                 let (_, m) = fs.metadata(&self.path(&arg))?;
@@ -464,7 +491,14 @@ impl Session {
                 self.rest = n;
                 Reply::new(350, format!("Restarting at {n}. Send STOR or RETR"))
             }
-            Command::Allo(_) => Reply::new(202, "No storage allocation necessary"),
+            Command::Allo(n) => {
+                // Kept as the bound of the next upload's block offsets.
+                self.allo = Some(n);
+                Reply::new(
+                    202,
+                    format!("No storage allocation necessary; the next upload may write {n} bytes"),
+                )
+            }
             Command::Mlst(arg) => {
                 let v = arg.as_deref().map_or(self.cwd.clone(), |a| self.path(a));
                 let (_, m) = fs.metadata(&v)?;
@@ -528,7 +562,16 @@ impl Session {
                     .ok_or_else(|| Reply::new(503, "RNFR first"))?;
                 self.writable()?;
                 let to = self.path(&arg);
-                std::fs::rename(fs.creatable(&from)?, fs.creatable(&to)?).map_err(FsError::from)?;
+                // An existing target is never replaced: nothing is lost to a rename (RNTO
+                // onto a file answers 553; delete it first to replace it).
+                sandbox::rename_no_replace(&fs.creatable(&from)?, &fs.creatable(&to)?).map_err(
+                    |e| match e.kind() {
+                        ErrorKind::AlreadyExists => {
+                            Reply::new(553, format!("{to} exists; delete it first to replace it"))
+                        }
+                        _ => FsError::from(e).into(),
+                    },
+                )?;
                 Reply::new(250, format!("Renamed {from} to {to}"))
             }
             Command::Pasv => self.pasv()?,
@@ -559,16 +602,23 @@ impl Session {
             .user
             .take()
             .ok_or_else(|| Reply::new(503, "Login with USER first"))?;
-        let shared = self.shared.clone();
-        let pw = password.to_string();
-        let u = user.clone();
-        // Password hashing is deliberately slow: keep it off the runtime's threads.
-        let checked = tokio::task::spawn_blocking(move || {
-            shared.config.users.check(&u, &pw, shared.config.anonymous)
-        })
-        .await
-        .ok()
-        .flatten();
+        let ip = self.peer.ip();
+        if !self.shared.hosts().may_try(ip, Instant::now()) {
+            tracing::warn!(session = self.id, peer = %self.peer, "too many failed logins from this address");
+            self.send(Reply::new(
+                421,
+                "Too many failed logins from your address, try again in a minute",
+            ));
+            return Ok(Flow::Close);
+        }
+        let checked = match self.shared.verifier.check(&user, password).await {
+            Ok(login) => login,
+            Err(busy) => {
+                tracing::warn!(session = self.id, ?busy, "password checks are saturated");
+                self.send(Reply::new(421, "Too many logins at once, try again later"));
+                return Ok(Flow::Close);
+            }
+        };
         match checked {
             Some(login) => {
                 tracing::info!(session = self.id, user = %login.user, writable = login.writable, "logged in");
@@ -579,6 +629,7 @@ impl Session {
             }
             None => {
                 self.failures += 1;
+                self.shared.hosts().failed(ip, Instant::now());
                 tracing::warn!(session = self.id, peer = %self.peer, %user, "login failed");
                 tokio::time::sleep(self.shared.config.login_failure_delay).await;
                 if self.failures >= self.shared.config.max_login_failures {
@@ -744,7 +795,28 @@ impl Session {
         Ok(Reply::new(200, "PORT command successful"))
     }
 
+    /// Whether a transfer (MODE E or not, `receiving` or sending) has a data channel: a new data
+    /// address, or the MODE E connections the last transfer in the same direction left open.
+    /// Checked before a file is opened, so that nothing is touched when the transfer cannot start.
+    /// Kept connections that this transfer will not use are closed here, as `begin` would.
+    fn data_ready(&mut self, blocks: bool, receiving: bool) -> Result<(), Reply> {
+        let fresh = !matches!(self.data, DataSpec::None);
+        let usable = self
+            .kept
+            .as_ref()
+            .is_some_and(|k| blocks && k.sending != receiving && !fresh);
+        if !usable {
+            self.kept = None;
+        }
+        if usable || fresh {
+            Ok(())
+        } else {
+            Err(Reply::new(425, "Use PORT, EPRT, PASV or EPSV first"))
+        }
+    }
+
     fn begin(&mut self, job: Job, opening: String, label: String) -> Result<Flow, Reply> {
+        self.data_ready(job.blocks(), job.receiving())?;
         // With no new data address, a MODE E transfer in the direction of the last one uses
         // the connections it left open; anything else closes them.
         let kept = self
@@ -754,9 +826,6 @@ impl Session {
                 job.blocks() && k.sending != job.receiving() && matches!(self.data, DataSpec::None)
             })
             .map(|k| k.channel);
-        if kept.is_none() && matches!(self.data, DataSpec::None) {
-            return Err(Reply::new(425, "Use PORT, EPRT, PASV or EPSV first"));
-        }
         let c = &self.shared.config;
         let (tuning, params, control) = (self.tuning, c.tune_params.clone(), c.buffer_control);
         let ends = Endpoints {
@@ -767,6 +836,7 @@ impl Session {
             prepare: Arc::new(move |fd| before_connect(tuning, &params, &control, fd)),
             kept,
             keep_open: self.reuse,
+            max_streams: c.max_streams,
         };
         let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tuner_config());
         self.send(Reply::new(150, opening));
@@ -787,6 +857,7 @@ impl Session {
         let held = self.rest_ranges.take();
         let v = self.path(arg);
         let (file, meta) = self.shared.sandbox.open_read(&v)?;
+        self.data_ready(self.extended, false)?;
         if offset > meta.len() {
             return Err(Reply::new(
                 554,
@@ -825,11 +896,17 @@ impl Session {
     fn store(&mut self, arg: &str, append: bool) -> Result<Flow, Reply> {
         let offset = std::mem::take(&mut self.rest);
         self.writable()?;
+        self.data_ready(self.extended, true)?;
         let v = self.path(arg);
-        let file = self
+        let at = match (append, offset) {
+            (true, _) => WriteAt::End,
+            (false, 0) => WriteAt::Start,
+            (false, n) => WriteAt::Offset(n),
+        };
+        let (file, start) = self
             .shared
             .sandbox
-            .open_write(&v, append, offset)
+            .open_write(&v, at)
             .map_err(|e| match e {
                 FsError::WrongKind(m) if m.starts_with("Restart") => Reply::new(554, m),
                 e => e.into(),
@@ -838,11 +915,44 @@ impl Session {
         let ascii = self.ttype == TransferType::Ascii;
         let verb = if append { "APPE" } else { "STOR" };
         let job = if self.extended {
-            Job::ReceiveBlocks { file, base: 0 }
+            // Blocks arrive out of order: until the transfer completes, the file carries the
+            // record of what it holds, from before its first byte.
+            let mut held = RangeSet::default();
+            held.insert(0, start);
+            let record = match partial::mark(&file, &held) {
+                Ok(()) => Some(held),
+                Err(e) => {
+                    tracing::warn!(session = self.id, "cannot record what {v} holds ({e}): a cut upload resumes from its first gap only while the server runs");
+                    None
+                }
+            };
+            let limit = self.block_limit(&file, 0);
+            Job::ReceiveBlocks {
+                file,
+                base: 0,
+                limit,
+                record,
+            }
         } else {
+            // Written in order from a point it held: its length is the truth again.
+            partial::clear(&file).map_err(FsError::from)?;
             Job::Receive { file, ascii }
         };
-        self.begin(job, opening, format!("{verb} {v} at {offset}"))
+        self.begin(job, opening, format!("{verb} {v} at {start}"))
+    }
+
+    /// One past the last byte a MODE E upload into `file` may write, block offsets counted from
+    /// `base`: what `ALLO` announced, and never past the room on the file system (or
+    /// `--max-file-size`), so that no block offset makes a huge sparse file.
+    fn block_limit(&mut self, file: &std::fs::File, base: u64) -> BlockLimit {
+        let room = sandbox::room(file).unwrap_or(u64::MAX);
+        let cap = self.shared.config.max_file_size.unwrap_or(u64::MAX);
+        let announced = self.allo.take().unwrap_or(u64::MAX);
+        let end = room.min(cap).min(announced);
+        BlockLimit {
+            end: end.saturating_sub(base),
+            disk: end == room && room < cap.min(announced),
+        }
     }
 
     fn send_listing(&mut self, arg: Option<String>, style: Listing) -> Result<Flow, Reply> {
