@@ -244,3 +244,47 @@ fn connections_past_the_stream_limit_are_closed_and_the_rest_carry_the_file() {
     assert_eq!(c.reply().0, 226);
     assert_eq!(std::fs::read(s.path("capped")).unwrap(), b"hello");
 }
+
+/// Resident memory of a process now (`VmRSS`), bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+#[test]
+fn memory_goes_back_after_a_burst_of_many_stream_uploads() {
+    let s = FatpipeServer::start(&["--anonymous-write", "--max-sessions-per-host", "64"]);
+    let pid = s.proc.child.id();
+    let work = tempfile::tempdir().unwrap();
+    let local = work.path().join("f");
+    random_file(&local, 8 << 20, 3);
+    let before = rss(pid);
+    let all: Vec<_> = (0..32)
+        .map(|i| {
+            let url = s.url(&format!("u{i}"));
+            let path = local.to_str().unwrap().to_string();
+            std::thread::spawn(move || {
+                run_ok(&mut fatpipe_cmd(&["cp", "--quiet", "-p", "4", &path, &url]));
+            })
+        })
+        .collect();
+    for t in all {
+        t.join().unwrap();
+    }
+    // Every transfer has ended; the buffers of its 128 connections are freed. Give the
+    // session tasks a moment to finish, then the memory must be back near where it began.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let after = rss(pid);
+    assert!(
+        after < before + (24 << 20),
+        "RSS {} MiB before, {} MiB after",
+        before >> 20,
+        after >> 20
+    );
+}
