@@ -447,11 +447,23 @@ impl Connection {
         })?;
         // Answers to probes the server took after the transfer ended come after its final
         // reply; the 126 announcements may come before it.
+        // When the data side already failed, the server gets a short grace to say why, not a
+        // whole --timeout more (a silent server made a 5 s timeout take 15 s).
+        let data_failed = moved.is_err();
         let fin = loop {
             if let Some(f) = fin.take() {
                 break Ok(f);
             }
-            match self.read_reply() {
+            let next = if data_failed {
+                match self.poll_reply(self.timeout.min(FINAL_GRACE)) {
+                    Ok(Some(r)) => Ok(r),
+                    Ok(None) => Err(anyhow!("{} sent no final reply", self.peer)),
+                    Err(e) => Err(e),
+                }
+            } else {
+                self.read_reply()
+            };
+            match next {
                 Ok(r) => fin = take_reply(tuners, &mut probes, r),
                 Err(e) => break Err(e),
             }
@@ -532,9 +544,17 @@ impl Connection {
 
     /// Says goodbye; errors are irrelevant at this point.
     pub fn quit(mut self) {
+        // A server that went silent does not hold the command up for another --timeout.
+        let _ = self
+            .writer
+            .set_read_timeout(Some(self.timeout.min(FINAL_GRACE)));
         let _ = self.command(&Command::Quit);
     }
 }
+
+/// How long a server whose transfer already failed at the data side gets for its final reply,
+/// and any server for its answer to `QUIT`.
+const FINAL_GRACE: Duration = Duration::from_secs(2);
 
 /// How long the control thread waits for a reply at a time while a transfer runs.
 const POLL: Duration = Duration::from_millis(50);
