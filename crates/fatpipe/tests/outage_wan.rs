@@ -99,26 +99,12 @@ fn an_interrupted_download_and_a_killed_server_resume_to_identical_bytes() {
     let part = work.path().join("big.bin.fatpipe-part");
 
     // Ctrl-C in the middle of a four-stream download.
-    let mut cp = in_side(
-        NAME,
-        "b",
-        &[
-            "cp",
-            "--quiet",
-            "-p",
-            "4",
-            &s.url("big.bin"),
-            dest.to_str().unwrap(),
-        ],
-    )
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let (src, dst) = (s.url("big.bin"), dest.to_str().unwrap().to_string());
+    let cp = four_streams(NAME, &src, &dst, false);
     std::thread::sleep(Duration::from_millis(3500));
     // SAFETY: signals the child this test started, by its PID.
     unsafe { libc::kill(cp.id() as i32, libc::SIGINT) };
-    let status = cp.wait().unwrap();
-    assert!(!status.success());
+    assert!(!wait(cp).success());
     assert!(
         !dest.exists(),
         "an incomplete download never takes the destination's name"
@@ -127,55 +113,44 @@ fn an_interrupted_download_and_a_killed_server_resume_to_identical_bytes() {
         .unwrap()
         .expect("the partial file records what arrived");
     assert!(!held.is_empty() && held.len() < 24 << 20, "{held}");
-    run_ok(&mut in_side(
-        NAME,
-        "b",
-        &[
-            "cp",
-            "--quiet",
-            "--resume",
-            "-p",
-            "4",
-            &s.url("big.bin"),
-            dest.to_str().unwrap(),
-        ],
-    ));
+    assert!(wait(four_streams(NAME, &src, &dst, true)).success());
     assert_same(&s.path("big.bin"), &dest);
     assert!(!part.exists());
 
     // The server killed in the middle of a four-stream upload, then started again.
-    let mut cp = in_side(
-        NAME,
-        "b",
-        &[
-            "cp",
-            "--quiet",
-            "-p",
-            "4",
-            dest.to_str().unwrap(),
-            &s.url("again.bin"),
-        ],
-    )
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let up = s.url("again.bin");
+    let cp = four_streams(NAME, &dst, &up, false);
     std::thread::sleep(Duration::from_millis(3500));
     let FatpipeServer { root, proc, .. } = s;
     drop(proc); // SIGKILL, by PID
-    assert!(!cp.wait().unwrap().success());
+    assert!(!wait(cp).success());
     let s = server(NAME, root);
-    run_ok(&mut in_side(
-        NAME,
-        "b",
-        &[
-            "cp",
-            "--quiet",
-            "--resume",
-            "-p",
-            "4",
-            dest.to_str().unwrap(),
-            &s.url("again.bin"),
-        ],
-    ));
+    assert!(wait(four_streams(NAME, &dst, &s.url("again.bin"), true)).success());
     assert_same(&dest, &s.path("again.bin"));
+}
+
+/// Starts `cp -p 4 [--resume] SRC DST` in side b.
+fn four_streams(name: &str, src: &str, dst: &str, resume: bool) -> std::process::Child {
+    let mut args = vec!["cp", "--quiet", "-p", "4"];
+    if resume {
+        args.push("--resume");
+    }
+    args.extend([src, dst]);
+    in_side(name, "b", &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (at most 5 minutes) for a child to end.
+fn wait(mut c: std::process::Child) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        assert!(std::time::Instant::now() < deadline, "cp did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
