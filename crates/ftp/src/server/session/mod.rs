@@ -2,30 +2,27 @@
 //! type, restart offset, data channel) and answers each command as RFC 959/2428/3659 prescribe;
 //! GridFTP's partial transfers and checksums are gridftp.rs's.
 
+mod channel;
+mod files;
 mod gridftp;
+mod login;
 
-use super::auth::{Anonymous, Login};
-use super::data::{self, same_host, DataSpec};
-use super::sandbox::{self, FsError, WriteAt};
-use super::transfer::{BlockLimit, Endpoints, Event, Job, Running};
+use files::Listing;
+
+use super::auth::Login;
+use super::data::DataSpec;
+use super::transfer::{Event, Running};
 use super::Shared;
 use fatpipe_net::mode_e::Kept;
-use fatpipe_net::partial;
-use fatpipe_net::tuner::before_connect;
-use fatpipe_net::TunerConfig;
-use fatpipe_proto::command::EpsvArg;
 use fatpipe_proto::drs::{sbuf_text, DrsOpts};
 use fatpipe_proto::gridftp::{ChecksumAlg, Parallelism};
 use fatpipe_proto::line::{Frame, LineFramer};
-use fatpipe_proto::listing::{format_list_line, format_mlsx, format_timeval};
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::reply::quote_path;
-use fatpipe_proto::{addr, Command, Reply, TransferType, VPath};
+use fatpipe_proto::{Command, Reply, TransferType, VPath};
 use fatpipe_tune::Tuning;
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Seek, SeekFrom};
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -270,26 +267,6 @@ impl Session {
         }
     }
 
-    /// How long the session waits for the next command, and what it says when that runs out:
-    /// the idle timeout once logged in; before, what is left of the login timeout, counted from
-    /// the connection (commands do not extend it: nobody holds a slot without logging in).
-    fn patience(&self) -> (std::time::Duration, String) {
-        let c = &self.shared.config;
-        if self.login.is_some() {
-            let why = format!(
-                "Idle for {} s, closing control connection",
-                c.idle_timeout.as_secs()
-            );
-            return (c.idle_timeout, why);
-        }
-        let left = c.login_timeout.saturating_sub(self.connected.elapsed());
-        let why = format!(
-            "No login within {} s, closing control connection",
-            c.login_timeout.as_secs()
-        );
-        (left.min(c.idle_timeout), why)
-    }
-
     /// While a transfer runs only ABOR, STAT, NOOP and QUIT act at once; the rest waits its turn.
     async fn during_transfer(&mut self, line: Vec<u8>) -> Flow {
         match Command::parse(&line) {
@@ -352,43 +329,13 @@ impl Session {
         }
     }
 
-    fn login(&self) -> Result<&Login, Reply> {
-        self.login
-            .as_ref()
-            .ok_or_else(|| Reply::new(530, "Please log in with USER and PASS"))
-    }
-
-    fn writable(&self) -> Result<(), Reply> {
-        if self.login()?.writable {
-            Ok(())
-        } else {
-            Err(Reply::new(
-                550,
-                "Permission denied: this session is read-only",
-            ))
-        }
-    }
-
     fn path(&self, arg: &str) -> VPath {
         self.cwd.join(arg)
     }
 
     async fn handle(&mut self, cmd: Command) -> Result<Flow, Reply> {
-        let fs = &self.shared.sandbox;
         let reply = match cmd {
-            Command::User(name) => {
-                self.login = None;
-                let anonymous =
-                    name.eq_ignore_ascii_case("anonymous") || name.eq_ignore_ascii_case("ftp");
-                // Only a server that takes anonymous logins says so.
-                let text = if anonymous && self.shared.config.anonymous != Anonymous::Off {
-                    "Anonymous login ok, send any password".to_string()
-                } else {
-                    format!("Password required for {name}")
-                };
-                self.user = Some(name);
-                Reply::new(331, text)
-            }
+            Command::User(name) => self.user(name),
             Command::Pass(password) => return self.pass(&password).await,
             Command::Quit => {
                 self.send(Reply::new(221, "Goodbye"));
@@ -458,20 +405,8 @@ impl Session {
             ),
             Command::Cwd(arg) => self.cwd_to(self.path(&arg))?,
             Command::Cdup => self.cwd_to(self.cwd.parent())?,
-            Command::Size(arg) => {
-                let (file, _) = fs.open_read(&self.path(&arg))?;
-                // A file a cut upload left incomplete is as long as it holds in order:
-                // a client resuming from SIZE leaves no hole.
-                let held = partial::held(&file).map_err(FsError::from)?;
-                Reply::new(213, held.prefix().to_string())
-            }
-            Command::Mdtm(arg) => {
-                let (_, m) = fs.metadata(&self.path(&arg))?;
-                Reply::new(
-                    213,
-                    format_timeval(std::os::unix::fs::MetadataExt::mtime(&m)),
-                )
-            }
+            Command::Size(arg) => self.size(&arg)?,
+            Command::Mdtm(arg) => self.mdtm(&arg)?,
             Command::RestRanges(r) => {
                 if !self.extended {
                     return Err(Reply::new(501, "REST with ranges needs MODE E"));
@@ -499,81 +434,14 @@ impl Session {
                     format!("No storage allocation necessary; the next upload may write {n} bytes"),
                 )
             }
-            Command::Mlst(arg) => {
-                let v = arg.as_deref().map_or(self.cwd.clone(), |a| self.path(a));
-                let (_, m) = fs.metadata(&v)?;
-                let e = sandbox::entry(v.to_string(), &m);
-                Reply::multi(
-                    250,
-                    format!("Listing {v}"),
-                    vec![format!(" {}", format_mlsx(&e, self.login()?.writable))],
-                    "End",
-                )
-            }
+            Command::Mlst(arg) => self.mlst(arg.as_deref())?,
             Command::Stat(None) => self.status(),
-            Command::Stat(Some(arg)) => {
-                let lines = self.listing(Some(&arg), Listing::Long)?;
-                Reply::multi(
-                    213,
-                    format!("Status of {}", self.path(&arg)),
-                    lines,
-                    "End of status",
-                )
-            }
-            Command::Dele(arg) => {
-                self.writable()?;
-                let v = self.path(&arg);
-                let p = fs.creatable(&v)?;
-                if p.is_dir() {
-                    return Err(Reply::new(550, "Is a directory; use RMD"));
-                }
-                std::fs::remove_file(p).map_err(FsError::from)?;
-                Reply::new(250, format!("Deleted {v}"))
-            }
-            Command::Mkd(arg) => {
-                self.writable()?;
-                let v = self.path(&arg);
-                std::fs::create_dir(fs.creatable(&v)?).map_err(FsError::from)?;
-                Reply::new(257, format!("{} created", quote_path(&v.to_string())))
-            }
-            Command::Rmd(arg) => {
-                self.writable()?;
-                let v = self.path(&arg);
-                let p = fs.existing(&v)?;
-                if v.is_root() || !p.is_dir() {
-                    return Err(Reply::new(550, "Not a removable directory"));
-                }
-                std::fs::remove_dir(p).map_err(FsError::from)?;
-                Reply::new(250, format!("Removed {v}"))
-            }
-            Command::Rnfr(arg) => {
-                self.writable()?;
-                let v = self.path(&arg);
-                fs.creatable(&v)?
-                    .symlink_metadata()
-                    .map_err(FsError::from)?;
-                self.rename_from = Some(v);
-                Reply::new(350, "Ready for RNTO")
-            }
-            Command::Rnto(arg) => {
-                let from = self
-                    .rename_from
-                    .take()
-                    .ok_or_else(|| Reply::new(503, "RNFR first"))?;
-                self.writable()?;
-                let to = self.path(&arg);
-                // An existing target is never replaced: nothing is lost to a rename (RNTO
-                // onto a file answers 553; delete it first to replace it).
-                sandbox::rename_no_replace(&fs.creatable(&from)?, &fs.creatable(&to)?).map_err(
-                    |e| match e.kind() {
-                        ErrorKind::AlreadyExists => {
-                            Reply::new(553, format!("{to} exists; delete it first to replace it"))
-                        }
-                        _ => FsError::from(e).into(),
-                    },
-                )?;
-                Reply::new(250, format!("Renamed {from} to {to}"))
-            }
+            Command::Stat(Some(arg)) => self.stat_of(&arg)?,
+            Command::Dele(arg) => self.dele(&arg)?,
+            Command::Mkd(arg) => self.mkd(&arg)?,
+            Command::Rmd(arg) => self.rmd(&arg)?,
+            Command::Rnfr(arg) => self.rnfr(&arg)?,
+            Command::Rnto(arg) => self.rnto(&arg)?,
             Command::Pasv => self.pasv()?,
             Command::Epsv(arg) => self.epsv(arg)?,
             Command::Port(a) => self.active(SocketAddr::V4(a))?,
@@ -592,53 +460,6 @@ impl Session {
         };
         self.send(reply);
         Ok(Flow::Continue)
-    }
-
-    async fn pass(&mut self, password: &str) -> Result<Flow, Reply> {
-        if self.login.is_some() {
-            return Err(Reply::new(503, "Already logged in"));
-        }
-        let user = self
-            .user
-            .take()
-            .ok_or_else(|| Reply::new(503, "Login with USER first"))?;
-        let ip = self.peer.ip();
-        if !self.shared.hosts().may_try(ip, Instant::now()) {
-            tracing::warn!(session = self.id, peer = %self.peer, "too many failed logins from this address");
-            self.send(Reply::new(
-                421,
-                "Too many failed logins from your address, try again in a minute",
-            ));
-            return Ok(Flow::Close);
-        }
-        let checked = match self.shared.verifier.check(&user, password).await {
-            Ok(login) => login,
-            Err(busy) => {
-                tracing::warn!(session = self.id, ?busy, "password checks are saturated");
-                self.send(Reply::new(421, "Too many logins at once, try again later"));
-                return Ok(Flow::Close);
-            }
-        };
-        match checked {
-            Some(login) => {
-                tracing::info!(session = self.id, user = %login.user, writable = login.writable, "logged in");
-                self.login = Some(login);
-                self.cwd = VPath::root();
-                self.send(Reply::new(230, "Login successful"));
-                Ok(Flow::Continue)
-            }
-            None => {
-                self.failures += 1;
-                self.shared.hosts().failed(ip, Instant::now());
-                tracing::warn!(session = self.id, peer = %self.peer, %user, "login failed");
-                tokio::time::sleep(self.shared.config.login_failure_delay).await;
-                if self.failures >= self.shared.config.max_login_failures {
-                    self.send(Reply::new(421, "Too many failed logins, closing"));
-                    return Ok(Flow::Close);
-                }
-                Err(Reply::new(530, "Login incorrect"))
-            }
-        }
     }
 
     fn drs_opts(&mut self, value: &str) -> Result<Reply, Reply> {
@@ -661,361 +482,6 @@ impl Session {
         };
         Ok(Reply::new(200, format!("OPTS {state}")))
     }
-
-    /// The tuner configuration of this session's next data connection.
-    fn tuner_config(&self) -> TunerConfig {
-        let c = &self.shared.config;
-        TunerConfig {
-            tuning: self.tuning,
-            params: c.tune_params.clone(),
-            control: c.buffer_control,
-            stats: c.stats.clone(),
-            end: "server",
-        }
-    }
-
-    fn cwd_to(&mut self, v: VPath) -> Result<Reply, Reply> {
-        let (_, m) = self.shared.sandbox.metadata(&v)?;
-        if !m.is_dir() {
-            return Err(Reply::new(550, "Not a directory"));
-        }
-        let text = format!("Directory changed to {v}");
-        self.cwd = v;
-        Ok(Reply::new(250, text))
-    }
-
-    fn status(&self) -> Reply {
-        let user = self.login.as_ref().map_or("-", |l| l.user.as_str());
-        let ttype = self.mode_word();
-        Reply::multi(
-            211,
-            "fatpipe FTP server status:",
-            vec![
-                format!(" Connected to {}", self.peer),
-                format!(" Logged in as {user}"),
-                format!(
-                    " TYPE: {ttype}; MODE: {}; STRU: FILE",
-                    if self.extended {
-                        "EXTENDED BLOCK"
-                    } else {
-                        "STREAM"
-                    }
-                ),
-                " No data transfer in progress".to_string(),
-            ],
-            "End of status",
-        )
-    }
-
-    fn bind_passive(&mut self) -> Result<u16, Reply> {
-        if self.transfer.is_some() {
-            return Err(Reply::new(503, "A transfer is in progress"));
-        }
-        self.passive_hint = self.passive_hint.wrapping_add(1);
-        let listener = fatpipe_net::socket::bind_in_range(
-            self.local.ip(),
-            self.shared.config.passive_ports.as_ref(),
-            self.passive_hint,
-        )
-        .and_then(|l| {
-            let c = &self.shared.config;
-            before_connect(self.tuning, &c.tune_params, &c.buffer_control, &l)?;
-            let port = l.local_addr()?.port();
-            Ok((data::passive(l)?, port))
-        });
-        match listener {
-            Ok((spec, port)) => {
-                self.data = spec;
-                self.kept = None;
-                Ok(port)
-            }
-            Err(e) => Err(Reply::new(
-                425,
-                format!("Cannot open passive connection: {e}"),
-            )),
-        }
-    }
-
-    fn pasv(&mut self) -> Result<Reply, Reply> {
-        if self.epsv_all {
-            return Err(Reply::new(503, "EPSV ALL in effect, use EPSV"));
-        }
-        let std::net::IpAddr::V4(ip) = self.local.ip().to_canonical() else {
-            return Err(Reply::new(500, "PASV is IPv4 only; use EPSV"));
-        };
-        let port = self.bind_passive()?;
-        let hp = addr::format_host_port(std::net::SocketAddrV4::new(ip, port));
-        Ok(Reply::new(227, format!("Entering Passive Mode ({hp})")))
-    }
-
-    fn epsv(&mut self, arg: Option<EpsvArg>) -> Result<Reply, Reply> {
-        let family = if self.local.ip().to_canonical().is_ipv4() {
-            1
-        } else {
-            2
-        };
-        match arg {
-            Some(EpsvArg::All) => {
-                self.epsv_all = true;
-                Ok(Reply::new(200, "EPSV ALL ok"))
-            }
-            Some(EpsvArg::Proto(p)) if p != family => Err(Reply::new(
-                522,
-                format!("Network protocol not supported, use ({family})"),
-            )),
-            _ => {
-                let port = self.bind_passive()?;
-                Ok(Reply::new(
-                    229,
-                    format!("Entering Extended Passive Mode (|||{port}|)"),
-                ))
-            }
-        }
-    }
-
-    /// PORT/EPRT: only to the control connection's own peer and an unprivileged port (RFC 2577).
-    fn active(&mut self, target: SocketAddr) -> Result<Reply, Reply> {
-        if self.epsv_all {
-            return Err(Reply::new(503, "EPSV ALL in effect, use EPSV"));
-        }
-        if !same_host(target.ip(), self.peer.ip()) {
-            return Err(Reply::new(
-                504,
-                "Refused: the data address must be the client's own",
-            ));
-        }
-        if target.port() < 1024 {
-            return Err(Reply::new(504, "Refused: privileged data port"));
-        }
-        if self.transfer.is_some() {
-            return Err(Reply::new(503, "A transfer is in progress"));
-        }
-        self.data = DataSpec::Active(target);
-        self.kept = None;
-        Ok(Reply::new(200, "PORT command successful"))
-    }
-
-    /// Whether a transfer (MODE E or not, `receiving` or sending) has a data channel: a new data
-    /// address, or the MODE E connections the last transfer in the same direction left open.
-    /// Checked before a file is opened, so that nothing is touched when the transfer cannot start.
-    /// Kept connections that this transfer will not use are closed here, as `begin` would.
-    fn data_ready(&mut self, blocks: bool, receiving: bool) -> Result<(), Reply> {
-        let fresh = !matches!(self.data, DataSpec::None);
-        let usable = self
-            .kept
-            .as_ref()
-            .is_some_and(|k| blocks && k.sending != receiving && !fresh);
-        if !usable {
-            self.kept = None;
-        }
-        if usable || fresh {
-            Ok(())
-        } else {
-            Err(Reply::new(425, "Use PORT, EPRT, PASV or EPSV first"))
-        }
-    }
-
-    fn begin(&mut self, job: Job, opening: String, label: String) -> Result<Flow, Reply> {
-        self.data_ready(job.blocks(), job.receiving())?;
-        // With no new data address, a MODE E transfer in the direction of the last one uses
-        // the connections it left open; anything else closes them.
-        let kept = self
-            .kept
-            .take()
-            .filter(|k| {
-                job.blocks() && k.sending != job.receiving() && matches!(self.data, DataSpec::None)
-            })
-            .map(|k| k.channel);
-        let c = &self.shared.config;
-        let (tuning, params, control) = (self.tuning, c.tune_params.clone(), c.buffer_control);
-        let ends = Endpoints {
-            spec: std::mem::take(&mut self.data),
-            peer_ip: self.peer.ip(),
-            local_ip: self.local.ip(),
-            timeout: c.data_timeout,
-            prepare: Arc::new(move |fd| before_connect(tuning, &params, &control, fd)),
-            kept,
-            keep_open: self.reuse,
-            max_streams: c.max_streams,
-        };
-        let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tuner_config());
-        self.send(Reply::new(150, opening));
-        let control = self.writer.as_ref().as_fd().try_clone_to_owned().ok();
-        self.transfer = Some(Running::start(job, ends, label, tune, control));
-        Ok(Flow::Continue)
-    }
-
-    fn mode_word(&self) -> &'static str {
-        match self.ttype {
-            TransferType::Ascii => "ASCII",
-            TransferType::Image => "BINARY",
-        }
-    }
-
-    fn retr(&mut self, arg: &str) -> Result<Flow, Reply> {
-        let offset = std::mem::take(&mut self.rest);
-        let held = self.rest_ranges.take();
-        let v = self.path(arg);
-        let (file, meta) = self.shared.sandbox.open_read(&v)?;
-        self.data_ready(self.extended, false)?;
-        if offset > meta.len() {
-            return Err(Reply::new(
-                554,
-                format!(
-                    "Restart offset {offset} is beyond the file's end ({})",
-                    meta.len()
-                ),
-            ));
-        }
-        (&file)
-            .seek(SeekFrom::Start(offset))
-            .map_err(FsError::from)?;
-        let opening = format!(
-            "Opening {} mode data connection for {v} ({} bytes)",
-            self.mode_word(),
-            meta.len() - offset
-        );
-        let ascii = self.ttype == TransferType::Ascii;
-        let job = if self.extended {
-            let ranges = match held {
-                Some(h) => h.gaps(0, meta.len()),
-                None => vec![(offset, meta.len())],
-            };
-            Job::SendBlocks {
-                file,
-                ranges,
-                shift: 0,
-                parallelism: self.parallelism,
-            }
-        } else {
-            Job::SendFile { file, ascii }
-        };
-        self.begin(job, opening, format!("RETR {v} from {offset}"))
-    }
-
-    fn store(&mut self, arg: &str, append: bool) -> Result<Flow, Reply> {
-        let offset = std::mem::take(&mut self.rest);
-        self.writable()?;
-        self.data_ready(self.extended, true)?;
-        let v = self.path(arg);
-        let at = match (append, offset) {
-            (true, _) => WriteAt::End,
-            (false, 0) => WriteAt::Start,
-            (false, n) => WriteAt::Offset(n),
-        };
-        let (file, start) = self
-            .shared
-            .sandbox
-            .open_write(&v, at)
-            .map_err(|e| match e {
-                FsError::WrongKind(m) if m.starts_with("Restart") => Reply::new(554, m),
-                e => e.into(),
-            })?;
-        let opening = format!("Ok to send data for {v} ({} mode)", self.mode_word());
-        let ascii = self.ttype == TransferType::Ascii;
-        let verb = if append { "APPE" } else { "STOR" };
-        let job = if self.extended {
-            // Blocks arrive out of order: until the transfer completes, the file carries the
-            // record of what it holds, from before its first byte.
-            let mut held = RangeSet::default();
-            held.insert(0, start);
-            let record = match partial::mark(&file, &held) {
-                Ok(()) => Some(held),
-                Err(e) => {
-                    tracing::warn!(session = self.id, "cannot record what {v} holds ({e}): a cut upload resumes from its first gap only while the server runs");
-                    None
-                }
-            };
-            let limit = self.block_limit(&file, 0);
-            Job::ReceiveBlocks {
-                file,
-                base: 0,
-                limit,
-                record,
-            }
-        } else {
-            // Written in order from a point it held: its length is the truth again.
-            partial::clear(&file).map_err(FsError::from)?;
-            Job::Receive { file, ascii }
-        };
-        self.begin(job, opening, format!("{verb} {v} at {start}"))
-    }
-
-    /// One past the last byte a MODE E upload into `file` may write, block offsets counted from
-    /// `base`: what `ALLO` announced, and never past the room on the file system (or
-    /// `--max-file-size`), so that no block offset makes a huge sparse file.
-    fn block_limit(&mut self, file: &std::fs::File, base: u64) -> BlockLimit {
-        let room = sandbox::room(file).unwrap_or(u64::MAX);
-        let cap = self.shared.config.max_file_size.unwrap_or(u64::MAX);
-        let announced = self.allo.take().unwrap_or(u64::MAX);
-        let end = room.min(cap).min(announced);
-        BlockLimit {
-            end: end.saturating_sub(base),
-            disk: end == room && room < cap.min(announced),
-        }
-    }
-
-    fn send_listing(&mut self, arg: Option<String>, style: Listing) -> Result<Flow, Reply> {
-        let lines = self.listing(arg.as_deref(), style)?;
-        let mut bytes = Vec::new();
-        for l in lines {
-            bytes.extend_from_slice(l.trim_start().as_bytes());
-            bytes.extend_from_slice(b"\r\n");
-        }
-        let label = format!(
-            "listing of {}",
-            arg.as_deref().map_or(self.cwd.clone(), |a| self.path(a))
-        );
-        self.begin(
-            Job::SendBytes(bytes),
-            "Here comes the directory listing".into(),
-            label,
-        )
-    }
-
-    /// Listing lines for LIST/NLST/MLSD/STAT; each is indented by one space (for STAT's reply body).
-    fn listing(&self, arg: Option<&str>, style: Listing) -> Result<Vec<String>, Reply> {
-        let v = arg.map_or(self.cwd.clone(), |a| self.path(a));
-        let fs = &self.shared.sandbox;
-        let (_, meta) = fs.metadata(&v)?;
-        let writable = self.login()?.writable;
-        let now = unix_now();
-        let entries = if meta.is_dir() {
-            fs.list_dir(&v)?
-        } else if style == Listing::Machine {
-            return Err(Reply::new(501, "Not a directory; use MLST for a file"));
-        } else {
-            vec![sandbox::entry(
-                v.file_name().unwrap_or("/").to_string(),
-                &meta,
-            )]
-        };
-        Ok(entries
-            .iter()
-            .map(|e| match style {
-                Listing::Long => format!(" {}", format_list_line(e, now)),
-                Listing::Machine => format!(" {}", format_mlsx(e, writable)),
-                Listing::Names => match arg {
-                    Some(a) if meta.is_dir() => format!(" {}/{}", a.trim_end_matches('/'), e.name),
-                    Some(a) => format!(" {a}"),
-                    None => format!(" {}", e.name),
-                },
-            })
-            .collect())
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Listing {
-    Long,
-    Names,
-    Machine,
-}
-
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
 
 fn opts(opt: &str) -> Result<Reply, Reply> {
@@ -1048,24 +514,4 @@ fn help() -> Reply {
         vec![format!(" {VERBS}")],
         "Help OK",
     )
-}
-
-impl From<FsError> for Reply {
-    fn from(e: FsError) -> Reply {
-        match e {
-            FsError::NotFound | FsError::Outside | FsError::WrongKind(_) => {
-                Reply::new(550, e.to_string())
-            }
-            FsError::Io(io) => match (io.kind(), io.raw_os_error()) {
-                (_, Some(libc::ENOSPC)) | (_, Some(libc::EDQUOT)) => {
-                    Reply::new(452, format!("Insufficient storage space: {io}"))
-                }
-                (ErrorKind::NotFound, _) => Reply::new(550, "No such file or directory"),
-                (ErrorKind::PermissionDenied, _) => Reply::new(550, "Permission denied"),
-                (ErrorKind::AlreadyExists, _) => Reply::new(550, "File exists"),
-                (ErrorKind::DirectoryNotEmpty, _) => Reply::new(550, "Directory not empty"),
-                _ => Reply::new(451, format!("Local error: {io}")),
-            },
-        }
-    }
 }

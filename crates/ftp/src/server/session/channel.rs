@@ -1,0 +1,284 @@
+//! The data channel of a session: `PASV`/`EPSV`/`PORT`/`EPRT`, the check that a transfer has a
+//! channel before any file is touched, and starting `RETR`/`STOR`/`APPE` transfers on it.
+
+use super::{Flow, Session};
+use crate::server::data::{self, same_host, DataSpec};
+use crate::server::sandbox::{self, FsError, WriteAt};
+use crate::server::transfer::{BlockLimit, Endpoints, Job, Running};
+use fatpipe_net::partial;
+use fatpipe_net::tuner::before_connect;
+use fatpipe_net::TunerConfig;
+use fatpipe_proto::command::EpsvArg;
+use fatpipe_proto::ranges::RangeSet;
+use fatpipe_proto::{addr, Reply, TransferType};
+use std::io::{Seek, SeekFrom};
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+impl Session {
+    /// The tuner configuration of this session's next data connection.
+    pub(super) fn tuner_config(&self) -> TunerConfig {
+        let c = &self.shared.config;
+        TunerConfig {
+            tuning: self.tuning,
+            params: c.tune_params.clone(),
+            control: c.buffer_control,
+            stats: c.stats.clone(),
+            end: "server",
+        }
+    }
+
+    pub(super) fn bind_passive(&mut self) -> Result<u16, Reply> {
+        if self.transfer.is_some() {
+            return Err(Reply::new(503, "A transfer is in progress"));
+        }
+        self.passive_hint = self.passive_hint.wrapping_add(1);
+        let listener = fatpipe_net::socket::bind_in_range(
+            self.local.ip(),
+            self.shared.config.passive_ports.as_ref(),
+            self.passive_hint,
+        )
+        .and_then(|l| {
+            let c = &self.shared.config;
+            before_connect(self.tuning, &c.tune_params, &c.buffer_control, &l)?;
+            let port = l.local_addr()?.port();
+            Ok((data::passive(l)?, port))
+        });
+        match listener {
+            Ok((spec, port)) => {
+                self.data = spec;
+                self.kept = None;
+                Ok(port)
+            }
+            Err(e) => Err(Reply::new(
+                425,
+                format!("Cannot open passive connection: {e}"),
+            )),
+        }
+    }
+
+    pub(super) fn pasv(&mut self) -> Result<Reply, Reply> {
+        if self.epsv_all {
+            return Err(Reply::new(503, "EPSV ALL in effect, use EPSV"));
+        }
+        let std::net::IpAddr::V4(ip) = self.local.ip().to_canonical() else {
+            return Err(Reply::new(500, "PASV is IPv4 only; use EPSV"));
+        };
+        let port = self.bind_passive()?;
+        let hp = addr::format_host_port(std::net::SocketAddrV4::new(ip, port));
+        Ok(Reply::new(227, format!("Entering Passive Mode ({hp})")))
+    }
+
+    pub(super) fn epsv(&mut self, arg: Option<EpsvArg>) -> Result<Reply, Reply> {
+        let family = if self.local.ip().to_canonical().is_ipv4() {
+            1
+        } else {
+            2
+        };
+        match arg {
+            Some(EpsvArg::All) => {
+                self.epsv_all = true;
+                Ok(Reply::new(200, "EPSV ALL ok"))
+            }
+            Some(EpsvArg::Proto(p)) if p != family => Err(Reply::new(
+                522,
+                format!("Network protocol not supported, use ({family})"),
+            )),
+            _ => {
+                let port = self.bind_passive()?;
+                Ok(Reply::new(
+                    229,
+                    format!("Entering Extended Passive Mode (|||{port}|)"),
+                ))
+            }
+        }
+    }
+
+    /// PORT/EPRT: only to the control connection's own peer and an unprivileged port (RFC 2577).
+    pub(super) fn active(&mut self, target: SocketAddr) -> Result<Reply, Reply> {
+        if self.epsv_all {
+            return Err(Reply::new(503, "EPSV ALL in effect, use EPSV"));
+        }
+        if !same_host(target.ip(), self.peer.ip()) {
+            return Err(Reply::new(
+                504,
+                "Refused: the data address must be the client's own",
+            ));
+        }
+        if target.port() < 1024 {
+            return Err(Reply::new(504, "Refused: privileged data port"));
+        }
+        if self.transfer.is_some() {
+            return Err(Reply::new(503, "A transfer is in progress"));
+        }
+        self.data = DataSpec::Active(target);
+        self.kept = None;
+        Ok(Reply::new(200, "PORT command successful"))
+    }
+
+    /// Whether a transfer (MODE E or not, `receiving` or sending) has a data channel: a new data
+    /// address, or the MODE E connections the last transfer in the same direction left open.
+    /// Checked before a file is opened, so that nothing is touched when the transfer cannot start.
+    /// Kept connections that this transfer will not use are closed here, as `begin` would.
+    pub(super) fn data_ready(&mut self, blocks: bool, receiving: bool) -> Result<(), Reply> {
+        let fresh = !matches!(self.data, DataSpec::None);
+        let usable = self
+            .kept
+            .as_ref()
+            .is_some_and(|k| blocks && k.sending != receiving && !fresh);
+        if !usable {
+            self.kept = None;
+        }
+        if usable || fresh {
+            Ok(())
+        } else {
+            Err(Reply::new(425, "Use PORT, EPRT, PASV or EPSV first"))
+        }
+    }
+
+    pub(super) fn begin(
+        &mut self,
+        job: Job,
+        opening: String,
+        label: String,
+    ) -> Result<Flow, Reply> {
+        self.data_ready(job.blocks(), job.receiving())?;
+        // With no new data address, a MODE E transfer in the direction of the last one uses
+        // the connections it left open; anything else closes them.
+        let kept = self
+            .kept
+            .take()
+            .filter(|k| {
+                job.blocks() && k.sending != job.receiving() && matches!(self.data, DataSpec::None)
+            })
+            .map(|k| k.channel);
+        let c = &self.shared.config;
+        let (tuning, params, control) = (self.tuning, c.tune_params.clone(), c.buffer_control);
+        let ends = Endpoints {
+            spec: std::mem::take(&mut self.data),
+            peer_ip: self.peer.ip(),
+            local_ip: self.local.ip(),
+            timeout: c.data_timeout,
+            prepare: Arc::new(move |fd| before_connect(tuning, &params, &control, fd)),
+            kept,
+            keep_open: self.reuse,
+            max_streams: c.max_streams,
+        };
+        let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tuner_config());
+        self.send(Reply::new(150, opening));
+        let control = self.writer.as_ref().as_fd().try_clone_to_owned().ok();
+        self.transfer = Some(Running::start(job, ends, label, tune, control));
+        Ok(Flow::Continue)
+    }
+
+    pub(super) fn mode_word(&self) -> &'static str {
+        match self.ttype {
+            TransferType::Ascii => "ASCII",
+            TransferType::Image => "BINARY",
+        }
+    }
+
+    pub(super) fn retr(&mut self, arg: &str) -> Result<Flow, Reply> {
+        let offset = std::mem::take(&mut self.rest);
+        let held = self.rest_ranges.take();
+        let v = self.path(arg);
+        let (file, meta) = self.shared.sandbox.open_read(&v)?;
+        self.data_ready(self.extended, false)?;
+        if offset > meta.len() {
+            return Err(Reply::new(
+                554,
+                format!(
+                    "Restart offset {offset} is beyond the file's end ({})",
+                    meta.len()
+                ),
+            ));
+        }
+        (&file)
+            .seek(SeekFrom::Start(offset))
+            .map_err(FsError::from)?;
+        let opening = format!(
+            "Opening {} mode data connection for {v} ({} bytes)",
+            self.mode_word(),
+            meta.len() - offset
+        );
+        let ascii = self.ttype == TransferType::Ascii;
+        let job = if self.extended {
+            let ranges = match held {
+                Some(h) => h.gaps(0, meta.len()),
+                None => vec![(offset, meta.len())],
+            };
+            Job::SendBlocks {
+                file,
+                ranges,
+                shift: 0,
+                parallelism: self.parallelism,
+            }
+        } else {
+            Job::SendFile { file, ascii }
+        };
+        self.begin(job, opening, format!("RETR {v} from {offset}"))
+    }
+
+    pub(super) fn store(&mut self, arg: &str, append: bool) -> Result<Flow, Reply> {
+        let offset = std::mem::take(&mut self.rest);
+        self.writable()?;
+        self.data_ready(self.extended, true)?;
+        let v = self.path(arg);
+        let at = match (append, offset) {
+            (true, _) => WriteAt::End,
+            (false, 0) => WriteAt::Start,
+            (false, n) => WriteAt::Offset(n),
+        };
+        let (file, start) = self
+            .shared
+            .sandbox
+            .open_write(&v, at)
+            .map_err(|e| match e {
+                FsError::WrongKind(m) if m.starts_with("Restart") => Reply::new(554, m),
+                e => e.into(),
+            })?;
+        let opening = format!("Ok to send data for {v} ({} mode)", self.mode_word());
+        let ascii = self.ttype == TransferType::Ascii;
+        let verb = if append { "APPE" } else { "STOR" };
+        let job = if self.extended {
+            // Blocks arrive out of order: until the transfer completes, the file carries the
+            // record of what it holds, from before its first byte.
+            let mut held = RangeSet::default();
+            held.insert(0, start);
+            let record = match partial::mark(&file, &held) {
+                Ok(()) => Some(held),
+                Err(e) => {
+                    tracing::warn!(session = self.id, "cannot record what {v} holds ({e}): a cut upload resumes from its first gap only while the server runs");
+                    None
+                }
+            };
+            let limit = self.block_limit(&file, 0);
+            Job::ReceiveBlocks {
+                file,
+                base: 0,
+                limit,
+                record,
+            }
+        } else {
+            // Written in order from a point it held: its length is the truth again.
+            partial::clear(&file).map_err(FsError::from)?;
+            Job::Receive { file, ascii }
+        };
+        self.begin(job, opening, format!("{verb} {v} at {start}"))
+    }
+
+    /// One past the last byte a MODE E upload into `file` may write, block offsets counted from
+    /// `base`: what `ALLO` announced, and never past the room on the file system (or
+    /// `--max-file-size`), so that no block offset makes a huge sparse file.
+    pub(super) fn block_limit(&mut self, file: &std::fs::File, base: u64) -> BlockLimit {
+        let room = sandbox::room(file).unwrap_or(u64::MAX);
+        let cap = self.shared.config.max_file_size.unwrap_or(u64::MAX);
+        let announced = self.allo.take().unwrap_or(u64::MAX);
+        let end = room.min(cap).min(announced);
+        BlockLimit {
+            end: end.saturating_sub(base),
+            disk: end == room && room < cap.min(announced),
+        }
+    }
+}
