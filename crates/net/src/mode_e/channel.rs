@@ -1,0 +1,175 @@
+//! How a transfer's data connections are made (connect or accept, from the peer only) and the
+//! channel that keeps the connections a transfer left open for the next one.
+
+use super::{lock, Prepare};
+use socket2::Socket;
+use std::io::{self, ErrorKind};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How the data connections of a transfer are made.
+pub enum Links {
+    /// This end connects to `target` (GridFTP: the sender does).
+    Connect {
+        /// The peer's data address (PORT/EPRT or PASV/EPSV reply).
+        target: SocketAddr,
+        /// Run on each socket before it connects.
+        prepare: Prepare,
+        /// Limit for each connect.
+        timeout: Duration,
+    },
+    /// This end accepts connections, from `peer` only.
+    Accept {
+        /// The listening socket (PASV/EPSV, or this client's PORT/EPRT).
+        listener: TcpListener,
+        /// The only address connections are taken from.
+        peer: IpAddr,
+        /// Longest wait for a connection while no data moves.
+        timeout: Duration,
+    },
+}
+
+impl Links {
+    pub(super) fn open(&self) -> io::Result<TcpStream> {
+        match self {
+            Links::Connect {
+                target,
+                prepare,
+                timeout,
+            } => {
+                crate::socket::connect_prepared(*target, *timeout, |s: &Socket| prepare(s.as_fd()))
+            }
+            Links::Accept {
+                listener,
+                peer,
+                timeout,
+            } => {
+                let deadline = Instant::now() + *timeout;
+                loop {
+                    match accept_from(listener, *peer, deadline)? {
+                        Some(s) => return Ok(s),
+                        None if Instant::now() >= deadline => {
+                            return Err(io::Error::new(
+                                ErrorKind::TimedOut,
+                                "timed out waiting for a data connection",
+                            ))
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The data channel of a session's MODE E transfers in one direction: how new connections are
+/// made, and the connections the previous transfer left open (its EODs without the close bit),
+/// which the next transfer uses first: warm windows instead of a new handshake and slow start.
+pub struct Channel {
+    pub(super) links: Links,
+    idle: Mutex<Vec<TcpStream>>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("idle", &self.idle())
+            .finish()
+    }
+}
+
+impl Channel {
+    /// A channel with no connections yet.
+    pub fn new(links: Links) -> Channel {
+        Channel {
+            links,
+            idle: Mutex::default(),
+        }
+    }
+
+    /// Connections kept open by the previous transfer.
+    pub fn idle(&self) -> usize {
+        lock(&self.idle).len()
+    }
+
+    /// Hands every kept connection that is still open to a transfer (one the peer or the
+    /// network closed meanwhile would fail it); the others are dropped.
+    pub(super) fn take_idle(&self) -> Vec<TcpStream> {
+        let all = std::mem::take(&mut *lock(&self.idle));
+        let (open, gone): (Vec<_>, Vec<_>) = all.into_iter().partition(still_open);
+        if !gone.is_empty() {
+            tracing::warn!(
+                closed = gone.len(),
+                "kept data connections were closed since the last transfer"
+            );
+        }
+        open
+    }
+
+    pub(super) fn keep(&self, sock: TcpStream) {
+        lock(&self.idle).push(sock);
+    }
+}
+
+/// Whether a connection is neither closed by its peer nor broken: a peek without waiting
+/// finds data or nothing yet.
+fn still_open(sock: &TcpStream) -> bool {
+    if sock.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let open = match sock.peek(&mut [0u8; 1]) {
+        Ok(n) => n > 0,
+        Err(e) => e.kind() == ErrorKind::WouldBlock,
+    };
+    sock.set_nonblocking(false).is_ok() && open
+}
+
+/// A channel a session's last MODE E transfer left open, and which way that data went: the
+/// next transfer in the same direction uses it, unless a new data address (PASV, PORT, …) or
+/// anything else comes first (GridFTP data-channel caching; both ends keep one alike).
+#[derive(Debug)]
+pub struct Kept {
+    /// Whether this end sent the data.
+    pub sending: bool,
+    /// The connections, and how to make more (the same listener or address).
+    pub channel: Channel,
+}
+
+/// Waits up to 100 ms (and never past `deadline`) for a connection from `peer`.
+pub(super) fn accept_from(
+    listener: &TcpListener,
+    peer: IpAddr,
+    deadline: Instant,
+) -> io::Result<Option<TcpStream>> {
+    listener.set_nonblocking(true)?;
+    let wait = deadline
+        .saturating_duration_since(Instant::now())
+        .min(Duration::from_millis(100));
+    let mut pfd = libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(listener),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the listener, which outlives the call.
+    let n = unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as i32) };
+    if n <= 0 {
+        return Ok(None);
+    }
+    match listener.accept() {
+        Ok((s, from)) if from.ip().to_canonical() == peer.to_canonical() => {
+            s.set_nonblocking(false)?;
+            s.set_nodelay(true)?;
+            Ok(Some(s))
+        }
+        Ok((_, from)) => {
+            tracing::warn!(%from, "refused data connection from a foreign address");
+            Ok(None)
+        }
+        Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,258 @@
+//! The receiving side: every connection's blocks written at their offsets until the EOF block
+//! and every EOD have come; connections past the limit closed as they come.
+
+use super::channel::accept_from;
+use super::Links;
+use super::{lock, Channel, OnStream};
+use crate::{Pump, PumpError};
+use fatpipe_proto::mode_e::{Action, BlockError, Header, Reassembly, CLOSE, EOD, HEADER_LEN};
+use std::fs::File;
+use std::io::{self, ErrorKind, Read};
+use std::net::TcpStream;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What a MODE E receive did.
+#[derive(Debug, Clone, Default)]
+pub struct ReceiveReport {
+    /// Payload bytes written.
+    pub bytes: u64,
+    /// Connections that carried the transfer.
+    pub streams: u32,
+    /// Of those, connections kept from the previous transfer.
+    pub reused: u32,
+}
+
+/// Receives blocks into `file` (each at `base` plus its offset: `ESTO A`) from the channel's
+/// kept connections and every new one it accepts, until the transfer is complete (EOF seen and
+/// every connection's EOD). Connections whose EOD did not close them stay in the channel.
+/// `state` is shared so that the caller can report the ranges received while it runs
+/// (`111 Range Marker`). Connections beyond `max_streams` are closed as they come.
+pub fn receive(
+    file: &File,
+    base: u64,
+    state: &Arc<Mutex<Reassembly>>,
+    channel: &Channel,
+    pump: &Arc<Pump>,
+    on_stream: &OnStream,
+    max_streams: u32,
+) -> Result<ReceiveReport, PumpError> {
+    let idle = match &channel.links {
+        Links::Accept { timeout, .. } | Links::Connect { timeout, .. } => *timeout,
+    };
+    let kept = channel.take_idle();
+    let reused = kept.len() as u32;
+    std::thread::scope(|scope| {
+        let start = |sock: TcpStream, reused: bool| -> Result<_, PumpError> {
+            let mine = Arc::new(Pump::child(pump));
+            mine.attach(&sock).map_err(PumpError::Read)?;
+            on_stream(&sock, &mine, reused);
+            Ok(scope.spawn(move || {
+                let r = receive_stream(file, base, state, &sock, reused, idle, &mine);
+                match r {
+                    Ok(true) => channel.keep(sock),
+                    // Pumps and tuners hold clones of the socket: close it for all of them.
+                    _ => {
+                        let _ = sock.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+                if r.is_err() {
+                    pump.cancel();
+                }
+                r.map(|_| ())
+            }))
+        };
+        let mut streams = reused;
+        let mut workers = kept
+            .into_iter()
+            .map(|s| start(s, true))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut last_progress = (Instant::now(), 0u64);
+        loop {
+            if lock(state).is_complete() {
+                break;
+            }
+            if workers.iter().any(|w| w.is_finished()) {
+                // A stream that failed fails the transfer; finished ones are collected below.
+                let (done, running): (Vec<_>, Vec<_>) =
+                    workers.into_iter().partition(|w| w.is_finished());
+                workers = running;
+                for w in done {
+                    join_stream(w)?;
+                }
+                continue;
+            }
+            pump.check()?;
+            let bytes = pump.bytes();
+            if bytes != last_progress.1 {
+                last_progress = (Instant::now(), bytes);
+            } else if last_progress.0.elapsed() > idle {
+                pump.cancel();
+                return Err(PumpError::Read(io::Error::new(
+                    ErrorKind::TimedOut,
+                    "MODE E transfer stalled: no data and no connection",
+                )));
+            }
+            let sock = match &channel.links {
+                Links::Accept { listener, peer, .. } => {
+                    accept_from(listener, *peer, Instant::now() + Duration::from_millis(100))
+                        .map_err(PumpError::Read)?
+                }
+                Links::Connect { .. } => {
+                    return Err(PumpError::Read(io::Error::other(
+                        "a MODE E receiver accepts its connections",
+                    )))
+                }
+            };
+            match sock {
+                // A sender may not take a thread and a buffer per connection without bound.
+                Some(sock) if streams >= max_streams => {
+                    tracing::warn!(max_streams, "refused a data connection beyond the limit");
+                    let _ = sock.shutdown(std::net::Shutdown::Both);
+                }
+                Some(sock) => {
+                    streams += 1;
+                    workers.push(start(sock, false)?);
+                }
+                None => {}
+            }
+        }
+        for w in workers {
+            join_stream(w)?;
+        }
+        Ok(ReceiveReport {
+            bytes: pump.bytes(),
+            streams,
+            reused,
+        })
+    })
+}
+
+fn join_stream(
+    w: std::thread::ScopedJoinHandle<'_, Result<(), PumpError>>,
+) -> Result<(), PumpError> {
+    w.join()
+        .map_err(|_| PumpError::Read(io::Error::other("receiver panicked")))?
+}
+
+/// Reads one connection's blocks until its EOD; answers whether the sender keeps the
+/// connection open for another transfer. A connection kept from the previous transfer
+/// (`reused`) that the sender closes, or leaves silent for `idle`, before its first block just
+/// drops out.
+fn receive_stream(
+    file: &File,
+    base: u64,
+    state: &Mutex<Reassembly>,
+    sock: &TcpStream,
+    reused: bool,
+    idle: Duration,
+    pump: &Pump,
+) -> Result<bool, PumpError> {
+    let mut buf = vec![0u8; 1 << 20];
+    // A kept connection's first header may never come: the wait for it is bounded.
+    let mut awaiting_first = reused;
+    if awaiting_first {
+        sock.set_read_timeout(Some(idle))
+            .map_err(|e| pump.classify(PumpError::Read(e)))?;
+    }
+    loop {
+        pump.check()?;
+        let mut h = [0u8; HEADER_LEN];
+        match read_exact(pump, sock, &mut h) {
+            Err(PumpError::Read(e)) if awaiting_first && dropped(&e) => return Ok(false),
+            r => r?,
+        }
+        if awaiting_first {
+            awaiting_first = false;
+            sock.set_read_timeout(None)
+                .map_err(|e| pump.classify(PumpError::Read(e)))?;
+        }
+        let header = Header::decode(&h);
+        let action = lock(state).on_header(&header).map_err(|e| match e {
+            // Past what this end may write: a storage matter, not a broken sender.
+            BlockError::OutOfRange { .. } => {
+                PumpError::Write(io::Error::new(ErrorKind::FileTooLarge, e.to_string()))
+            }
+            e => PumpError::Read(io::Error::new(ErrorKind::InvalidData, e.to_string())),
+        })?;
+        match action {
+            Action::Data { offset, count } => {
+                let mut at = base.checked_add(offset).ok_or_else(|| {
+                    PumpError::Read(io::Error::new(
+                        ErrorKind::InvalidData,
+                        "block offset overflow",
+                    ))
+                })?;
+                let end = at.checked_add(count).ok_or_else(|| {
+                    PumpError::Read(io::Error::new(
+                        ErrorKind::InvalidData,
+                        "block offset overflow",
+                    ))
+                })?;
+                // Whatever arrives is written and counted at once: the tuner's law reads the
+                // byte count to see how much the window lets through per RTT.
+                while at < end {
+                    let want = ((end - at) as usize).min(buf.len());
+                    let n = read_some(pump, sock, &mut buf[..want])?;
+                    file.write_all_at(&buf[..n], at)
+                        .map_err(|e| pump.classify(PumpError::Write(e)))?;
+                    pump.add(n);
+                    at += n as u64;
+                }
+                lock(state).on_written(offset, count);
+                if header.descriptor & EOD != 0 {
+                    return Ok(header.descriptor & CLOSE == 0);
+                }
+            }
+            Action::EndOfData { close } => return Ok(!close),
+            Action::Nothing => {}
+        }
+    }
+}
+
+/// Whether a kept connection's first read ended because the sender left it out of this
+/// transfer: closed (or reset) it, or sent nothing on it within the data timeout.
+fn dropped(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::UnexpectedEof
+            | ErrorKind::ConnectionReset
+            | ErrorKind::WouldBlock
+            | ErrorKind::TimedOut
+    )
+}
+
+/// Reads what is there (at least one byte); the connection ending here is an error.
+fn read_some(pump: &Pump, mut sock: &TcpStream, buf: &mut [u8]) -> Result<usize, PumpError> {
+    loop {
+        match sock.read(buf) {
+            Ok(0) => {
+                return Err(pump.classify(PumpError::Read(io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "data connection closed inside a block",
+                ))))
+            }
+            Ok(n) => {
+                pump.note_read(n);
+                return Ok(n);
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(pump.classify(PumpError::Read(e))),
+        }
+    }
+}
+
+fn read_exact(pump: &Pump, mut sock: &TcpStream, buf: &mut [u8]) -> Result<(), PumpError> {
+    sock.read_exact(buf).map_err(|e| {
+        let e = if e.kind() == ErrorKind::UnexpectedEof {
+            io::Error::new(
+                ErrorKind::UnexpectedEof,
+                "data connection closed before its EOD block",
+            )
+        } else {
+            e
+        };
+        pump.classify(PumpError::Read(e))
+    })
+}
