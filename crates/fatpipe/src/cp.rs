@@ -361,7 +361,8 @@ impl Progress {
                     self.bar.set_position(already + pump.bytes());
                 }
             }
-            std::thread::sleep(Duration::from_millis(100));
+            // Short, so that the command ends as soon as the copy does.
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }

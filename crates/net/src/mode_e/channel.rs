@@ -5,7 +5,7 @@ use super::{lock, Prepare};
 use socket2::Socket;
 use std::io::{self, ErrorKind};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -48,7 +48,7 @@ impl Links {
             } => {
                 let deadline = Instant::now() + *timeout;
                 loop {
-                    match accept_from(listener, *peer, deadline)? {
+                    match accept_from(listener, *peer, deadline, None)? {
                         Some(s) => return Ok(s),
                         None if Instant::now() >= deadline => {
                             return Err(io::Error::new(
@@ -142,19 +142,36 @@ pub(super) fn accept_from(
     listener: &TcpListener,
     peer: IpAddr,
     deadline: Instant,
+    wake: Option<&Wake>,
 ) -> io::Result<Option<TcpStream>> {
     listener.set_nonblocking(true)?;
     let wait = deadline
         .saturating_duration_since(Instant::now())
         .min(Duration::from_millis(100));
-    let mut pfd = libc::pollfd {
-        fd: std::os::fd::AsRawFd::as_raw_fd(listener),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the listener, which outlives the call.
-    let n = unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as i32) };
+    let mut pfds = [
+        libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(listener),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: wake.map_or(-1, |w| w.0.as_raw_fd()),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: valid pollfds (a negative descriptor is ignored) for descriptors that outlive the
+    // call.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), 2, wait.as_millis() as i32) };
     if n <= 0 {
+        return Ok(None);
+    }
+    if pfds[1].revents != 0 {
+        if let Some(w) = wake {
+            w.drain();
+        }
+    }
+    if pfds[0].revents == 0 {
         return Ok(None);
     }
     match listener.accept() {
@@ -171,5 +188,36 @@ pub(super) fn accept_from(
             Ok(None)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Wakes a receiver waiting for connections when one of its streams ends, so that a finished
+/// transfer is seen at once, not at the next look (a 100 ms wait per file, which made 400 small
+/// files take 42 s on loopback).
+pub(super) struct Wake(OwnedFd);
+
+impl Wake {
+    /// A new eventfd.
+    pub(super) fn new() -> io::Result<Wake> {
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor this process just opened and owns.
+        Ok(Wake(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Wakes the waiter.
+    pub(super) fn ring(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: 8 bytes from a valid buffer to an eventfd this struct owns.
+        let _ = unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    fn drain(&self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: 8 bytes into a valid buffer from a non-blocking eventfd this struct owns.
+        let _ = unsafe { libc::read(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
     }
 }

@@ -1,7 +1,7 @@
 //! The receiving side: every connection's blocks written at their offsets until the EOF block
 //! and every EOD have come; connections past the limit closed as they come.
 
-use super::channel::accept_from;
+use super::channel::{accept_from, Wake};
 use super::Links;
 use super::{lock, Channel, OnStream};
 use crate::{Pump, PumpError};
@@ -43,6 +43,8 @@ pub fn receive(
     };
     let kept = channel.take_idle();
     let reused = kept.len() as u32;
+    let wake = Wake::new().map_err(PumpError::Read)?;
+    let wake = &wake;
     std::thread::scope(|scope| {
         let start = |sock: TcpStream, reused: bool| -> Result<_, PumpError> {
             let mine = Arc::new(Pump::child(pump));
@@ -60,6 +62,7 @@ pub fn receive(
                 if r.is_err() {
                     pump.cancel();
                 }
+                wake.ring();
                 r.map(|_| ())
             }))
         };
@@ -95,10 +98,13 @@ pub fn receive(
                 )));
             }
             let sock = match &channel.links {
-                Links::Accept { listener, peer, .. } => {
-                    accept_from(listener, *peer, Instant::now() + Duration::from_millis(100))
-                        .map_err(PumpError::Read)?
-                }
+                Links::Accept { listener, peer, .. } => accept_from(
+                    listener,
+                    *peer,
+                    Instant::now() + Duration::from_millis(100),
+                    Some(wake),
+                )
+                .map_err(PumpError::Read)?,
                 Links::Connect { .. } => {
                     return Err(PumpError::Read(io::Error::other(
                         "a MODE E receiver accepts its connections",

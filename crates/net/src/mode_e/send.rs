@@ -85,14 +85,19 @@ pub fn send(
         pump,
         on_stream,
     };
+    // Each stream says when it ends, so that the last one's end is seen at once (waiting for
+    // the next policy look cost 100 ms per file).
+    let (ended, ends) = std::sync::mpsc::channel::<()>();
     let result = std::thread::scope(|scope| {
         let stream = |kept: Option<TcpStream>| {
             let ctx = &ctx;
+            let ended = ended.clone();
             scope.spawn(move || {
                 let r = send_stream(ctx, kept);
                 if r.is_err() {
                     pump.cancel();
                 }
+                let _ = ended.send(());
                 r
             })
         };
@@ -101,8 +106,21 @@ pub fn send(
         let wanted = job.start.max(1).max(reused);
         let initial = (0..wanted).filter(|_| lock(&plan).join()).count();
         let mut workers: Vec<_> = (0..initial).map(|_| stream(kept.pop())).collect();
-        while !workers.iter().all(|w| w.is_finished()) {
-            std::thread::sleep(POLICY_TICK);
+        let mut next_look = Instant::now() + POLICY_TICK;
+        // Streams that have not said they ended (a panicking one never says: then its thread's
+        // end is seen at the next look).
+        let mut running = workers.len();
+        while running > 0 && !workers.iter().all(|w| w.is_finished()) {
+            if ends
+                .recv_timeout(next_look.saturating_duration_since(Instant::now()))
+                .is_ok()
+            {
+                running -= 1;
+            }
+            if running == 0 || Instant::now() < next_look {
+                continue;
+            }
+            next_look = Instant::now() + POLICY_TICK;
             let Some(p) = policy.as_mut() else { continue };
             let (streams, memory) = {
                 let g = lock(&socks);
@@ -128,6 +146,7 @@ pub fn send(
                 for _ in 0..c.add {
                     if lock(&plan).join() {
                         workers.push(stream(None));
+                        running += 1;
                     }
                 }
             }

@@ -418,9 +418,10 @@ impl Connection {
                     }
                 }
                 let wait = tuners.due_in(Instant::now()).unwrap_or(POLL).min(POLL);
+                // The server has spoken: only the data side's end remains, joined below at once
+                // (sleeping for it cost up to 50 ms per file).
                 if fin.is_some() {
-                    std::thread::sleep(wait);
-                    continue;
+                    break;
                 }
                 match self.poll_reply(wait) {
                     Ok(Some(r)) => {
