@@ -86,7 +86,18 @@ pub fn receive(
                 }
                 continue;
             }
-            pump.check()?;
+            if let Err(cancelled) = pump.check() {
+                // A failing stream cancels the others: report why it failed, not the cancel.
+                let mut first = cancelled;
+                for w in workers {
+                    if let Err(e) = join_stream(w) {
+                        if matches!(first, PumpError::Cancelled) {
+                            first = e;
+                        }
+                    }
+                }
+                return Err(first);
+            }
             let bytes = pump.bytes();
             if bytes != last_progress.1 {
                 last_progress = (Instant::now(), bytes);
