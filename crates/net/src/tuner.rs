@@ -173,6 +173,12 @@ impl Tuner {
         }
     }
 
+    /// Samples now, due or not (the transfer has ended).
+    pub fn final_sample(&mut self, now: Instant) {
+        self.next_at = self.next_at.min(now);
+        let _ = self.tick(now);
+    }
+
     /// Samples if due; returns a buffer size to announce to the peer, if the law wants one.
     pub fn tick(&mut self, now: Instant) -> Option<u64> {
         if now < self.next_at {

@@ -59,6 +59,12 @@ impl Tuners {
             .fold(None, |announce, t| t.tick(now).or(announce))
     }
 
+    /// Samples every tuner once more, due or not, when the transfer has ended: every connection
+    /// leaves at least one record, however short the transfer.
+    pub fn finish(&self, now: Instant) {
+        self.lock().iter_mut().for_each(|t| t.final_sample(now));
+    }
+
     /// Time until the first tuner wants a sample; `None` while there is no tuner.
     pub fn due_in(&self, now: Instant) -> Option<Duration> {
         self.lock().iter().map(|t| t.due_in(now)).min()

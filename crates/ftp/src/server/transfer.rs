@@ -263,6 +263,7 @@ impl Running {
                     .unwrap_or(Duration::from_millis(10));
                 tokio::select! {
                     r = &mut work => {
+                        slot.finish(Instant::now());
                         return r.map_err(|e| Reply::new(451, format!("Transfer failed: {e}")))?;
                     }
                     _ = tokio::time::sleep(wait) => {

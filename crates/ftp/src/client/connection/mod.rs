@@ -418,10 +418,12 @@ impl Connection {
                     }
                 }
                 let wait = tuners.due_in(Instant::now()).unwrap_or(POLL).min(POLL);
-                // The server has spoken: only the data side's end remains, joined below at once
-                // (sleeping for it cost up to 50 ms per file).
+                // The server has spoken: only the data side's end remains; look for it every
+                // millisecond (sleeping a whole poll for it cost up to 50 ms per file), the
+                // tuners still sampling meanwhile.
                 if fin.is_some() {
-                    break;
+                    std::thread::sleep(wait.min(Duration::from_millis(1)));
+                    continue;
                 }
                 match self.poll_reply(wait) {
                     Ok(Some(r)) => {
@@ -446,6 +448,7 @@ impl Connection {
                 .join()
                 .map_err(|_| anyhow!("the data transfer thread panicked"))
         })?;
+        tuners.finish(Instant::now());
         // Answers to probes the server took after the transfer ended come after its final
         // reply; the 126 announcements may come before it.
         // When the data side already failed, the server gets a short grace to say why, not a
