@@ -45,6 +45,10 @@ fn four_streams_both_ways_between_fatpipes_with_verification() {
     assert_same(&src, &back);
     assert_eq!(down["streams"], 4, "{down}");
     assert!(down["verified"].is_string(), "{down}");
+    // To a device (the benchmarks' /dev/null) the download is MODE E as well.
+    let null = cp_json(&["-p", "4"], &s.url("up.bin"), "/dev/null");
+    assert_eq!(null["streams"], 4, "{null}");
+    assert_eq!(null["bytes"], SIZE, "{null}");
 }
 
 #[test]
@@ -160,6 +164,10 @@ fn fatpipe_cp_four_streams_against_globus_gridftp_server() {
     assert_same(&src, &back);
     assert_eq!(down["streams"], 4, "{down}");
     assert!(down["verified"].is_string(), "{down}");
+    // To a device (the benchmarks' /dev/null) the download is MODE E as well.
+    let null = cp_json(&["-p", "4"], &g.url("up.bin"), "/dev/null");
+    assert_eq!(null["streams"], 4, "{null}");
+    assert_eq!(null["bytes"], SIZE, "{null}");
 }
 
 #[test]

@@ -275,7 +275,13 @@ impl Copier<'_> {
                     .write(true)
                     .open(target)
                     .with_context(|| format!("cannot write {}", target.display()))?;
-                let n = c.retrieve(rpath, 0, &mut sink, pump)?;
+                // MODE E too: blocks land at their offsets, which a device ignores.
+                let n = if c.uses_blocks() {
+                    let state = Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
+                    c.retrieve_blocks(rpath, &RangeSet::default(), &sink, pump, &state)?
+                } else {
+                    c.retrieve(rpath, 0, &mut sink, pump)?
+                };
                 check_complete(rpath, 0, n, size)?;
                 return Ok(Done::new(n, 0));
             }
