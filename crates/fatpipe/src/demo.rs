@@ -141,6 +141,8 @@ fn wan(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("the server did not start: {line:?}"))?;
         let out = tb
             .command(Side::A, &exe.to_string_lossy())
+            // Each run starts cold and nothing lands in the user's own cache (path memory).
+            .env("XDG_CACHE_HOME", dir.join(format!("cache-{label}")))
             .args([
                 "cp",
                 "--json",
@@ -205,6 +207,7 @@ fn loopback(a: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     let src = Location::Remote(RemoteUrl {
         host: addr.ip().to_string(),
         port: addr.port(),
+        port_given: true,
         user: None,
         password: None,
         path: "/demo.bin".into(),

@@ -2,7 +2,7 @@
 
 use crate::credentials;
 use anyhow::bail;
-use fatpipe_ftp::client::{Connection, Location};
+use fatpipe_ftp::client::Location;
 use fatpipe_proto::listing::{format_timeval, EntryKind};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -23,7 +23,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         bail!("fatpipe ls takes an ftp:// URL");
     };
     let creds = credentials::for_url(&url)?;
-    let mut c = Connection::open(&url.host, url.port, &creds, a.timeout)?;
+    let mut c = url.open(&creds, a.timeout)?;
     let entries = c.list(&url.path)?;
     c.quit();
     for e in entries {

@@ -323,6 +323,25 @@ fn users_file_from_passwd() {
     let mut cp = fatpipe_cmd(&["cp", "--quiet", &format!("ftp://bob@{}/f", s.addr), "-"]);
     cp.env("FATPIPE_PASSWORD", "hunter2");
     assert_eq!(run_ok(&mut cp).stdout, b"via env");
+    // A second passwd for bob changes his password: one line, still private.
+    let mut again = fatpipe_cmd(&["passwd", "bob", "--file", users.to_str().unwrap()]);
+    again.env("FATPIPE_PASSWORD", "correct horse");
+    run_ok(&mut again);
+    let text = std::fs::read_to_string(&users).unwrap();
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("bob:")).count(),
+        1,
+        "{text}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&users).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let s = FatpipeServer::start(&["--users", users.to_str().unwrap()]);
+    let (mut c, _) = Raw::connect(s.addr);
+    c.cmd("USER bob");
+    assert_eq!(c.cmd("PASS hunter2").0, 530);
+    c.cmd("USER bob");
+    assert_eq!(c.cmd("PASS correct horse").0, 230);
 }
 
 #[test]

@@ -125,8 +125,7 @@ pub fn copy(
         (Location::Stdout, _) => bail!("'-' (standard output) can only be a destination"),
         _ => bail!("one side of a copy must be an ftp:// URL and the other a local path"),
     };
-    let mut conn = Connection::open(&remote.host, remote.port, creds, opts.timeout)
-        .with_context(|| format!("cannot open a session with {}:{}", remote.host, remote.port))?;
+    let mut conn = remote.open(creds, opts.timeout)?;
     if let Some(t) = &opts.tune {
         conn.set_tuning(t.clone())?;
     }

@@ -12,12 +12,43 @@ pub struct RemoteUrl {
     pub host: String,
     /// Control port (21 when the URL has none, as RFC 1738 says).
     pub port: u16,
+    /// Whether the URL named the port (else 21 was taken).
+    pub port_given: bool,
     /// User name, if the URL has one.
     pub user: Option<String>,
     /// Password, if the URL has one (prefer `FATPIPE_PASSWORD` or the prompt).
     pub password: Option<String>,
     /// Path on the server, decoded; always starts with `/`.
     pub path: String,
+}
+
+impl RemoteUrl {
+    /// Logs in to the server the URL names. A refused connection on the port taken by default
+    /// says so, and where `fatpipe serve` listens.
+    pub fn open(
+        &self,
+        creds: &super::Credentials,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<super::Connection> {
+        super::Connection::open(&self.host, self.port, creds, timeout).map_err(|e| {
+            let refused = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+            });
+            if refused && !self.port_given {
+                e.context(format!(
+                    "nothing listens on {}:21, FTP's port, which a URL without one means; \
+                     `fatpipe serve` listens on 2811 by default: ftp://{}:2811{}",
+                    self.host, self.host, self.path
+                ))
+            } else {
+                e.context(format!(
+                    "cannot open a session with {}:{}",
+                    self.host, self.port
+                ))
+            }
+        })
+    }
 }
 
 /// Where `fatpipe cp` reads from or writes to.
@@ -66,6 +97,7 @@ impl Location {
         Ok(Location::Remote(RemoteUrl {
             host,
             port: url.port().unwrap_or(21),
+            port_given: url.port().is_some(),
             user,
             password,
             path: if path.is_empty() { "/".into() } else { path },

@@ -87,7 +87,7 @@ impl Connection {
         for a in addrs {
             match fatpipe_net::socket::connect(a, timeout) {
                 Ok(s) => return Self::start(s, creds, timeout),
-                Err(e) => last = anyhow!("cannot connect to {a}: {e}"),
+                Err(e) => last = anyhow::Error::new(e).context(format!("cannot connect to {a}")),
             }
         }
         Err(last)
