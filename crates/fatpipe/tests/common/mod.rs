@@ -173,35 +173,39 @@ impl Vsftpd {
             status.success(),
             "chown ftp pub/ (tests run as root, as CI does)"
         );
-        let port = free_port();
-        let conf = root.path().join("vsftpd.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "listen=YES\nlisten_ipv6=NO\nlisten_address=127.0.0.1\nlisten_port={port}\nbackground=NO\n\
-                 anonymous_enable=YES\nlocal_enable=NO\nwrite_enable=YES\nanon_upload_enable=YES\n\
-                 anon_mkdir_write_enable=YES\nanon_other_write_enable=YES\nanon_world_readable_only=NO\n\
-                 anon_root={}\nno_anon_password=YES\nallow_writeable_chroot=YES\nanon_umask=022\n\
-                 seccomp_sandbox=NO\nsecure_chroot_dir=/var/run/vsftpd/empty\nxferlog_enable=NO\n\
-                 pasv_enable=YES\nconnect_from_port_20=NO\n",
-                root.path().display()
-            ),
-        )
-        .unwrap();
         std::fs::create_dir_all("/var/run/vsftpd/empty").unwrap();
-        let child = Command::new("vsftpd")
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
+        // A port outside the kernel's ephemeral range, which every other socket of the parallel
+        // tests draws from (a port that was free a moment ago could be taken again before vsftpd
+        // binds it); and a new one if vsftpd still could not bind.
+        for attempt in 0..5 {
+            let port = port_outside_ephemeral_range();
+            let conf = root.path().join("vsftpd.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "listen=YES\nlisten_ipv6=NO\nlisten_address=127.0.0.1\nlisten_port={port}\nbackground=NO\n\
+                     anonymous_enable=YES\nlocal_enable=NO\nwrite_enable=YES\nanon_upload_enable=YES\n\
+                     anon_mkdir_write_enable=YES\nanon_other_write_enable=YES\nanon_world_readable_only=NO\n\
+                     anon_root={}\nno_anon_password=YES\nallow_writeable_chroot=YES\nanon_umask=022\n\
+                     seccomp_sandbox=NO\nsecure_chroot_dir=/var/run/vsftpd/empty\nxferlog_enable=NO\n\
+                     pasv_enable=YES\nconnect_from_port_20=NO\n",
+                    root.path().display()
+                ),
+            )
             .unwrap();
-        let v = Vsftpd {
-            port,
-            root,
-            proc: Proc { child },
-        };
-        wait_for_port(port);
-        v
+            let child = Command::new("vsftpd")
+                .arg(&conf)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut proc = Proc { child };
+            if vsftpd_greets(port, &mut proc.child) {
+                return Vsftpd { port, root, proc };
+            }
+            eprintln!("vsftpd did not come up on port {port} (attempt {attempt}); trying another");
+        }
+        panic!("vsftpd did not start");
     }
 
     /// `ftp://127.0.0.1:PORT/pub/path`.
@@ -223,6 +227,41 @@ impl Vsftpd {
             .unwrap();
         assert!(status.success());
     }
+}
+
+/// A free port below the kernel's ephemeral range (32768 and up by default), picked from a
+/// spread that differs between test processes.
+fn port_outside_ephemeral_range() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let seed = std::process::id().wrapping_mul(7919);
+    for _ in 0..2000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20000 + (seed.wrapping_add(n.wrapping_mul(104_729)) % 12000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    free_port()
+}
+
+/// Whether vsftpd, started as `child`, answers on `port` with its greeting (bounded wait); false
+/// when it exited (it could not bind) or someone else answers.
+fn vsftpd_greets(port: u16, child: &mut Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut line = String::new();
+            let _ = BufReader::new(s).read_line(&mut line);
+            return line.contains("vsFTPd") && child.try_wait().ok().flatten().is_none();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }
 
 /// A port that was free a moment ago.
@@ -409,7 +448,7 @@ impl GlobusServer {
             std::os::unix::fs::PermissionsExt::from_mode(0o777),
         )
         .unwrap();
-        let port = free_port();
+        let port = port_outside_ephemeral_range();
         let child = Command::new("globus-gridftp-server")
             .args(["-aa", "-anonymous-user", "nobody", "-p"])
             .arg(port.to_string())
