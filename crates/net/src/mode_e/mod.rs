@@ -12,11 +12,12 @@ pub use channel::{Channel, Kept, Links};
 pub use receive::{receive, ReceiveReport};
 pub use send::{send, OnChange, SendJob, SendReport};
 
-use crate::Pump;
+use crate::{Pump, PumpError};
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::ScopedJoinHandle;
 
 /// Sets options on a socket before it connects (buffers that fix the window scale).
 pub type Prepare = Arc<dyn Fn(BorrowedFd<'_>) -> io::Result<()> + Send + Sync>;
@@ -26,6 +27,23 @@ pub type OnStream = Arc<dyn Fn(&TcpStream, &Arc<Pump>, bool) + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Joins a transfer's stream threads, all of them; reports the first real failure rather than
+/// the cancels it caused in the others (a thread that panicked fails as `panicked` says).
+fn join_streams(
+    workers: Vec<ScopedJoinHandle<'_, Result<(), PumpError>>>,
+    panicked: fn() -> PumpError,
+) -> Result<(), PumpError> {
+    let mut first: Option<PumpError> = None;
+    for w in workers {
+        if let Err(e) = w.join().unwrap_or_else(|_| Err(panicked())) {
+            if matches!(first, None | Some(PumpError::Cancelled)) {
+                first = Some(e);
+            }
+        }
+    }
+    first.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]

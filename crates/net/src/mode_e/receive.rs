@@ -3,7 +3,7 @@
 
 use super::channel::{accept_from, Wake};
 use super::Links;
-use super::{lock, Channel, OnStream};
+use super::{join_streams, lock, Channel, OnStream};
 use crate::{Pump, PumpError};
 use fatpipe_proto::mode_e::{Action, BlockError, Header, Reassembly, CLOSE, EOD, HEADER_LEN};
 use std::fs::File;
@@ -81,22 +81,14 @@ pub fn receive(
                 let (done, running): (Vec<_>, Vec<_>) =
                     workers.into_iter().partition(|w| w.is_finished());
                 workers = running;
-                for w in done {
-                    join_stream(w)?;
-                }
+                join_streams(done, receiver_panicked)?;
                 continue;
             }
             if let Err(cancelled) = pump.check() {
                 // A failing stream cancels the others: report why it failed, not the cancel.
-                let mut first = cancelled;
-                for w in workers {
-                    if let Err(e) = join_stream(w) {
-                        if matches!(first, PumpError::Cancelled) {
-                            first = e;
-                        }
-                    }
-                }
-                return Err(first);
+                return Err(join_streams(workers, receiver_panicked)
+                    .err()
+                    .unwrap_or(cancelled));
             }
             let bytes = pump.bytes();
             if bytes != last_progress.1 {
@@ -135,9 +127,7 @@ pub fn receive(
                 None => {}
             }
         }
-        for w in workers {
-            join_stream(w)?;
-        }
+        join_streams(workers, receiver_panicked)?;
         Ok(ReceiveReport {
             bytes: pump.bytes(),
             streams,
@@ -146,11 +136,8 @@ pub fn receive(
     })
 }
 
-fn join_stream(
-    w: std::thread::ScopedJoinHandle<'_, Result<(), PumpError>>,
-) -> Result<(), PumpError> {
-    w.join()
-        .map_err(|_| PumpError::Read(io::Error::other("receiver panicked")))?
+fn receiver_panicked() -> PumpError {
+    PumpError::Read(io::Error::other("receiver panicked"))
 }
 
 /// Reads one connection's blocks until its EOD; answers whether the sender keeps the

@@ -1,7 +1,7 @@
 //! The sending side: blocks handed to whichever stream asks, more streams opened while the
 //! stream policy says so, each stream ended with its EOD.
 
-use super::{lock, Channel, OnStream};
+use super::{join_streams, lock, Channel, OnStream};
 use crate::tcpinfo::tcp_stats;
 use crate::{Pump, PumpError};
 use fatpipe_proto::mode_e::{Header, SendPlan};
@@ -163,19 +163,9 @@ pub fn send(
                 }
             }
         }
-        let mut first_err = None;
-        for w in workers {
-            match w.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    if first_err.is_none() || matches!(first_err, Some(PumpError::Cancelled)) {
-                        first_err = Some(e);
-                    }
-                }
-                Err(_) => first_err = Some(PumpError::Write(io::Error::other("sender panicked"))),
-            }
-        }
-        first_err.map_or(Ok(()), Err)
+        join_streams(workers, || {
+            PumpError::Write(io::Error::other("sender panicked"))
+        })
     });
     pump.check()?;
     result?;
