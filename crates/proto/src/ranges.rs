@@ -34,6 +34,14 @@ impl RangeSet {
         self.ranges.insert(s, e);
     }
 
+    /// Adds every range of `other`, moved by `shift` bytes (`ESTO A`'s base; 0 for a plain
+    /// union).
+    pub fn insert_all(&mut self, other: &RangeSet, shift: u64) {
+        for (s, e) in other.iter() {
+            self.insert(s.saturating_add(shift), e.saturating_add(shift));
+        }
+    }
+
     /// Total bytes covered.
     pub fn len(&self) -> u64 {
         self.ranges.iter().map(|(s, e)| e - s).sum()
@@ -147,6 +155,13 @@ mod tests {
         assert_eq!(RangeSet::parse("1-2,"), None);
     }
 
+    #[test]
+    fn insert_all_moves_and_merges() {
+        let mut a = RangeSet::parse("0-10").unwrap();
+        a.insert_all(&RangeSet::parse("0-5,10-20").unwrap(), 10);
+        assert_eq!(a.to_string(), "0-15,20-30");
+    }
+
     proptest! {
         #[test]
         fn covers_exactly_the_inserted_bytes(
@@ -166,6 +181,10 @@ mod tests {
             let p = set.prefix() as usize;
             prop_assert!(bytes[..p].iter().all(|b| *b));
             prop_assert!(p == 250 || !bytes[p]);
+            // A union with itself is itself.
+            let mut twice = set.clone();
+            twice.insert_all(&set, 0);
+            prop_assert_eq!(&twice, &set);
             // A bounded subset holds nothing the set does not.
             let sub = set.first(2);
             prop_assert!(sub.count() <= 2);

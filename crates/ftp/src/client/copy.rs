@@ -310,8 +310,8 @@ impl Copier<'_> {
             obs.file_started(rpath, size, first.len(), pump);
             let (mut held, mut moved) = (first.clone(), 0);
             loop {
-                let (n, all) = match download_into(c, rpath, size, &mut part, &held, pump) {
-                    Ok(got) => got,
+                let n = match download_into(c, rpath, size, &mut part, &held, pump) {
+                    Ok(n) => n,
                     Err((e, all)) => {
                         part.failed(&all);
                         return Err(e);
@@ -336,7 +336,6 @@ impl Copier<'_> {
                     }
                     Err(e) => {
                         part.failed(&RangeSet::default());
-                        let _ = all;
                         return Err(e);
                     }
                 }
@@ -442,8 +441,8 @@ impl Copier<'_> {
 }
 
 /// Downloads what `held` lacks into `part` (MODE E: the missing ranges; MODE S: from the first
-/// gap on); returns the bytes moved and everything the file holds then, or the error and what
-/// it holds anyway (for the partial record).
+/// gap on); returns the bytes moved, or the error and what the file holds anyway (for the
+/// partial record).
 fn download_into(
     c: &mut Connection,
     rpath: &str,
@@ -451,39 +450,28 @@ fn download_into(
     part: &mut Part,
     held: &RangeSet,
     pump: &Arc<Pump>,
-) -> Result<(u64, RangeSet), (anyhow::Error, RangeSet)> {
+) -> Result<u64, (anyhow::Error, RangeSet)> {
     if c.uses_blocks() {
         let state = Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
         let r = c.retrieve_blocks(rpath, held, &part.file, pump, &state);
         let mut all = held.clone();
-        let received = state
-            .lock()
-            .map(|s| s.received().clone())
-            .unwrap_or_default();
-        for (s, e) in received.iter() {
-            all.insert(s, e);
+        if let Ok(s) = state.lock() {
+            all.insert_all(s.received(), 0);
         }
-        let r = r.and_then(|n| {
-            check_complete(rpath, 0, all.prefix(), size)?;
-            Ok(n)
-        });
-        match r {
-            Ok(n) => Ok((n, all)),
-            Err(e) => Err((e, all)),
-        }
+        r.and_then(|n| check_complete(rpath, 0, all.prefix(), size).map(|_| n))
+            .map_err(|e| (e, all))
     } else {
-        let start = match part.seek_to_gap(held) {
-            Ok(s) => s,
-            Err(e) => return Err((e, RangeSet::default())),
-        };
-        let r = c.retrieve(rpath, start, &mut part.file, pump);
-        // Written in order: the file's length is what it holds.
-        let mut all = RangeSet::default();
-        all.insert(0, part.file.metadata().map_or(start, |m| m.len()));
-        match r.and_then(|n| check_complete(rpath, start, n, size).map(|_| n)) {
-            Ok(n) => Ok((n, all)),
-            Err(e) => Err((e, all)),
-        }
+        let start = part
+            .seek_to_gap(held)
+            .map_err(|e| (e, RangeSet::default()))?;
+        c.retrieve(rpath, start, &mut part.file, pump)
+            .and_then(|n| check_complete(rpath, start, n, size).map(|_| n))
+            .map_err(|e| {
+                // Written in order: the file's length is what it holds.
+                let mut all = RangeSet::default();
+                all.insert(0, part.file.metadata().map_or(start, |m| m.len()));
+                (e, all)
+            })
     }
 }
 

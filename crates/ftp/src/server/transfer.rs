@@ -100,9 +100,7 @@ impl Record {
     /// Writes down what the file holds now.
     fn save(&self, received: &RangeSet) {
         let mut all = self.before.clone();
-        for (s, e) in received.iter() {
-            all.insert(s.saturating_add(self.base), e.saturating_add(self.base));
-        }
+        all.insert_all(received, self.base);
         if let Err(e) = partial::mark(&self.file, &all) {
             tracing::warn!("cannot record what an upload holds: {e}");
         }

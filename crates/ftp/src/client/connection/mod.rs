@@ -194,7 +194,7 @@ impl Connection {
                     true => anyhow!(
                         "no reply from {} within {} (--timeout)",
                         self.peer,
-                        humanize(self.timeout)
+                        humantime::format_duration(self.timeout)
                     ),
                     false => anyhow!("control connection to {}: {e}", self.peer),
                 })?;
@@ -612,16 +612,6 @@ fn timed_out(e: &std::io::Error) -> bool {
         e.kind(),
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
     )
-}
-
-/// A duration as a person writes it (`5s`, `1m 30s`).
-fn humanize(d: Duration) -> String {
-    let secs = d.as_secs();
-    match (secs / 60, secs % 60) {
-        (0, s) => format!("{s}s"),
-        (m, 0) => format!("{m}m"),
-        (m, s) => format!("{m}m {s}s"),
-    }
 }
 
 /// The outcome of a transfer from what the data side and the server each said.

@@ -143,16 +143,10 @@ impl Session {
         opening: String,
         label: String,
     ) -> Result<Flow, Reply> {
-        self.data_ready(job.blocks(), job.receiving())?;
         // With no new data address, a MODE E transfer in the direction of the last one uses
-        // the connections it left open; anything else closes them.
-        let kept = self
-            .kept
-            .take()
-            .filter(|k| {
-                job.blocks() && k.sending != job.receiving() && matches!(self.data, DataSpec::None)
-            })
-            .map(|k| k.channel);
+        // the connections it left open; `data_ready` has closed any it will not use.
+        self.data_ready(job.blocks(), job.receiving())?;
+        let kept = self.kept.take().map(|k| k.channel);
         let c = &self.shared.config;
         let (tuning, params, control) = (self.tuning, c.tune_params.clone(), c.buffer_control);
         let ends = Endpoints {
