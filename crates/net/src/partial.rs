@@ -8,12 +8,11 @@
 //! file holds), so reading a stale one loses progress, never data.
 
 use fatpipe_proto::ranges::RangeSet;
-use std::ffi::CStr;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use xattr::FileExt;
 
-const NAME: &CStr = c"user.fatpipe.received";
+const NAME: &str = "user.fatpipe.received";
 /// Largest record written: ext4 keeps an attribute in one 4 KiB block. A longer range list is
 /// cut to its first ranges, which is still true of the file (less of it is claimed).
 const MAX_RECORD: usize = 3800;
@@ -26,63 +25,34 @@ pub fn mark(file: &File, held: &RangeSet) -> io::Result<()> {
         n = n * 3 / 4;
         text = held.first(n).to_string();
     }
-    // SAFETY: a valid descriptor, NUL-terminated name, and a buffer of the length given.
-    let r = unsafe {
-        libc::fsetxattr(
-            file.as_raw_fd(),
-            NAME.as_ptr(),
-            text.as_ptr().cast(),
-            text.len(),
-            0,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    file.set_xattr(NAME, text.as_bytes())
 }
 
 /// What an incomplete `file` holds, or `None` when it carries no record (complete, or written
-/// by another program).
+/// by another program, or on a file system without user attributes).
 pub fn read(file: &File) -> io::Result<Option<RangeSet>> {
-    let mut buf = vec![0u8; MAX_RECORD + 1];
-    // SAFETY: a valid descriptor, NUL-terminated name, and a buffer of the length given.
-    let n = unsafe {
-        libc::fgetxattr(
-            file.as_raw_fd(),
-            NAME.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
+    let value = match file.get_xattr(NAME) {
+        Ok(v) => v,
+        Err(e) if unsupported(&e) => None,
+        Err(e) => return Err(e),
     };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::ENODATA) | Some(libc::ENOTSUP) => Ok(None),
-            _ => Err(e),
-        };
-    }
-    let text = String::from_utf8_lossy(&buf[..n as usize]);
-    if text.trim().is_empty() {
-        return Ok(Some(RangeSet::default()));
-    }
-    // A record that cannot be read claims nothing.
-    Ok(Some(RangeSet::parse(&text).unwrap_or_default()))
+    Ok(value.map(|v| {
+        // An empty record claims nothing, and so does one that cannot be read.
+        RangeSet::parse(&String::from_utf8_lossy(&v)).unwrap_or_default()
+    }))
 }
 
 /// Removes the record: `file` is complete.
 pub fn clear(file: &File) -> io::Result<()> {
-    // SAFETY: a valid descriptor and NUL-terminated name.
-    let r = unsafe { libc::fremovexattr(file.as_raw_fd(), NAME.as_ptr()) };
-    if r == 0 {
-        return Ok(());
+    match file.remove_xattr(NAME) {
+        Err(e) if !unsupported(&e) && e.raw_os_error() != Some(libc::ENODATA) => Err(e),
+        _ => Ok(()),
     }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::ENODATA) | Some(libc::ENOTSUP) => Ok(()),
-        _ => Err(e),
-    }
+}
+
+/// Whether the file system keeps no user attributes.
+fn unsupported(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOTSUP)
 }
 
 /// What `file` holds for a resume: its record, or, without one, all of its length.
