@@ -187,13 +187,8 @@ pub fn entry(name: String, m: &Metadata) -> Entry {
 
 /// Bytes `file` may grow to: its length plus the room left on its file system for this user.
 pub fn room(file: &File) -> io::Result<u64> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: statvfs is plain data, filled by the call; the descriptor is valid.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    let st = nix::sys::statvfs::fstatvfs(file)?;
+    let free = st.blocks_available().saturating_mul(st.fragment_size());
     Ok(file.metadata()?.len().saturating_add(free))
 }
 
@@ -213,34 +208,16 @@ pub enum WriteAt {
 /// Renames `from` to `to` unless `to` exists (atomically, with `renameat2(RENAME_NOREPLACE)`;
 /// on a file system without it, with a check just before). An existing `to` is `AlreadyExists`.
 pub fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let cstr = |p: &Path| {
-        std::ffi::CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
-    };
-    let (f, t) = (cstr(from)?, cstr(to)?);
-    // SAFETY: two valid NUL-terminated paths that outlive the call.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if r == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EINVAL) | Some(libc::ENOSYS) => {
+    use nix::fcntl::{renameat2, RenameFlags};
+    match renameat2(None, from, None, to, RenameFlags::RENAME_NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOSYS) => {
             if to.symlink_metadata().is_ok() {
                 return Err(io::Error::from(io::ErrorKind::AlreadyExists));
             }
             std::fs::rename(from, to)
         }
-        _ => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -2,10 +2,11 @@
 //! channel that keeps the connections a transfer left open for the next one.
 
 use super::{lock, Prepare};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 use socket2::Socket;
 use std::io::{self, ErrorKind};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -194,30 +195,22 @@ pub(super) fn accept_from(
 /// Wakes a receiver waiting for connections when one of its streams ends, so that a finished
 /// transfer is seen at once, not at the next look (a 100 ms wait per file, which made 400 small
 /// files take 42 s on loopback).
-pub(super) struct Wake(OwnedFd);
+pub(super) struct Wake(EventFd);
 
 impl Wake {
     /// A new eventfd.
     pub(super) fn new() -> io::Result<Wake> {
-        // SAFETY: eventfd returns a new descriptor or -1.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a descriptor this process just opened and owns.
-        Ok(Wake(unsafe { OwnedFd::from_raw_fd(fd) }))
+        EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
+            .map(Wake)
+            .map_err(io::Error::from)
     }
 
     /// Wakes the waiter.
     pub(super) fn ring(&self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: 8 bytes from a valid buffer to an eventfd this struct owns.
-        let _ = unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+        let _ = self.0.write(1);
     }
 
     fn drain(&self) {
-        let mut buf = [0u8; 8];
-        // SAFETY: 8 bytes into a valid buffer from a non-blocking eventfd this struct owns.
-        let _ = unsafe { libc::read(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        let _ = self.0.read();
     }
 }
