@@ -5,9 +5,10 @@
 //! by the output's extension.
 
 use anyhow::{bail, Context};
+use fatpipe_tune::telemetry::{Event, Record as Rec, StreamsEvent};
+use fatpipe_tune::Role;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,31 +31,6 @@ pub struct Args {
     /// Picture size in pixels, WIDTHxHEIGHT.
     #[arg(long, default_value = "1000x900", value_parser = parse_dims)]
     size: (u32, u32),
-}
-
-/// The fields of a stats record the plot uses.
-#[derive(Deserialize, Clone)]
-struct Rec {
-    unix_s: f64,
-    t: f64,
-    /// Both absent in files written before connections carried their ports.
-    port: Option<u16>,
-    peer_port: Option<u16>,
-    end: String,
-    role: String,
-    tuning: String,
-    bytes: u64,
-    bdp: Option<u64>,
-    rcvbuf: u64,
-    sndbuf: u64,
-    tcp: Option<Tcp>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-struct Tcp {
-    rtt_us: u32,
-    rcv_rtt_us: u32,
-    rcv_wnd: u32,
 }
 
 /// Throughput is averaged over this span: a sender's bytes advance in sendfile-sized steps.
@@ -111,12 +87,12 @@ struct Figure {
     streams: Vec<Series>,
 }
 
-/// A `-p auto` decision in the stats file.
-#[derive(Deserialize)]
-struct StreamsEvent {
-    unix_s: f64,
-    end: String,
-    streams: u32,
+/// How the records name a role.
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::Sender => "sender",
+        Role::Receiver => "receiver",
+    }
 }
 
 /// What names one data connection among an end's records.
@@ -140,8 +116,8 @@ fn merged(rs: &[&Rec]) -> Vec<Rec> {
         // A connection is named by its ports, or in older files by when it began (which
         // merges connections opened together).
         let key = match (r.port, r.peer_port) {
-            (Some(p), Some(q)) => Conn::Ports(p, q),
-            _ => Conn::Began(((r.unix_s - r.t) * 100.0).round() as i64),
+            (0, 0) => Conn::Began(((r.unix_s - r.t) * 100.0).round() as i64),
+            (p, q) => Conn::Ports(p, q),
         };
         latest.insert(key, (*r).clone());
         latest.retain(|_, x| r.unix_s - x.unix_s < ENDED);
@@ -169,18 +145,12 @@ fn load(path: &Path, tuning: Option<&str>) -> anyhow::Result<(Vec<Rec>, Vec<Stre
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
-        if v.get("event").is_some() {
-            if let Ok(e) = serde_json::from_value(v) {
-                events.push(e);
-            }
-            continue;
-        }
-        let r: Rec = serde_json::from_value(v)
+        let event = Event::parse(line)
             .with_context(|| format!("{}:{}: not a stats record", path.display(), i + 1))?;
-        if tuning.is_none_or(|t| t == r.tuning) {
-            recs.push(r);
+        match event {
+            Some(Event::Sample(r)) if tuning.is_none_or(|t| t == r.tuning) => recs.push(*r),
+            Some(Event::Streams(e)) => events.push(e),
+            _ => {}
         }
     }
     if recs.is_empty() {
@@ -194,7 +164,7 @@ fn figure(recs: &[Rec], events: &[StreamsEvent], true_bdp: &[(f64, f64)]) -> Fig
     let mut by_end: BTreeMap<String, Vec<&Rec>> = BTreeMap::new();
     for r in recs {
         by_end
-            .entry(format!("{} ({})", r.end, r.role))
+            .entry(format!("{} ({})", r.end, role_name(r.role)))
             .or_default()
             .push(r);
     }
@@ -240,7 +210,7 @@ fn figure(recs: &[Rec], events: &[StreamsEvent], true_bdp: &[(f64, f64)]) -> Fig
             name: name.clone(),
             points: smoothed_rates(rs, t0),
         });
-        let receiver = rs.first().is_some_and(|r| r.role == "receiver");
+        let receiver = rs.first().is_some_and(|r| r.role == Role::Receiver);
         let (what, buf): (&str, &dyn Fn(&Rec) -> u64) = if receiver {
             ("receive buffer", &|r| r.rcvbuf)
         } else {
@@ -424,19 +394,29 @@ mod tests {
     use super::*;
 
     fn rec(unix_s: f64, t: f64, ports: Option<(u16, u16)>, bytes: u64) -> Rec {
+        let (port, peer_port) = ports.unwrap_or_default();
         Rec {
             unix_s,
             t,
-            port: ports.map(|p| p.0),
-            peer_port: ports.map(|p| p.1),
+            port,
+            peer_port,
             end: "client".into(),
-            role: "receiver".into(),
+            role: Role::Receiver,
             tuning: "drs".into(),
             bytes,
+            mbit_s: 0.0,
             bdp: None,
             rcvbuf: 1,
             sndbuf: 0,
+            peer_buffer: None,
+            probe_rtt_ms: None,
             tcp: None,
+            set_rcvbuf: None,
+            set_sndbuf: None,
+            clamp: None,
+            pace: None,
+            note: None,
+            capped: Vec::new(),
         }
     }
 

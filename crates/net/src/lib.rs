@@ -1,11 +1,13 @@
 #![warn(missing_docs)]
-//! fatpipe's data movers: blocking byte pumps between files and sockets, and the socket set-up
-//! they need, and the driver that applies a tuning law to a live socket (the laws themselves
-//! live in `fatpipe-tune`).
+//! fatpipe's data path: the movers (MODE S, MODE E; one [`Mover`] trait) and the byte pumps
+//! under them, the socket set-up they need, and the [`Conductor`] that drives each transfer's
+//! laws on its live sockets (the laws themselves live in `fatpipe-tune`).
 
 pub mod buffers;
 pub mod checksum;
+pub mod conductor;
 pub mod mode_e;
+pub mod mover;
 pub mod pacing;
 pub mod partial;
 pub mod pump;
@@ -14,8 +16,8 @@ mod sockopt;
 pub mod tcpinfo;
 pub mod telemetry;
 pub mod tuner;
-pub mod tuners;
 
+pub use conductor::Conductor;
+pub use mover::{Moved, Mover};
 pub use pump::{Pump, PumpError};
 pub use tuner::{TuneSummary, Tuner, TunerConfig};
-pub use tuners::Tuners;

@@ -1,19 +1,21 @@
-//! The driver between a law and a live data socket: it samples `TCP_INFO`, the buffers and the
-//! pump, feeds the law, applies its decisions, writes telemetry, and keeps what the transfer
-//! summary reports (peak buffer memory, caps met). Time comes in as an argument.
+//! One data connection under the conductor: it samples `TCP_INFO`, the buffers and the pump,
+//! feeds the connection's plan (buffer law and pacing law), applies its decisions, writes
+//! telemetry, and keeps what the transfer summary reports (peak buffer memory, caps met). Time
+//! comes in as an argument.
 
 use crate::buffers::{accounted, shortfalls, Accounted, BufferControl};
 use crate::tcpinfo::tcp_stats;
-use crate::telemetry::{Record, StatsFile};
+use crate::telemetry::{unix_now, StatsFile};
 use crate::Pump;
 use fatpipe_tune::law::Buffers;
-use fatpipe_tune::{Law, Params, Role, Sample, Tuning};
+use fatpipe_tune::telemetry::{Event, Record};
+use fatpipe_tune::{Pacing, Params, Plan, Role, Sample, Tuning};
 use std::collections::BTreeSet;
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Everything a tuner needs besides the socket.
 #[derive(Debug, Clone)]
@@ -31,9 +33,16 @@ pub struct TunerConfig {
 }
 
 impl TunerConfig {
-    /// Where `-p auto`'s decisions go: the stats file, if there is one.
-    pub fn stream_events(&self) -> Option<crate::mode_e::OnChange> {
-        self.stats.clone().map(|s| s.stream_events(self.end))
+    /// Buffers left to the kernel and no telemetry: what a connection runs when the caller
+    /// asked for no tuning (its pacing law still runs).
+    pub fn untuned() -> TunerConfig {
+        TunerConfig {
+            tuning: Tuning::Kernel,
+            params: Params::default(),
+            control: BufferControl::new(false),
+            stats: None,
+            end: "",
+        }
     }
 }
 
@@ -47,6 +56,8 @@ pub struct TuneSummary {
     pub peak_peer: Option<u64>,
     /// System limits that held a buffer below what the law asked.
     pub capped: Vec<String>,
+    /// Why a connection could not be paced as its pacing law asked, if one could not.
+    pub unpaced: Option<String>,
 }
 
 impl TuneSummary {
@@ -60,13 +71,14 @@ impl TuneSummary {
             peak_local: all.iter().map(|s| s.peak_local).sum(),
             peak_peer: all.iter().filter_map(|s| s.peak_peer).max(),
             capped,
+            unpaced: all.iter().find_map(|s| s.unpaced.clone()),
         }
     }
 }
 
-/// A law driven on one data connection.
+/// The plan of one data connection, driven on its socket.
 pub struct Tuner {
-    law: Box<dyn Law>,
+    plan: Plan,
     cfg: TunerConfig,
     role: Role,
     sock: TcpStream,
@@ -85,16 +97,18 @@ pub struct Tuner {
 }
 
 impl Tuner {
-    /// Starts tuning a connected socket: applies the law's after-connect buffers.
+    /// Starts the plan on a connected socket: applies the buffer law's after-connect buffers
+    /// and the pacing law's first pacing (a failure to pace is reported, not fatal).
     pub fn start(
         cfg: TunerConfig,
+        pacing: Pacing,
         role: Role,
         sock: &TcpStream,
         pump: Arc<Pump>,
         now: Instant,
     ) -> io::Result<Tuner> {
-        let law = cfg.tuning.law(role, &cfg.params);
-        let setup = law.setup();
+        let plan = Plan::new(cfg.tuning, role, &cfg.params, pacing);
+        let setup = plan.setup();
         // Buffers set before connecting and kept: a cap that held them shows only now.
         let kept = Buffers {
             rcvbuf: setup
@@ -108,7 +122,7 @@ impl Tuner {
         };
         let mut initial = shortfalls(&kept, accounted(sock.as_fd())?);
         let mut t = Tuner {
-            law,
+            plan,
             cfg,
             role,
             sock: sock.try_clone()?,
@@ -126,13 +140,24 @@ impl Tuner {
         initial.extend(t.cfg.control.apply(sock.as_fd(), &setup.after_connect)?);
         t.caps.extend(initial.iter().cloned());
         t.initial_caps = initial;
+        if let Some(pace) = t.plan.pace_at_setup() {
+            t.pace(pace);
+        }
         Ok(t)
+    }
+
+    /// Applies a pacing; a failure is logged and kept for the summary.
+    fn pace(&mut self, pace: fatpipe_tune::Pace) {
+        if let Err(e) = crate::pacing::apply(self.sock.as_fd(), pace) {
+            tracing::warn!("cannot pace a data connection: {e}");
+            self.summary.unpaced.get_or_insert(e.to_string());
+        }
     }
 
     /// Starts the law at `bytes` (a `setsockopt` size) and applies it at once if the law
     /// took it: a MODE E connection opened after its siblings had grown their windows.
     pub fn seed(&mut self, bytes: u64) -> io::Result<()> {
-        if self.law.seed(bytes) {
+        if self.plan.seed(bytes) {
             let fd = self.sock.as_fd();
             let set = Buffers {
                 rcvbuf: Some(bytes),
@@ -158,6 +183,16 @@ impl Tuner {
     pub fn on_peer_buffer(&mut self, bytes: u64) {
         self.peer_buffer = Some(bytes);
         self.summary.peak_peer = Some(self.summary.peak_peer.unwrap_or(0).max(bytes));
+    }
+
+    /// The connection's `TCP_INFO` now (zeros when it cannot be read).
+    pub fn tcp(&self) -> fatpipe_tune::TcpStats {
+        tcp_stats(self.sock.as_fd()).unwrap_or_default()
+    }
+
+    /// The send buffer as the kernel accounts it now.
+    pub fn send_buffer(&self) -> u64 {
+        accounted(self.sock.as_fd()).map_or(0, |a| a.sndbuf)
     }
 
     /// This end's buffer in its role, as the kernel accounts it now.
@@ -197,7 +232,7 @@ impl Tuner {
             probe_rtt: self.probe_rtt,
             peer_buffer: self.peer_buffer,
         };
-        let d = self.law.on_sample(&sample);
+        let d = self.plan.on_sample(&sample);
         self.next_at = now + d.next.max(Duration::from_millis(1));
         let mut capped = std::mem::take(&mut self.initial_caps);
         capped.extend(
@@ -214,6 +249,9 @@ impl Tuner {
                 capped.push(format!("window clamp failed: {e}"));
             }
         }
+        if let Some(pace) = d.pace {
+            self.pace(pace);
+        }
         if let Some(n) = d.read_buffer {
             self.pump.set_read_size(n);
         }
@@ -224,11 +262,9 @@ impl Tuner {
             let (t0, b0) = std::mem::replace(&mut self.last, (now, bytes));
             let dt = now.saturating_duration_since(t0).as_secs_f64().max(1e-6);
             let record = Record {
-                unix_s: SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0.0, |d| d.as_secs_f64()),
+                unix_s: unix_now(),
                 t: sample.now.as_secs_f64(),
-                end: self.cfg.end,
+                end: self.cfg.end.to_string(),
                 port: self.ports.0,
                 peer_port: self.ports.1,
                 role: self.role,
@@ -244,10 +280,11 @@ impl Tuner {
                 set_rcvbuf: d.set.rcvbuf,
                 set_sndbuf: d.set.sndbuf,
                 clamp,
+                pace: d.pace,
                 note: d.note,
                 capped,
             };
-            if let Err(e) = stats.write(&record) {
+            if let Err(e) = stats.write(&Event::Sample(Box::new(record))) {
                 tracing::warn!("cannot write stats: {e}");
             }
         }

@@ -1,14 +1,22 @@
-//! Control laws for the data channel's socket buffers, free of I/O: a law is fed [`Sample`]s
-//! (what one end observed, with the time as a value) and answers with a [`Decision`]. The
-//! drivers that read `TCP_INFO` and call `setsockopt` live in `fatpipe-net`.
+//! Control laws for the data channel, free of I/O: a law is fed [`Sample`]s (what one end
+//! observed, with the time as a value) and answers with a [`Decision`]. Per connection a
+//! [`Plan`] runs a buffer law ([`law`]) beside a pacing law ([`pacing`]); per transfer a policy
+//! chooses the stream count ([`streams`]); all read one [`path`] estimate. The driver that
+//! reads `TCP_INFO` and calls `setsockopt` is `fatpipe-net`'s conductor.
 #![warn(missing_docs)]
 
 pub mod law;
 pub mod mode;
+pub mod pacing;
+pub mod path;
+pub mod plan;
 pub mod sample;
 pub mod size;
 pub mod streams;
+pub mod telemetry;
 
 pub use law::{Decision, Law, Setup};
 pub use mode::{Params, Tuning};
+pub use pacing::{Pace, Pacing};
+pub use plan::Plan;
 pub use sample::{Role, Sample, TcpStats};

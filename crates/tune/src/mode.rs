@@ -1,6 +1,6 @@
 //! The tuning modes a user picks (`--tuning MODE`) and the laws they stand for.
 
-use crate::law::{classic::Classic, fixed::Fixed, follow::Follow, info::Info, probe::Probe, Law};
+use crate::law::{classic::Classic, drs::Drs, fixed::Fixed, follow::Follow, probe::Probe, Law};
 use crate::sample::Role;
 use crate::size::parse_size;
 use std::fmt;
@@ -61,7 +61,7 @@ impl Tuning {
             (Tuning::Stock, _) => Box::new(Fixed::new(Some(STOCK_BUFFER))),
             (Tuning::Static(n), _) => Box::new(Fixed::new(Some(n))),
             (Tuning::Kernel, _) => Box::new(Fixed::new(None)),
-            (Tuning::Drs, role) => Box::new(Info::new(role, params)),
+            (Tuning::Drs, role) => Box::new(Drs::new(role, params)),
             (Tuning::DrsClassic | Tuning::DrsGrid, Role::Receiver) => {
                 Box::new(Classic::new(params, self == Tuning::DrsGrid))
             }

@@ -1,10 +1,10 @@
 //! What one end of a data connection observes at one instant: the inputs of every law.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Which way the data flows at this end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// This end writes the data: it sizes its send buffer.
@@ -14,7 +14,8 @@ pub enum Role {
 }
 
 /// The `TCP_INFO` fields the laws use, in plain units. Zero where the kernel gave nothing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TcpStats {
     /// Smoothed RTT seen by the sender side of this socket, µs.
     pub rtt_us: u32,

@@ -13,6 +13,7 @@
 //! the count stays. A transfer may also start with several streams (a copy's later files start
 //! where the previous file ended); they are judged as several from the first look.
 
+use crate::path;
 use crate::sample::TcpStats;
 use std::time::Duration;
 
@@ -65,8 +66,6 @@ const SLOW: f64 = 0.4;
 /// From this RTT on, a lone stream held by a peer window that still grows gets company at once
 /// (a step's slow start costs 0.8 s or more); below it the policy waits for that window's cap.
 const LONG_RTT: u32 = 100_000;
-/// Smoothed RTT over the minimum above which the path's queue is building.
-const QUEUED: f64 = 1.15;
 /// Evaluation period, in RTTs and at least so long: a lone stream is looked at every RTT,
 /// several (whose new members are ramping up) every two.
 const LONE_PERIOD: (u32, Duration) = (1, Duration::from_millis(150));
@@ -190,7 +189,8 @@ impl StreamPolicy {
             .filter(|&r| r > 0)
             .min();
         let srtt = o.streams[..old].iter().map(|s| s.rtt_us).max().unwrap_or(0);
-        let queue = floor.map_or(1.0, |f| f64::from(srtt) / f64::from(f));
+        let us = |v: u32| Duration::from_micros(v.into());
+        let queue = floor.map_or(1.0, |f| path::stretch(us(srtt), us(f)));
         let n = o.streams.len() as u32;
         if let Some((from, before_rate)) = self.step.take() {
             let kept = rate_of(from);
@@ -204,7 +204,7 @@ impl StreamPolicy {
         }
         // A queue seen once may be the bursts of streams in slow start; seen in two periods
         // running, it stands.
-        let queued = queue > QUEUED;
+        let queued = queue > path::QUEUE;
         let seen = std::mem::replace(&mut self.queue_seen, queued);
         if lost > 0.0 || (queued && seen) {
             return self.settle(format!(

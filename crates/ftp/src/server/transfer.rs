@@ -2,10 +2,11 @@
 //! `NOOP` are answered while it runs. Ends in the reply the client is owed.
 
 use super::data::DataSpec;
-use fatpipe_net::mode_e::{self, Channel, Links, OnStream, Prepare, SendJob};
+use fatpipe_net::mode_e::{self, Channel, Links, OnStream, Prepare, Requests, SendJob};
+use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
 use fatpipe_net::tcpinfo::tcp_stats;
-use fatpipe_net::{Pump, PumpError, Tuner, TunerConfig, Tuners};
+use fatpipe_net::{Conductor, Mover, Pump, PumpError, TunerConfig};
 use fatpipe_proto::gridftp::{perf_marker, range_marker, Parallelism, AUTO_NOTE, STREAMS_NOTE};
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
@@ -70,6 +71,37 @@ impl Job {
     pub fn blocks(&self) -> bool {
         matches!(self, Job::SendBlocks { .. } | Job::ReceiveBlocks { .. })
     }
+
+    /// The conductor of this job's transfer: a MODE E send whose parallelism may grow runs
+    /// the stream policy, asking the mover for streams through the handle `requests` is for.
+    fn conductor(&self, tune: Option<TunerConfig>) -> (Conductor, Option<Requests>) {
+        match self {
+            Job::SendBlocks { parallelism, .. } if parallelism.max > parallelism.min => {
+                let (grow, requests) = mode_e::growth();
+                let policy = StreamPolicy::new(StreamLimits {
+                    max: parallelism.max,
+                    max_memory: None,
+                })
+                .starting_at(parallelism.start);
+                let c = Conductor::growing(tune, policy, grow, parallelism.start);
+                (c, Some(requests))
+            }
+            _ => {
+                let role = if self.receiving() {
+                    Role::Receiver
+                } else {
+                    Role::Sender
+                };
+                (Conductor::new(tune, role), None)
+            }
+        }
+    }
+}
+
+/// The connections a transfer runs over: MODE S's one, or MODE E's channel.
+enum Data {
+    Stream(TcpStream),
+    Blocks(Channel),
 }
 
 /// Where the connection is made, how long to wait for it, and how an active socket is prepared.
@@ -136,7 +168,7 @@ pub enum Event {
 pub struct Running {
     handle: JoinHandle<Result<Outcome, Reply>>,
     pump: Arc<Pump>,
-    tuners: Tuners,
+    conductor: Conductor,
     announcements: mpsc::UnboundedReceiver<u64>,
     /// Whether this end receives the data (the drsFTP `126` replies are only for that case).
     pub receiving: bool,
@@ -200,37 +232,19 @@ impl Running {
         } else {
             Role::Sender
         };
-        let tuners = Tuners::default();
-        let slot = tuners.clone();
+        let (conductor, requests) = job.conductor(tune);
+        let slot = conductor.clone();
         let (tx, announcements) = mpsc::unbounded_channel();
         let kept = Arc::new(Mutex::new(None));
         let keep = kept.clone();
         let handle = tokio::spawn(async move {
-            let mut work = if job.blocks() {
-                let close = !ends.keep_open;
-                let max_streams = ends.max_streams;
-                let channel = match ends.kept {
-                    Some(c) => c,
-                    None => Channel::new(links(ends)?),
-                };
-                let on_change = tune.as_ref().and_then(TunerConfig::stream_events);
-                let on_stream = slot.starter(tune, role);
-                tokio::task::spawn_blocking(move || {
-                    let r = run_blocks(
-                        &p,
-                        job,
-                        &channel,
-                        (close, max_streams),
-                        &on_stream,
-                        on_change,
-                        reassembly,
-                        record,
-                    );
-                    if r.is_ok() && channel.idle() > 0 {
-                        *lock_any(&keep) = Some(channel);
-                    }
-                    r
-                })
+            let close = !ends.keep_open;
+            let max_streams = ends.max_streams;
+            let data = if job.blocks() {
+                match ends.kept {
+                    Some(c) => Data::Blocks(c),
+                    None => Data::Blocks(Channel::new(links(ends)?)),
+                }
             } else {
                 let prepare = ends.prepare.clone();
                 let sock = ends
@@ -240,22 +254,27 @@ impl Running {
                     })
                     .await
                     .map_err(|e| Reply::new(425, format!("Cannot open data connection: {e}")))?;
-                if let Some(cfg) = tune {
-                    let t =
-                        Tuner::start(cfg, role, &sock, p.clone(), Instant::now()).map_err(|e| {
-                            Reply::new(425, format!("Cannot tune data connection: {e}"))
-                        })?;
-                    slot.push(t);
-                }
-                tokio::task::spawn_blocking(move || {
-                    run(&p, job, sock).map(|bytes| Outcome {
-                        bytes,
-                        notes: Vec::new(),
-                    })
-                })
+                Data::Stream(sock)
             };
+            let driven = slot.clone();
+            let mut work = tokio::task::spawn_blocking(move || {
+                let how = How {
+                    close,
+                    max_streams,
+                    requests,
+                    reassembly,
+                    record,
+                };
+                let (r, channel) = run(&p, job, data, &driven, how);
+                if let (Ok(_), Some(channel)) = (&r, channel) {
+                    if channel.idle() > 0 {
+                        *lock_any(&keep) = Some(channel);
+                    }
+                }
+                r
+            });
             loop {
-                // MODE E connections (and their tuners) appear while the transfer runs.
+                // MODE E connections (and their laws) appear while the transfer runs.
                 let wait = slot
                     .due_in(Instant::now())
                     .unwrap_or(Duration::from_millis(10));
@@ -285,7 +304,7 @@ impl Running {
         Running {
             handle,
             pump,
-            tuners,
+            conductor,
             announcements,
             receiving,
             label,
@@ -341,12 +360,12 @@ impl Running {
     /// The peer announced its buffer (`SBUF` during the transfer); returns this end's buffer
     /// (the largest of its connections').
     pub fn peer_buffer(&self, bytes: u64) -> Option<u64> {
-        self.tuners.on_peer_buffer(bytes)
+        self.conductor.on_peer_buffer(bytes)
     }
 
     /// Peak buffer memory (summed over connections) and caps met, for the log.
     pub fn tune_summary(&self) -> Option<fatpipe_net::TuneSummary> {
-        self.tuners.summary()
+        self.conductor.summary()
     }
 
     /// Waits for the transfer to end on its own; returns the final reply and the bytes moved.
@@ -426,58 +445,83 @@ fn links(ends: Endpoints) -> Result<Links, Reply> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_blocks(
+/// How a transfer's mover runs besides its job and connections.
+struct How {
+    /// MODE E send: connections close after the transfer.
+    close: bool,
+    /// MODE E receive: most connections accepted.
+    max_streams: u32,
+    /// MODE E send whose stream count grows: where the conductor's requests arrive.
+    requests: Option<Requests>,
+    /// MODE E receive: what has arrived (shared with the markers).
+    reassembly: Option<Arc<Mutex<Reassembly>>>,
+    /// MODE E upload: the file's partial record.
+    record: Option<Arc<Record>>,
+}
+
+/// Runs `job` over `data` with its mover, the conductor starting each connection's laws;
+/// returns the outcome and a MODE E channel (whose connections may be kept).
+fn run(
     pump: &Arc<Pump>,
     job: Job,
-    channel: &Channel,
-    (close, max_streams): (bool, u32),
-    on_stream: &OnStream,
-    on_change: Option<mode_e::OnChange>,
-    reassembly: Option<Arc<Mutex<Reassembly>>>,
-    record: Option<Arc<Record>>,
-) -> Result<Outcome, Reply> {
-    match job {
+    data: Data,
+    conductor: &Conductor,
+    how: How,
+) -> (Result<Outcome, Reply>, Option<Channel>) {
+    let on_link = conductor.on_link();
+    let channel = match data {
+        Data::Stream(link) => return (stream(pump, job, link, &on_link), None),
+        Data::Blocks(channel) => channel,
+    };
+    let r = match job {
         Job::SendBlocks {
             file,
             ranges,
             shift,
             parallelism,
         } => {
-            let grow = parallelism.max > parallelism.min;
             let job = SendJob {
                 file,
                 ranges,
                 shift,
                 block: BLOCK,
                 start: parallelism.start,
-                policy: grow.then(|| {
-                    StreamPolicy::new(StreamLimits {
-                        max: parallelism.max,
-                        max_memory: None,
-                    })
-                    .starting_at(parallelism.start)
-                }),
-                close,
-                on_change,
+                close: how.close,
+                requests: how.requests,
             };
-            let r =
-                mode_e::send(job, channel, pump, on_stream).map_err(|e| failure_reply(e, true))?;
-            // The client learns how the stream count was chosen from the final reply.
-            let mut notes = vec![format!("{STREAMS_NOTE}{}", r.streams)];
-            notes.extend(r.decisions.iter().map(|d| format!("{AUTO_NOTE}{d}")));
-            Ok(Outcome {
-                bytes: r.bytes,
-                notes,
-            })
+            let mover = Box::new(BlockSender {
+                job,
+                channel: &channel,
+            });
+            mover
+                .run(pump, &on_link)
+                .map_err(|e| failure_reply(e, true))
+                .map(|r| {
+                    // The client learns how the stream count was chosen from the final reply.
+                    let mut notes = vec![format!("{STREAMS_NOTE}{}", r.streams)];
+                    let decisions = conductor.decisions();
+                    notes.extend(decisions.iter().map(|d| format!("{AUTO_NOTE}{d}")));
+                    Outcome {
+                        bytes: r.bytes,
+                        notes,
+                    }
+                })
         }
         Job::ReceiveBlocks {
             file, base, limit, ..
         } => {
-            let state =
-                reassembly.unwrap_or_else(|| Arc::new(Mutex::new(Reassembly::new(limit.end))));
-            let r = mode_e::receive(&file, base, &state, channel, pump, on_stream, max_streams);
-            if let Some(rec) = record {
+            let state = how
+                .reassembly
+                .unwrap_or_else(|| Arc::new(Mutex::new(Reassembly::new(limit.end))));
+            let mover = Box::new(BlockReceiver {
+                file: &file,
+                base,
+                state: &state,
+                channel: &channel,
+                max_streams: how.max_streams,
+            });
+            let r = mover.run(pump, &on_link);
+            if let Some(rec) = how.record {
                 match &r {
                     Ok(_) => {
                         if let Err(e) = partial::clear(&file) {
@@ -487,35 +531,57 @@ fn run_blocks(
                     Err(_) => rec.save(lock_any(&state).received()),
                 }
             }
-            let r = r.map_err(|e| match e {
+            r.map_err(|e| match e {
                 PumpError::Write(io) if io.kind() == std::io::ErrorKind::FileTooLarge => {
                     beyond_limit(&io, limit)
                 }
                 e => failure_reply(e, false),
-            })?;
-            Ok(Outcome {
+            })
+            .map(|r| Outcome {
                 bytes: r.bytes,
                 notes: Vec::new(),
             })
         }
-        _ => Err(Reply::new(451, "not a MODE E transfer")),
-    }
+        _ => Err(Reply::new(451, "MODE S transfer on a MODE E channel")),
+    };
+    (r, Some(channel))
 }
 
-fn run(pump: &Pump, job: Job, sock: TcpStream) -> Result<u64, Reply> {
-    pump.attach(&sock)
-        .map_err(|e| Reply::new(425, format!("Cannot use data connection: {e}")))?;
-    let (result, sending) = match job {
-        Job::SendFile { file, ascii: false } => (pump.send_file(&file, &sock), true),
-        Job::SendFile { file, ascii: true } => (pump.copy_to_ascii(&mut &file, &mut &sock), true),
-        Job::SendBytes(bytes) => (pump.copy(&mut &bytes[..], &mut &sock), true),
-        Job::Receive { file, ascii: false } => (pump.copy(&mut &sock, &mut &file), false),
-        Job::Receive { file, ascii: true } => (pump.copy_from_ascii(&mut &sock, &mut &file), false),
+/// Runs a MODE S job over its one connection.
+fn stream(
+    pump: &Arc<Pump>,
+    mut job: Job,
+    link: TcpStream,
+    on_link: &OnStream,
+) -> Result<Outcome, Reply> {
+    let (work, sending) = match &mut job {
+        Job::SendFile { file, ascii } => (
+            StreamWork::SendFile {
+                file,
+                ascii: *ascii,
+            },
+            true,
+        ),
+        Job::SendBytes(bytes) => (StreamWork::SendBytes(std::mem::take(bytes)), true),
+        Job::Receive { file, ascii } => (
+            StreamWork::Receive {
+                into: file,
+                ascii: *ascii,
+            },
+            false,
+        ),
         Job::SendBlocks { .. } | Job::ReceiveBlocks { .. } => {
             return Err(Reply::new(451, "MODE E transfer on a MODE S connection"))
         }
     };
-    result.map_err(|e| failure_reply(e, sending))
+    let mover = Box::new(StreamMover { link, work });
+    mover
+        .run(pump, on_link)
+        .map(|m| Outcome {
+            bytes: m.bytes,
+            notes: Vec::new(),
+        })
+        .map_err(|e| failure_reply(e, sending))
 }
 
 /// The reply for a block past what the upload may write: no space on the disk (`452`), or past

@@ -1,5 +1,5 @@
 //! The MODE E data mover: a file sent as blocks over several TCP connections (the sender opens
-//! them, and with a `StreamPolicy` opens more while the transfer runs), and blocks received
+//! them, and more while the transfer runs when its conductor asks), and blocks received
 //! from any number of connections into a file by offset. A [`Channel`] keeps the connections a
 //! transfer ended without closing (GridFTP data-channel caching) for the next one. Block framing
 //! and bookkeeping are `fatpipe_proto::mode_e`'s; this module only moves bytes.
@@ -9,8 +9,8 @@ mod receive;
 mod send;
 
 pub use channel::{Channel, Kept, Links};
-pub use receive::{receive, ReceiveReport};
-pub use send::{send, OnChange, SendJob, SendReport};
+pub use receive::receive;
+pub use send::{growth, send, Grow, Requests, SendJob};
 
 use crate::{Pump, PumpError};
 use std::io;
@@ -49,6 +49,7 @@ fn join_streams(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Moved;
     use fatpipe_proto::mode_e::{Header, Reassembly};
     use std::fs::File;
     use std::io::{Seek, Write};
@@ -74,9 +75,8 @@ mod tests {
             shift: 0,
             block: 64 << 10,
             start: streams,
-            policy: None,
             close,
-            on_change: None,
+            requests: None,
         }
     }
 
@@ -103,7 +103,7 @@ mod tests {
         len: usize,
         sending: &Arc<Channel>,
         receiving: &Channel,
-    ) -> (Vec<u8>, SendReport, ReceiveReport) {
+    ) -> (Vec<u8>, Moved, Moved) {
         let into = tempfile::tempfile().unwrap();
         let state = Arc::new(Mutex::new(Reassembly::new(len as u64)));
         let ch = sending.clone();
@@ -127,7 +127,7 @@ mod tests {
 
     /// Sends `ranges` of `data` over `streams` new loopback connections; returns the received
     /// file.
-    fn transfer(data: &[u8], ranges: Vec<(u64, u64)>, streams: u32) -> (Vec<u8>, ReceiveReport) {
+    fn transfer(data: &[u8], ranges: Vec<(u64, u64)>, streams: u32) -> (Vec<u8>, Moved) {
         let (sending, receiving) = channels();
         let (got, sent, report) = transfer_over(
             job(data, ranges, streams, true),

@@ -4,7 +4,7 @@
 use super::channel::{accept_from, Wake};
 use super::Links;
 use super::{join_streams, lock, Channel, OnStream};
-use crate::{Pump, PumpError};
+use crate::{Moved, Pump, PumpError};
 use fatpipe_proto::mode_e::{Action, BlockError, Header, Reassembly, CLOSE, EOD, HEADER_LEN};
 use std::fs::File;
 use std::io::{self, ErrorKind, Read};
@@ -12,17 +12,6 @@ use std::net::TcpStream;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// What a MODE E receive did.
-#[derive(Debug, Clone, Default)]
-pub struct ReceiveReport {
-    /// Payload bytes written.
-    pub bytes: u64,
-    /// Connections that carried the transfer.
-    pub streams: u32,
-    /// Of those, connections kept from the previous transfer.
-    pub reused: u32,
-}
 
 /// Receives blocks into `file` (each at `base` plus its offset: `ESTO A`) from the channel's
 /// kept connections and every new one it accepts, until the transfer is complete (EOF seen and
@@ -37,7 +26,7 @@ pub fn receive(
     pump: &Arc<Pump>,
     on_stream: &OnStream,
     max_streams: u32,
-) -> Result<ReceiveReport, PumpError> {
+) -> Result<Moved, PumpError> {
     let idle = match &channel.links {
         Links::Accept { timeout, .. } | Links::Connect { timeout, .. } => *timeout,
     };
@@ -128,7 +117,7 @@ pub fn receive(
             }
         }
         join_streams(workers, receiver_panicked)?;
-        Ok(ReceiveReport {
+        Ok(Moved {
             bytes: pump.bytes(),
             streams,
             reused,

@@ -4,11 +4,11 @@
 //! doubles them for its own accounting); sizes in samples are the kernel's accounting.
 
 pub mod classic;
+pub mod drs;
 pub mod fixed;
 pub mod follow;
-pub mod info;
 pub mod probe;
-mod window;
+pub(crate) mod window;
 
 use crate::sample::Sample;
 use std::time::Duration;
@@ -53,6 +53,8 @@ pub struct Decision {
     pub announce: Option<u64>,
     /// Application read buffer the law needs (drs-grid reads a whole buffer at once).
     pub read_buffer: Option<u64>,
+    /// A new pacing for the connection's sender (a pacing law's; buffer laws leave it).
+    pub pace: Option<crate::pacing::Pace>,
     /// The law's bandwidth-delay-product estimate, bytes.
     pub bdp: Option<u64>,
     /// Why, in a few words, when something changes.

@@ -34,17 +34,6 @@ impl Probe {
     }
 }
 
-/// The lowest RTT this sample offers from any source.
-pub(super) fn lowest_rtt(s: &Sample) -> Option<Duration> {
-    let tcp = s.tcp.unwrap_or_default();
-    [tcp.min_rtt_us, tcp.rcv_rtt_us]
-        .into_iter()
-        .filter(|&us| us > 0)
-        .map(|us| Duration::from_micros(us.into()))
-        .chain(s.probe_rtt)
-        .min()
-}
-
 impl Law for Probe {
     fn setup(&self) -> Setup {
         Setup::default()
@@ -64,7 +53,7 @@ impl Law for Probe {
         if let Some((bytes, dt)) = self.history.since(SPAN) {
             self.best_rate = self.best_rate.max(rate(bytes, dt));
         }
-        if let Some(rtt) = lowest_rtt(s) {
+        if let Some(rtt) = crate::path::lowest_rtt(s) {
             self.best_rtt = Some(self.best_rtt.map_or(rtt, |b| b.min(rtt)));
         }
         if let (true, Some(rtt)) = (s.now >= self.period, self.best_rtt) {

@@ -5,7 +5,8 @@
 use super::{describe, finish, receive_error, send_error, Connection};
 use anyhow::{bail, Context};
 use fatpipe_net::mode_e::{self, Channel, Kept, Links, SendJob};
-use fatpipe_net::{Pump, TunerConfig, Tuners};
+use fatpipe_net::mover::{BlockReceiver, BlockSender};
+use fatpipe_net::{Conductor, Mover, Pump};
 use fatpipe_proto::gridftp::{parse_transfer_notes, ChecksumAlg, Cksm, Parallelism};
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
@@ -239,15 +240,23 @@ impl Connection {
         };
         let rest = (!held.is_empty()).then(|| Command::RestRanges(held.clone()));
         let what = self.begin(rest, &Command::Retr(path.into()))?;
-        let tuners = Tuners::default();
-        let on_stream = tuners.starter(self.tune.clone(), Role::Receiver);
+        let conductor = Conductor::new(self.tune.clone(), Role::Receiver);
+        let on_link = conductor.on_link();
         // A server opens no more than it was offered; more would only cost threads here.
         let max_streams = self
             .blocks
             .as_ref()
             .map_or(1, |b| b.parallelism.max.max(b.limits.max));
-        let (moved, fin) = self.drive(&tuners, Some(pump), || {
-            mode_e::receive(file, 0, state, &channel, pump, &on_stream, max_streams)
+        let mover = Box::new(BlockReceiver {
+            file,
+            base: 0,
+            state,
+            channel: &channel,
+            max_streams,
+        });
+        let (moved, fin) = self.drive(&conductor, Some(pump), || {
+            mover
+                .run(pump, &on_link)
                 .map_err(|e| receive_error(path, e))
         })?;
         if let Ok(r) = &moved {
@@ -295,26 +304,35 @@ impl Connection {
         // Some servers (Globus) answer 150 only once a data connection is made: connect at
         // once, and take the 150 while the data moves.
         self.send_only(&cmd)?;
+        // With -p auto this end's conductor grows the stream count, asking the mover.
+        let (conductor, requests) = if blocks.auto {
+            let (grow, requests) = mode_e::growth();
+            let policy = StreamPolicy::new(blocks.limits).starting_at(start);
+            let c = Conductor::growing(self.tune.clone(), policy, grow, start);
+            (c, Some(requests))
+        } else {
+            (Conductor::new(self.tune.clone(), Role::Sender), None)
+        };
         let job = SendJob {
             file: file.try_clone()?,
             ranges: vec![(have, len)],
             shift: 0,
             block: BLOCK,
             start,
-            policy: blocks
-                .auto
-                .then(|| StreamPolicy::new(blocks.limits).starting_at(start)),
             close: !self.reuse,
-            on_change: self.tune.as_ref().and_then(TunerConfig::stream_events),
+            requests,
         };
-        let tuners = Tuners::default();
-        let on_stream = tuners.starter(self.tune.clone(), Role::Sender);
-        let (moved, fin) = self.drive(&tuners, Some(pump), || {
-            mode_e::send(job, &channel, pump, &on_stream).map_err(|e| send_error(path, e))
+        let on_link = conductor.on_link();
+        let mover = Box::new(BlockSender {
+            job,
+            channel: &channel,
+        });
+        let (moved, fin) = self.drive(&conductor, Some(pump), || {
+            mover.run(pump, &on_link).map_err(|e| send_error(path, e))
         })?;
         if let Ok(r) = &moved {
             let resumed = (blocks.auto && start > 1).then_some(start);
-            self.record_streams(resumed, r.reused, r.streams, r.decisions.clone());
+            self.record_streams(resumed, r.reused, r.streams, conductor.decisions());
         }
         self.keep_channel(true, channel, &moved, &fin);
         finish(&what, moved.map(|r| r.bytes), fin)

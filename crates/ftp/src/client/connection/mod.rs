@@ -7,8 +7,9 @@ pub use gridftp::{Streams, StreamsReport};
 
 use anyhow::{anyhow, bail, Context};
 use fatpipe_net::mode_e::{Kept, Prepare};
+use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::tuner::before_connect;
-use fatpipe_net::{Pump, TuneSummary, Tuner, TunerConfig, Tuners};
+use fatpipe_net::{Conductor, Mover, Pump, PumpError, TuneSummary, TunerConfig};
 use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
 use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry};
 use fatpipe_proto::reply::ReplyParser;
@@ -351,30 +352,29 @@ impl Connection {
         }
     }
 
-    /// Runs one transfer command over a fresh data connection: `REST` first when `offset` > 0,
-    /// then `cmd`, then `work` on the data socket, then the final reply, which must be 2xx.
-    /// With tuning on (and a pump to watch), the law runs beside `work` and talks to the server.
+    /// Runs one transfer command over a fresh data connection (MODE S): `REST` first when
+    /// `offset` > 0, then `cmd`, then `work` on the data connection, then the final reply,
+    /// which must be 2xx. With tuning on (`tuned`: this end's role), the connection's laws run
+    /// beside the work and talk to the server; `failed` names a failure of the data side.
     fn transfer(
         &mut self,
         cmd: Command,
         offset: u64,
-        tuned: Option<(Role, &Arc<Pump>)>,
-        work: impl FnOnce(TcpStream) -> anyhow::Result<u64> + Send,
+        tuned: Option<Role>,
+        pump: &Arc<Pump>,
+        work: StreamWork<'_>,
+        failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<u64> {
         let data = self.open_data()?;
         let rest = (offset > 0).then_some(Command::Rest(offset));
         let what = self.begin(rest, &cmd)?;
-        let tuners = Tuners::default();
-        if let (Some(cfg), Some((role, pump))) = (self.tune.clone(), tuned) {
-            tuners.push(Tuner::start(
-                cfg,
-                role,
-                &data,
-                pump.clone(),
-                Instant::now(),
-            )?);
-        }
-        let (moved, fin) = self.drive(&tuners, None, move || work(data))?;
+        let cfg = tuned.and(self.tune.clone());
+        let conductor = Conductor::new(cfg, tuned.unwrap_or(Role::Receiver));
+        let on_link = conductor.on_link();
+        let mover = Box::new(StreamMover { link: data, work });
+        let (moved, fin) = self.drive(&conductor, None, move || {
+            mover.run(pump, &on_link).map(|m| m.bytes).map_err(failed)
+        })?;
         finish(&what, moved, fin)
     }
 
@@ -394,14 +394,14 @@ impl Connection {
         Ok(what)
     }
 
-    /// Runs `work` in a thread while this one drives the tuners and the control channel: it
+    /// Runs `work` in a thread while this one drives the conductor and the control channel: it
     /// sends `SBUF` when a law announces a size (timing the answer as an RTT probe) and takes
     /// the server's `126 SBUF` announcements and GridFTP markers. Returns the work's outcome and
     /// the final reply. A final reply that comes first and says the transfer failed cancels
     /// `pump`'s work.
     fn drive<T: Send>(
         &mut self,
-        tuners: &Tuners,
+        tuners: &Conductor,
         pump: Option<&Pump>,
         work: impl FnOnce() -> anyhow::Result<T> + Send,
     ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Reply>)> {
@@ -490,11 +490,13 @@ impl Connection {
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
         self.set_type(TransferType::Image)?;
-        let tuned = Some((Role::Receiver, pump));
-        self.transfer(Command::Retr(path.into()), offset, tuned, |data| {
-            pump.attach(&data)?;
-            pump.copy(&mut &data, sink)
-                .map_err(|e| receive_error(path, e))
+        let work = StreamWork::Receive {
+            into: sink,
+            ascii: false,
+        };
+        let retr = Command::Retr(path.into());
+        self.transfer(retr, offset, Some(Role::Receiver), pump, work, |e| {
+            receive_error(path, e)
         })
     }
 
@@ -507,15 +509,10 @@ impl Connection {
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
         self.set_type(TransferType::Image)?;
-        let tuned = Some((Role::Sender, pump));
-        self.transfer(Command::Stor(path.into()), offset, tuned, |data| {
-            pump.attach(&data)?;
-            let n = pump
-                .send_file(file, &data)
-                .map_err(|e| send_error(path, e))?;
-            // Closing the data connection is what tells the server the file is complete.
-            data.shutdown(std::net::Shutdown::Write)?;
-            Ok(n)
+        let work = StreamWork::SendFile { file, ascii: false };
+        let stor = Command::Stor(path.into());
+        self.transfer(stor, offset, Some(Role::Sender), pump, work, |e| {
+            send_error(path, e)
         })
     }
 
@@ -529,8 +526,14 @@ impl Connection {
             Command::List(Some(path.into()))
         };
         let mut raw = Vec::new();
-        let pump = Pump::default();
-        self.transfer(cmd, 0, None, |data| Ok(pump.copy(&mut &data, &mut raw)?))?;
+        let work = StreamWork::Receive {
+            into: &mut raw,
+            ascii: false,
+        };
+        let pump = Arc::new(Pump::default());
+        self.transfer(cmd, 0, None, &pump, work, |e| {
+            anyhow!("listing {path}: {e}")
+        })?;
         let text = String::from_utf8_lossy(&raw);
         Ok(text
             .lines()
@@ -567,7 +570,7 @@ const POLL: Duration = Duration::from_millis(50);
 /// the answer to an `SBUF` probe (its round trip timed from `probes`) go to the tuners;
 /// markers (`111`, `112`) and other preliminary replies are skipped; anything else is the
 /// transfer's final reply, returned.
-fn take_reply(tuners: &Tuners, probes: &mut VecDeque<Instant>, r: Reply) -> Option<Reply> {
+fn take_reply(tuners: &Conductor, probes: &mut VecDeque<Instant>, r: Reply) -> Option<Reply> {
     match (r.code, parse_sbuf_text(&r.text())) {
         (126, Some(n)) => {
             tuners.on_peer_buffer(n);

@@ -22,9 +22,10 @@
 //! when the buffer has limited sending, at least twice its size; never more than the peer's
 //! window.
 
-use super::window::{Extreme, History};
+use super::window::History;
 use super::{rate, Decision, Law, Setup};
 use crate::mode::{Params, STOCK_BUFFER};
+use crate::path::{lowest_rtt, queued, PathEstimate};
 use crate::sample::{Role, Sample, TcpStats};
 use std::time::Duration;
 
@@ -36,8 +37,6 @@ const GROWTH_GAIN: f64 = 4.0;
 const GENTLE_GAIN: f64 = 1.25;
 /// "Most of the window" for the receiver's window-limited test.
 const FULL: f64 = 0.7;
-/// RTT above the base RTT by this factor means a standing queue.
-const QUEUE: f64 = 1.15;
 /// During start-up a smaller stretch already ends the doubling (each RTT of delay doubles the
 /// overshoot).
 const STARTUP_QUEUE: f64 = 1.08;
@@ -60,11 +59,10 @@ struct Trial {
 
 /// The `drs` law for one end.
 #[derive(Debug, Clone)]
-pub struct Info {
+pub struct Drs {
     role: Role,
     history: History,
-    peak_rate: Extreme,
-    base_rtt: Extreme,
+    path: PathEstimate,
     size: Option<u64>,
     low_since: Option<Duration>,
     last: Option<TcpStats>,
@@ -79,14 +77,13 @@ pub struct Info {
     seeded: bool,
 }
 
-impl Info {
+impl Drs {
     /// A law for `role`; `drs` has no parameters of its own.
-    pub fn new(role: Role, _: &Params) -> Info {
-        Info {
+    pub fn new(role: Role, _: &Params) -> Drs {
+        Drs {
             role,
             history: History::default(),
-            peak_rate: Extreme::max(Duration::from_secs(1)),
-            base_rtt: Extreme::min(Duration::from_secs(10)),
+            path: PathEstimate::default(),
             size: None,
             low_since: None,
             last: None,
@@ -137,7 +134,7 @@ impl Info {
             return;
         };
         let now_rate = rate(bytes, dt);
-        let peak = self.peak_rate.push(s.now, now_rate);
+        let peak = self.path.observe_rate(s.now, now_rate);
         let bdp = peak * base.as_secs_f64();
         d.bdp = Some(bdp as u64);
         let in_flight = now_rate * rtt.as_secs_f64();
@@ -146,7 +143,7 @@ impl Info {
             .map(|n| n as f64)
             .unwrap_or(f64::from(tcp.rcv_wnd.max(tcp.rcv_ssthresh)));
         // A stretched RTT means a queue or a longer path; grow gently then, and let the trial tell.
-        let queue = rtt.as_secs_f64() > QUEUE * base.as_secs_f64();
+        let queue = queued(rtt, base);
         // What arrived during the last RTT was sent under the window of one RTT ago.
         let in_effect =
             if s.now.saturating_sub(self.changed_at).as_secs_f64() < 1.5 * rtt.as_secs_f64() {
@@ -295,7 +292,7 @@ impl Info {
     }
 }
 
-impl Law for Info {
+impl Law for Drs {
     fn setup(&self) -> Setup {
         Setup::default()
     }
@@ -321,8 +318,7 @@ impl Law for Info {
         let Some(tcp) = s.tcp else {
             return d;
         };
-        let base = super::probe::lowest_rtt(s).map(|r| self.base_rtt.push(s.now, r.as_secs_f64()));
-        let Some(base) = base.map(Duration::from_secs_f64) else {
+        let Some(base) = lowest_rtt(s).map(|r| self.path.observe_rtt(s.now, r)) else {
             return d;
         };
         d.next = base.clamp(Duration::from_millis(10), Duration::from_millis(250));
@@ -371,7 +367,7 @@ mod tests {
         }
 
         /// Runs the receiver law until `until` seconds; returns the windows it chose, with times.
-        fn run(&mut self, law: &mut Info, until: f64) -> Vec<(f64, f64)> {
+        fn run(&mut self, law: &mut Drs, until: f64) -> Vec<(f64, f64)> {
             let mut chosen = Vec::new();
             let mut next = 0.0;
             while self.t < until {
@@ -406,8 +402,8 @@ mod tests {
         }
     }
 
-    fn receiver() -> Info {
-        Info::new(Role::Receiver, &Params::default())
+    fn receiver() -> Drs {
+        Drs::new(Role::Receiver, &Params::default())
     }
 
     #[test]
@@ -484,7 +480,7 @@ mod tests {
         let chosen = seeded_run(1e6, 0.1, 4_000_000, 5.0);
         assert!(chosen.iter().all(|c| c.1 >= 4e6), "shrank: {chosen:?}");
         // A sender's law takes no seed.
-        assert!(!Info::new(Role::Sender, &Params::default()).seed(1 << 20));
+        assert!(!Drs::new(Role::Sender, &Params::default()).seed(1 << 20));
     }
 
     #[test]
@@ -513,7 +509,7 @@ mod tests {
 
     #[test]
     fn sender_holds_what_may_be_in_flight() {
-        let mut law = Info::new(Role::Sender, &Params::default());
+        let mut law = Drs::new(Role::Sender, &Params::default());
         // Slow start: the congestion window doubles; the buffer holds the next RTT's window.
         let d = law.on_sample(&sender_sample(0, 1 << 20, 64 << 20, 0, 0));
         assert_eq!(d.set.sndbuf, Some(2 << 20));

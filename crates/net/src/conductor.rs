@@ -1,0 +1,284 @@
+//! The conductor of one transfer: the one driver that owns the transfer's clock. It starts a
+//! [`Tuner`] (the connection's buffer and pacing laws) on each data connection as the mover
+//! makes it, samples them all when due, runs the transfer's stream policy (`-p auto`) and asks
+//! the mover for more streams, and writes the telemetry. The control side (the server's
+//! session task, the client's command loop) calls [`Conductor::tick`] when
+//! [`Conductor::due_in`] says, and carries the announcements it returns to the peer.
+
+use crate::mode_e::{Grow, OnStream};
+use crate::tcpinfo::tcp_stats;
+use crate::{TuneSummary, Tuner, TunerConfig};
+use fatpipe_tune::streams::{Observation, StreamPolicy};
+use fatpipe_tune::{Pacing, Role};
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How often the stream policy looks at the streams.
+const POLICY_TICK: Duration = Duration::from_millis(100);
+
+/// The stream policy of a sending transfer whose stream count grows, and the mover's handle.
+struct Growing {
+    policy: StreamPolicy,
+    grow: Grow,
+    next_look: Instant,
+    /// Streams asked for so far.
+    streams: u32,
+}
+
+struct Shared {
+    /// What tunes each connection; `None`: the caller asked for no tuning.
+    cfg: Option<TunerConfig>,
+    role: Role,
+    pacing: Pacing,
+    started: Instant,
+    tuners: Mutex<Vec<Tuner>>,
+    growing: Mutex<Option<Growing>>,
+}
+
+/// The driver of one transfer, shared with the mover's connection callback.
+#[derive(Clone)]
+pub struct Conductor(Arc<Shared>);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Conductor {
+    /// A conductor for the `role` end of a transfer, its connections tuned as `cfg` says.
+    pub fn new(cfg: Option<TunerConfig>, role: Role) -> Conductor {
+        Conductor(Arc::new(Shared {
+            cfg,
+            role,
+            pacing: Pacing::Off,
+            started: Instant::now(),
+            tuners: Mutex::default(),
+            growing: Mutex::default(),
+        }))
+    }
+
+    /// The same for a sender whose stream count `policy` grows through `grow`, starting from
+    /// `start` streams: its streams are paced (see [`Pacing::Tcp`]).
+    pub fn growing(
+        cfg: Option<TunerConfig>,
+        policy: StreamPolicy,
+        grow: Grow,
+        start: u32,
+    ) -> Conductor {
+        let now = Instant::now();
+        Conductor(Arc::new(Shared {
+            cfg,
+            role: Role::Sender,
+            pacing: Pacing::Tcp,
+            started: now,
+            tuners: Mutex::default(),
+            growing: Mutex::new(Some(Growing {
+                policy,
+                grow,
+                next_look: now + POLICY_TICK,
+                streams: start,
+            })),
+        }))
+    }
+
+    fn tuners(&self) -> MutexGuard<'_, Vec<Tuner>> {
+        lock(&self.0.tuners)
+    }
+
+    /// The callback for the mover: starts a tuner on each connection it makes. Connections
+    /// stay untouched when neither tuning nor pacing was asked for.
+    pub fn on_link(&self) -> OnStream {
+        let c = self.clone();
+        Arc::new(move |sock, pump, reused| {
+            let s = &c.0;
+            if s.cfg.is_none() && s.pacing == Pacing::Off {
+                return;
+            }
+            let cfg = s.cfg.clone().unwrap_or_else(TunerConfig::untuned);
+            match Tuner::start(cfg, s.pacing, s.role, sock, pump.clone(), Instant::now()) {
+                Ok(mut t) => {
+                    // A receiving connection opened after its siblings have grown starts at
+                    // their window (the kernel accounts twice the size set) instead of growing
+                    // from scratch, and one kept from the previous transfer at its own (a law
+                    // started afresh would judge a window the sender has not refilled since
+                    // the pause between files); connections opened together start up normally.
+                    if s.role == Role::Receiver {
+                        let sibling = c.tuners().iter().map(Tuner::current_buffer).max();
+                        if let Some(b) = receiver_seed(sock, t.current_buffer(), sibling, reused) {
+                            if let Err(e) = t.seed(b) {
+                                tracing::warn!("cannot seed a data connection's buffer: {e}");
+                            }
+                        }
+                    }
+                    c.tuners().push(t)
+                }
+                Err(e) => tracing::warn!("cannot tune a data connection: {e}"),
+            }
+        })
+    }
+
+    /// Adds the tuner of a connection made outside a mover's callback (MODE S).
+    pub fn push(&self, t: Tuner) {
+        self.tuners().push(t);
+    }
+
+    /// Samples every connection that is due and runs the stream policy when it is due;
+    /// returns a buffer size to announce, if one changed.
+    pub fn tick(&self, now: Instant) -> Option<u64> {
+        let announce = self
+            .tuners()
+            .iter_mut()
+            .fold(None, |announce, t| t.tick(now).or(announce));
+        self.look_at_streams(now);
+        announce
+    }
+
+    /// The stream policy's look, if one is due: more streams when it says so, and its
+    /// decisions to the log and the telemetry.
+    fn look_at_streams(&self, now: Instant) {
+        let mut g = lock(&self.0.growing);
+        let Some(gr) = g.as_mut().filter(|g| now >= g.next_look) else {
+            return;
+        };
+        gr.next_look = now + POLICY_TICK;
+        let (streams, memory) = {
+            let tuners = self.tuners();
+            let streams: Vec<_> = tuners.iter().map(Tuner::tcp).collect();
+            (streams, tuners.iter().map(Tuner::send_buffer).sum())
+        };
+        let obs = Observation {
+            now: now.saturating_duration_since(self.0.started),
+            streams: &streams,
+            memory,
+        };
+        let settled = gr.policy.is_settled();
+        let change = gr.policy.observe(&obs);
+        if let Some(c) = &change {
+            gr.grow.open(c.add);
+            gr.streams += c.add;
+        }
+        let said = match (&change, settled, gr.policy.is_settled()) {
+            (Some(c), _, _) => Some(c.reason.clone()),
+            (None, false, true) => gr.policy.log.last().cloned(),
+            _ => None,
+        };
+        if let Some(reason) = said {
+            tracing::info!(streams = gr.streams, "-p auto: {reason}");
+            if let Some(cfg) = &self.0.cfg {
+                if let Some(stats) = &cfg.stats {
+                    stats.streams(cfg.end, gr.streams, &reason);
+                }
+            }
+        }
+    }
+
+    /// Samples every connection once more, due or not, when the transfer has ended: every
+    /// connection leaves at least one record, however short the transfer.
+    pub fn finish(&self, now: Instant) {
+        self.tuners().iter_mut().for_each(|t| t.final_sample(now));
+    }
+
+    /// Time until the next sample or policy look is due; `None` while nothing is to be done.
+    pub fn due_in(&self, now: Instant) -> Option<Duration> {
+        let policy = lock(&self.0.growing)
+            .as_ref()
+            .filter(|g| !g.policy.is_settled())
+            .map(|g| g.next_look.saturating_duration_since(now));
+        let tuners = self.tuners().iter().map(|t| t.due_in(now)).min();
+        tuners.into_iter().chain(policy).min()
+    }
+
+    /// A control-channel round trip, for every connection.
+    pub fn on_probe_rtt(&self, rtt: Duration) {
+        self.tuners().iter_mut().for_each(|t| t.on_probe_rtt(rtt));
+    }
+
+    /// The peer's announced buffer, for every connection; returns this end's largest buffer.
+    pub fn on_peer_buffer(&self, bytes: u64) -> Option<u64> {
+        let mut g = self.tuners();
+        g.iter_mut().for_each(|t| t.on_peer_buffer(bytes));
+        g.iter().map(Tuner::current_buffer).max()
+    }
+
+    /// What the tuning of all connections amounted to; `None` without tuning.
+    pub fn summary(&self) -> Option<TuneSummary> {
+        self.0.cfg.as_ref()?;
+        let all: Vec<TuneSummary> = self.tuners().iter().map(Tuner::summary).collect();
+        (!all.is_empty()).then(|| TuneSummary::combine(&all))
+    }
+
+    /// How the stream count was chosen, for the transfer's summary: how the streams were
+    /// paced, then the policy's decisions in order; empty when the count was fixed.
+    pub fn decisions(&self) -> Vec<String> {
+        let g = lock(&self.0.growing);
+        let Some(gr) = g.as_ref() else {
+            return Vec::new();
+        };
+        let unpaced = self.tuners().iter().find_map(|t| t.summary().unpaced);
+        let pacing = match unpaced {
+            Some(e) => format!("streams not paced: {e}"),
+            None => self.0.pacing.why().unwrap_or_default().to_string(),
+        };
+        std::iter::once(pacing)
+            .chain(gr.policy.log.iter().cloned())
+            .collect()
+    }
+}
+
+/// Where a receiving connection's law starts (a `setsockopt` size), if not from scratch: at
+/// the largest sibling's window when that is well above its own (`own`, `sibling`: buffers as
+/// the kernel accounts them, twice the size set), else, for a connection kept from the previous
+/// transfer, at its own window.
+fn receiver_seed(sock: &TcpStream, own: u64, sibling: Option<u64>, reused: bool) -> Option<u64> {
+    match sibling.filter(|&b| b > 2 * own) {
+        Some(b) => Some(b / 2),
+        None if reused => {
+            let window = tcp_stats(sock.as_fd()).map_or(0, |s| s.rcv_wnd.into());
+            Some(window.max(own / 2))
+        }
+        None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffers::BufferControl;
+    use crate::Pump;
+    use fatpipe_tune::{Params, Tuning};
+    use std::net::TcpListener;
+
+    /// The receiving end of a loopback connection, its receive buffer set to 1 MiB (2 MiB as
+    /// the kernel accounts it), and its window clamp after `starter` saw it.
+    fn clamp_after_start(reused: bool) -> i32 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _sender = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (receiver, _) = l.accept().unwrap();
+        let control = BufferControl::new(false);
+        let cfg = TunerConfig {
+            tuning: Tuning::Drs,
+            params: Params::default(),
+            control,
+            stats: None,
+            end: "test",
+        };
+        let set = fatpipe_tune::law::Buffers {
+            rcvbuf: Some(1 << 20),
+            sndbuf: None,
+        };
+        control.apply(receiver.as_fd(), &set).unwrap();
+        let start = Conductor::new(Some(cfg), Role::Receiver).on_link();
+        start(&receiver, &Arc::new(Pump::default()), reused);
+        crate::sockopt::get(receiver.as_fd(), libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP).unwrap()
+    }
+
+    #[test]
+    fn a_kept_receiving_connection_starts_its_law_at_its_own_window() {
+        // Kept from the previous transfer: the law starts at the 1 MiB the connection has
+        // (and clamps the window there, as a seeded law does).
+        assert_eq!(clamp_after_start(true), 1 << 20);
+        // A new connection starts its law from scratch: no clamp set.
+        assert!(clamp_after_start(false) < 1 << 20);
+    }
+}

@@ -1,0 +1,130 @@
+//! The movers: what carries a transfer's bytes between a file and its data connections, behind
+//! one trait so that the server and the client start, watch and cancel every kind alike. MODE
+//! S's stream mover (one connection), MODE E's block sender and receiver (many, made while the
+//! transfer runs); a UDP mover and TLS streams slot in beside them. Each connection a mover
+//! makes is handed to its conductor's callback, which starts the connection's laws.
+
+use crate::mode_e::{self, Channel, OnStream, SendJob};
+use crate::{Pump, PumpError};
+use fatpipe_proto::mode_e::Reassembly;
+use std::fs::File;
+use std::io::Write;
+use std::net::{Shutdown, TcpStream};
+use std::sync::{Arc, Mutex};
+
+/// What a mover moved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Moved {
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Data connections that carried them.
+    pub streams: u32,
+    /// Of those, connections kept from the previous transfer.
+    pub reused: u32,
+}
+
+/// A transfer's data path: runs to completion, failure or cancel (through `pump`, which also
+/// counts the bytes), telling `on_link` of each connection it makes or reuses.
+pub trait Mover: Send {
+    /// Moves the data.
+    fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError>;
+}
+
+/// What a MODE S transfer does on its one connection.
+pub enum StreamWork<'a> {
+    /// Sends a file from its current position; `ascii` converts LF to CRLF.
+    SendFile {
+        /// The file.
+        file: &'a File,
+        /// `TYPE A`.
+        ascii: bool,
+    },
+    /// Sends bytes prepared in advance (a listing).
+    SendBytes(Vec<u8>),
+    /// Receives into `into`; `ascii` converts CRLF to LF.
+    Receive {
+        /// Where the bytes go.
+        into: &'a mut (dyn Write + Send),
+        /// `TYPE A`.
+        ascii: bool,
+    },
+}
+
+/// MODE S: the data over one connection, whose end (the sender closing it) ends the file.
+pub struct StreamMover<'a> {
+    /// The connection.
+    pub link: TcpStream,
+    /// What moves over it.
+    pub work: StreamWork<'a>,
+}
+
+impl Mover for StreamMover<'_> {
+    fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError> {
+        let StreamMover { link, work } = *self;
+        pump.attach(&link).map_err(PumpError::Write)?;
+        on_link(&link, pump, false);
+        let sending = !matches!(work, StreamWork::Receive { .. });
+        let bytes = match work {
+            StreamWork::SendFile { file, ascii: false } => pump.send_file(file, &link),
+            StreamWork::SendFile { file, ascii: true } => {
+                pump.copy_to_ascii(&mut &*file, &mut &link)
+            }
+            StreamWork::SendBytes(b) => pump.copy(&mut &b[..], &mut &link),
+            StreamWork::Receive { into, ascii: false } => pump.copy(&mut &link, into),
+            StreamWork::Receive { into, ascii: true } => pump.copy_from_ascii(&mut &link, into),
+        }?;
+        if sending {
+            // Closing the data connection is what tells the receiver the file is complete.
+            link.shutdown(Shutdown::Write)
+                .map_err(|e| pump.classify(PumpError::Write(e)))?;
+        }
+        Ok(Moved {
+            bytes,
+            streams: 1,
+            reused: 0,
+        })
+    }
+}
+
+/// MODE E, sending: a file's ranges as blocks over the channel's connections.
+pub struct BlockSender<'a> {
+    /// What to send.
+    pub job: SendJob,
+    /// The connections (kept ones first, then new ones).
+    pub channel: &'a Channel,
+}
+
+impl Mover for BlockSender<'_> {
+    fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError> {
+        mode_e::send(self.job, self.channel, pump, on_link)
+    }
+}
+
+/// MODE E, receiving: blocks from every connection into a file at their offsets.
+pub struct BlockReceiver<'a> {
+    /// Where the blocks go.
+    pub file: &'a File,
+    /// Added to every block's offset (`ESTO A`; 0 otherwise).
+    pub base: u64,
+    /// What has arrived; bounds the offsets (shared so the caller can report it meanwhile).
+    pub state: &'a Arc<Mutex<Reassembly>>,
+    /// The connections (kept ones first, then the ones the peer makes).
+    pub channel: &'a Channel,
+    /// Most connections accepted.
+    pub max_streams: u32,
+}
+
+impl Mover for BlockReceiver<'_> {
+    fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError> {
+        let r = &*self;
+        mode_e::receive(
+            r.file,
+            r.base,
+            r.state,
+            r.channel,
+            pump,
+            on_link,
+            r.max_streams,
+        )
+    }
+}

@@ -1,0 +1,106 @@
+//! The path estimate that every law and policy reads: the path's base RTT (the lowest of the
+//! last ten seconds), its delivery rate (the highest of the last second), their product (the
+//! BDP), and whether a standing queue stretches the RTT. Defined once so that the buffer laws
+//! and the stream policy agree on what "a queue" is.
+
+use crate::law::window::Extreme;
+use crate::sample::Sample;
+use std::time::Duration;
+
+/// An RTT above the base RTT by this factor means a standing queue on the path.
+pub const QUEUE: f64 = 1.15;
+
+/// How long the lowest RTT is remembered: long enough to span the queue's drain after a
+/// growth, short enough to follow a route change.
+const BASE_SPAN: Duration = Duration::from_secs(10);
+/// How long the highest rate is remembered: a second of bursts and lulls.
+const PEAK_SPAN: Duration = Duration::from_secs(1);
+
+/// Base RTT and peak delivery rate of one path, fed with observations and their time.
+#[derive(Debug, Clone)]
+pub struct PathEstimate {
+    base_rtt: Extreme,
+    peak_rate: Extreme,
+}
+
+impl Default for PathEstimate {
+    fn default() -> Self {
+        PathEstimate {
+            base_rtt: Extreme::min(BASE_SPAN),
+            peak_rate: Extreme::max(PEAK_SPAN),
+        }
+    }
+}
+
+impl PathEstimate {
+    /// Takes an RTT seen at `now`; returns the base RTT.
+    pub fn observe_rtt(&mut self, now: Duration, rtt: Duration) -> Duration {
+        Duration::from_secs_f64(self.base_rtt.push(now, rtt.as_secs_f64()))
+    }
+
+    /// Takes a delivery rate (bytes/s) seen at `now`; returns the peak rate.
+    pub fn observe_rate(&mut self, now: Duration, bytes_per_s: f64) -> f64 {
+        self.peak_rate.push(now, bytes_per_s)
+    }
+
+    /// The bandwidth-delay product, bytes: peak rate × base RTT, once both were seen.
+    pub fn bdp(&self) -> Option<f64> {
+        Some(self.peak_rate.get()? * self.base_rtt.get()?)
+    }
+}
+
+/// How far `rtt` is stretched over `base` (1.0: no queue; 1.0 too without a base).
+pub fn stretch(rtt: Duration, base: Duration) -> f64 {
+    if base.is_zero() {
+        1.0
+    } else {
+        rtt.as_secs_f64() / base.as_secs_f64()
+    }
+}
+
+/// Whether `rtt` over `base` shows a standing queue.
+pub fn queued(rtt: Duration, base: Duration) -> bool {
+    stretch(rtt, base) > QUEUE
+}
+
+/// The lowest RTT one sample shows: the kernel's minimum, the receiver's estimate, or a
+/// control-channel probe.
+pub fn lowest_rtt(s: &Sample) -> Option<Duration> {
+    let tcp = s.tcp.unwrap_or_default();
+    [tcp.min_rtt_us, tcp.rcv_rtt_us]
+        .into_iter()
+        .filter(|&us| us > 0)
+        .map(|us| Duration::from_micros(us.into()))
+        .chain(s.probe_rtt)
+        .min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn the_bdp_is_the_peak_rate_times_the_base_rtt() {
+        let mut p = PathEstimate::default();
+        assert_eq!(p.bdp(), None);
+        assert_eq!(p.observe_rtt(MS(0), MS(120)), MS(120));
+        assert_eq!(p.observe_rtt(MS(100), MS(100)), MS(100));
+        // A queue stretches later RTTs: the base stays.
+        assert_eq!(p.observe_rtt(MS(200), MS(150)), MS(100));
+        p.observe_rate(MS(200), 50e6);
+        assert_eq!(p.observe_rate(MS(300), 10e6), 50e6);
+        assert_eq!(p.bdp(), Some(5e6));
+        // A second later the peak is the newer rate; ten seconds later the base has moved on.
+        assert_eq!(p.observe_rate(MS(1400), 20e6), 20e6);
+        assert_eq!(p.observe_rtt(MS(10_300), MS(140)), MS(140));
+    }
+
+    #[test]
+    fn a_queue_is_a_stretch_beyond_fifteen_percent() {
+        assert!(!queued(MS(115), MS(100)));
+        assert!(queued(MS(116), MS(100)));
+        assert_eq!(stretch(MS(50), Duration::ZERO), 1.0);
+    }
+}

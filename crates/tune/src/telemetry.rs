@@ -1,0 +1,156 @@
+//! The telemetry of a transfer (`--stats FILE.jsonl`): one JSON event per line, written by
+//! the conductor of every end that shares the file and read back by the plots with the same
+//! types. Pure data: the file itself is `fatpipe-net`'s.
+
+use crate::sample::{Role, TcpStats};
+use serde::{Deserialize, Serialize};
+
+/// One line of a stats file, told apart by its `event` field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum Event {
+    /// One connection's sample and what its laws decided.
+    Sample(Box<Record>),
+    /// A transfer's stream count changed (`-p auto`).
+    Streams(StreamsEvent),
+}
+
+impl Event {
+    /// Reads one line. Samples written before events were tagged (no `event` field) read as
+    /// samples; `None` for an event of a kind this build does not know.
+    pub fn parse(line: &str) -> Result<Option<Event>, serde_json::Error> {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        match v.get("event").and_then(|e| e.as_str()) {
+            None => serde_json::from_value(v).map(|r| Some(Event::Sample(Box::new(r)))),
+            Some("sample" | "streams") => serde_json::from_value(v).map(Some),
+            Some(_) => Ok(None),
+        }
+    }
+}
+
+/// One sample of one end of one data connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Wall-clock time, seconds since the Unix epoch (to line up both ends).
+    pub unix_s: f64,
+    /// Seconds since this data connection was made.
+    pub t: f64,
+    /// `client` or `server`.
+    pub end: String,
+    /// This end's port of the data connection (the listener's on an accepting end).
+    #[serde(default)]
+    pub port: u16,
+    /// The peer's port of the data connection: with `port`, tells apart the connections of
+    /// one transfer, which may open within the same millisecond.
+    #[serde(default)]
+    pub peer_port: u16,
+    /// Which way data flows at this end.
+    pub role: Role,
+    /// The tuning mode.
+    pub tuning: String,
+    /// Payload bytes moved so far.
+    pub bytes: u64,
+    /// Throughput since the previous record, Mbit/s.
+    pub mbit_s: f64,
+    /// The law's BDP estimate, bytes.
+    pub bdp: Option<u64>,
+    /// Receive buffer as the kernel accounts it, bytes.
+    pub rcvbuf: u64,
+    /// Send buffer as the kernel accounts it, bytes.
+    pub sndbuf: u64,
+    /// The buffer the peer last announced, bytes.
+    pub peer_buffer: Option<u64>,
+    /// The latest control-channel round trip, ms.
+    pub probe_rtt_ms: Option<f64>,
+    /// `TCP_INFO` of the data socket.
+    pub tcp: Option<TcpStats>,
+    /// What the law set: receive buffer, send buffer, window clamp (`setsockopt` values).
+    pub set_rcvbuf: Option<u64>,
+    /// See `set_rcvbuf`.
+    pub set_sndbuf: Option<u64>,
+    /// See `set_rcvbuf`.
+    pub clamp: Option<u64>,
+    /// The pacing the connection's pacing law set, if it changed.
+    #[serde(default)]
+    pub pace: Option<crate::pacing::Pace>,
+    /// Why, when the law changed something.
+    pub note: Option<String>,
+    /// System limits that held a buffer below what the law asked.
+    #[serde(default)]
+    pub capped: Vec<String>,
+}
+
+/// A change of a transfer's stream count (`-p auto`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamsEvent {
+    /// Wall-clock time, seconds since the Unix epoch.
+    pub unix_s: f64,
+    /// `client` or `server`.
+    pub end: String,
+    /// Data connections after the change.
+    pub streams: u32,
+    /// Why.
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Record {
+        Record {
+            unix_s: 1.5,
+            t: 0.5,
+            end: "server".into(),
+            port: 2811,
+            peer_port: 40000,
+            role: Role::Receiver,
+            tuning: "drs".into(),
+            bytes: 1000,
+            mbit_s: 8.0,
+            bdp: Some(12_500_000),
+            rcvbuf: 131072,
+            sndbuf: 16384,
+            peer_buffer: None,
+            probe_rtt_ms: Some(100.0),
+            tcp: Some(TcpStats {
+                rtt_us: 100_000,
+                ..TcpStats::default()
+            }),
+            set_rcvbuf: Some(1 << 20),
+            set_sndbuf: None,
+            clamp: Some(1 << 20),
+            pace: None,
+            note: Some("grow".into()),
+            capped: vec![],
+        }
+    }
+
+    #[test]
+    fn every_event_reads_back_as_written() {
+        let streams = Event::Streams(StreamsEvent {
+            unix_s: 2.0,
+            end: "client".into(),
+            streams: 8,
+            reason: "buffer-limited".into(),
+        });
+        for e in [Event::Sample(Box::new(sample())), streams] {
+            let line = serde_json::to_string(&e).unwrap();
+            assert_eq!(Event::parse(&line).unwrap(), Some(e));
+        }
+    }
+
+    #[test]
+    fn untagged_samples_read_and_unknown_events_are_skipped() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v.as_object_mut().unwrap().remove("pace");
+        let old = serde_json::to_string(&v).unwrap();
+        assert_eq!(
+            Event::parse(&old).unwrap(),
+            Some(Event::Sample(Box::new(sample())))
+        );
+        assert_eq!(Event::parse(r#"{"event":"loss","n":3}"#).unwrap(), None);
+        assert!(Event::parse("not json").is_err());
+        assert!(Event::parse(r#"{"event":"streams"}"#).is_err());
+    }
+}
