@@ -1,9 +1,9 @@
 //! `fatpipe cp`: copy a file or tree, with a progress bar on a terminal and a summary at the end.
 
 use crate::credentials;
-use crate::path_memory::{self, PathMemory};
 use crate::tuning::{self, TuneArgs};
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer, Verify};
+use fatpipe_ftp::client::path_memory::{self, PathMemory};
 use fatpipe_ftp::client::{Credentials, Location, Streams};
 use fatpipe_net::Pump;
 use indicatif::{ProgressBar, ProgressStyle};

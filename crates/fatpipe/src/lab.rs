@@ -155,7 +155,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot create {}", a.out.display()))?;
     let mut results = Vec::new();
     for &bytes in &sizes {
-        crate::demo::make_file(&file, bytes)?;
+        fatpipe_lab::demo::make_file(&file, bytes)?;
         std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
         let ctx = ToolContext {
             dir: dir.path(),

@@ -24,7 +24,6 @@ mod demo;
 mod lab;
 mod ls;
 mod passwd;
-mod path_memory;
 mod plot;
 mod plot_lab;
 mod serve;

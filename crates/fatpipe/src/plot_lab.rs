@@ -1,14 +1,6 @@
-//! `fatpipe plot-lab`: draws a `fatpipe lab` results file. When every tool's label names a
-//! stream count (`-p N`), one panel per RTT with throughput against streams, a line per tool
-//! (the seeds' parallel-stream figures); otherwise one panel of throughput against RTT, a line
-//! per tool, with the link's goodput ceiling.
+//! `fatpipe plot-lab`: draws a `fatpipe lab` results file (see `fatpipe_lab::plot::results`).
 
-use crate::plot::{panel, register_font, render, Picture, Series};
-use anyhow::{bail, Context};
-use fatpipe_lab::report::CaseResult;
-use plotters::coord::Shift;
-use plotters::prelude::*;
-use std::collections::BTreeMap;
+use fatpipe_lab::plot::{parse_dims, results};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -22,148 +14,13 @@ pub struct Args {
     #[arg(short, long)]
     out: PathBuf,
     /// Picture size in pixels, WIDTHxHEIGHT.
-    #[arg(long, default_value = "1000x900", value_parser = crate::plot::parse_dims)]
+    #[arg(long, default_value = "1000x900", value_parser = parse_dims)]
     size: (u32, u32),
-}
-
-/// A label's tool without its `-p N`, and N.
-fn split_streams(label: &str) -> Option<(String, f64)> {
-    let (tool, rest) = label.split_once(" -p ")?;
-    let (n, tail) = rest.split_once(' ').unwrap_or((rest, ""));
-    let n: f64 = n.parse().ok()?;
-    Some((format!("{tool} {tail}").trim().to_string(), n))
-}
-
-/// The points of each line of a panel, by line name.
-type Lines = BTreeMap<String, Vec<(f64, f64)>>;
-
-/// Where a result goes: its panel (an order and a title), its line, and its x.
-type Placement = dyn Fn(&CaseResult) -> Option<((i64, String), String, f64)>;
-
-/// The panels: title and lines.
-fn panels(results: &[CaseResult]) -> (Vec<(String, Vec<Series>)>, &'static str) {
-    let median = |r: &CaseResult| r.throughput().map(|t| t.0);
-    let lines = |key: &Placement| {
-        let mut by_panel: BTreeMap<(i64, String), Lines> = BTreeMap::new();
-        for r in results {
-            if let (Some((panel, line, x)), Some(y)) = (key(r), median(r)) {
-                by_panel
-                    .entry(panel)
-                    .or_default()
-                    .entry(line)
-                    .or_default()
-                    .push((x, y));
-            }
-        }
-        by_panel
-            .into_iter()
-            .map(|((_, title), ls)| {
-                let series = ls
-                    .into_iter()
-                    .map(|(name, mut points)| {
-                        points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                        Series { name, points }
-                    })
-                    .collect();
-                (title, series)
-            })
-            .collect::<Vec<_>>()
-    };
-    if results.iter().all(|r| split_streams(&r.label).is_some()) {
-        let p = lines(&|r| {
-            let (tool, n) = split_streams(&r.label)?;
-            let title = format!("RTT {} ms", fatpipe_lab::report::format_ms(r.rtt_ms));
-            Some((((r.rtt_ms * 1e3) as i64, title), tool, n))
-        });
-        (p, "parallel streams")
-    } else {
-        let mut p = lines(&|r| Some(((0, "Throughput by RTT".into()), r.label.clone(), r.rtt_ms)));
-        if let (Some((_, series)), Some(first)) = (p.first_mut(), results.first()) {
-            let xs: Vec<f64> = results.iter().map(|r| r.rtt_ms).collect();
-            let (lo, hi) = xs
-                .iter()
-                .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
-            series.push(Series {
-                name: "link goodput (rate x 1448/1500)".into(),
-                points: vec![(lo, first.ceiling_mbit), (hi, first.ceiling_mbit)],
-            });
-        }
-        (p, "RTT (ms)")
-    }
-}
-
-/// The panels to draw and what their x axis is.
-struct Chart {
-    panels: Vec<(String, Vec<Series>)>,
-    x_desc: &'static str,
-}
-
-impl Picture for Chart {
-    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> anyhow::Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        draw(root, &self.panels, self.x_desc)
-    }
-}
-
-fn draw<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    panels: &[(String, Vec<Series>)],
-    x_desc: &str,
-) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let x_max = panels
-        .iter()
-        .flat_map(|(_, s)| s.iter().flat_map(|s| s.points.iter().map(|p| p.0)))
-        .fold(1.0, f64::max)
-        * 1.05;
-    for (area, (title, series)) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
-        panel(area, title, "Mbit/s", series, (x_desc, x_max))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(())
 }
 
 /// Runs the command.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    register_font()?;
-    let mut results: Vec<CaseResult> = Vec::new();
-    for path in &a.results {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let more: Vec<CaseResult> = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a lab results file", path.display()))?;
-        results.extend(more);
-    }
-    let (panels, x_desc) = panels(&results);
-    if panels.is_empty() {
-        bail!("no successful runs to draw");
-    }
-    render(&a.out, a.size, &Chart { panels, x_desc })?;
+    results::draw_files(&a.results, &a.out, a.size)?;
     say!("fatpipe plot-lab: wrote {}", a.out.display());
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stream_counts_are_read_from_labels() {
-        assert_eq!(
-            split_streams("fatpipe cp --tuning drs -p 4"),
-            Some(("fatpipe cp --tuning drs".into(), 4.0))
-        );
-        assert_eq!(
-            split_streams("globus-url-copy -fast -p 4 x"),
-            Some(("globus-url-copy -fast x".into(), 4.0))
-        );
-        assert_eq!(split_streams("fatpipe cp --tuning drs -p auto"), None);
-        assert_eq!(split_streams("iperf3"), None);
-    }
 }

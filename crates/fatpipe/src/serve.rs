@@ -77,18 +77,6 @@ fn parse_range(s: &str) -> Result<RangeInclusive<u16>, String> {
     Ok(lo..=hi)
 }
 
-/// How the first line of `fatpipe serve`'s output begins; the bound address follows.
-const ANNOUNCEMENT: &str = "fatpipe serve: listening on ";
-
-/// The address in the line `fatpipe serve` prints when it is ready.
-pub fn announced_addr(line: &str) -> Option<std::net::SocketAddr> {
-    line.strip_prefix(ANNOUNCEMENT)?
-        .split(',')
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// Runs the server until Ctrl-C or SIGTERM.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut config = ServerConfig::new(a.root);
@@ -125,7 +113,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let server = Server::bind(config).await?;
         let addr = server.local_addr()?;
         // Scripts and tests read this line to learn the port (see `announced_addr`).
-        out!("{ANNOUNCEMENT}{addr}, root {root}");
+        out!("{}", fatpipe_ftp::server::announcement(addr, &root));
         std::io::stdout().flush()?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {

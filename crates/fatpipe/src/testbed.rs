@@ -1,17 +1,16 @@
-//! `fatpipe testbed`: the WAN emulator from the shell. `up` starts a detached daemon that holds
-//! the path (state in /run/fatpipe/testbed/NAME); the other subcommands find it there.
+//! `fatpipe testbed`: the WAN emulator from the shell. `up` starts a detached daemon (this
+//! binary's `testbed daemon`, `fatpipe_wanem::daemon::hold`) that holds the path; the other
+//! subcommands find it through `fatpipe_wanem::daemon`.
 
 use anyhow::{bail, Context};
-use fatpipe_wanem::link::LinkStats;
 use fatpipe_wanem::schedule::{Change, Schedule};
 use fatpipe_wanem::testbed::{namespace, Profile};
 use fatpipe_wanem::units::{self, QueueLimit};
-use fatpipe_wanem::{netns, Side, Testbed, TestbedConfig};
-use std::io::{BufRead, BufReader, Write};
+use fatpipe_wanem::{daemon, Side, Testbed, TestbedConfig};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Subcommands of `fatpipe testbed`.
 #[derive(clap::Subcommand, Debug)]
@@ -125,17 +124,16 @@ fn parse_side(s: &str) -> Result<Side, String> {
     }
 }
 
-fn state_dir(name: &str) -> PathBuf {
-    PathBuf::from("/run/fatpipe/testbed").join(name)
-}
-
 /// Runs a testbed subcommand.
 pub fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
     match cmd {
         Cmd::Up(a) => up(a),
-        Cmd::Daemon(a) => daemon(a),
+        Cmd::Daemon(a) => {
+            daemon::hold(config(&a)?)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Addr { side, name } => {
-            require_up(&name)?;
+            daemon::require_up(&name)?;
             out!("{}", Testbed::addr(side));
             Ok(ExitCode::SUCCESS)
         }
@@ -144,7 +142,7 @@ pub fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
             name,
             command,
         } => {
-            require_up(&name)?;
+            daemon::require_up(&name)?;
             let err = Command::new("ip")
                 .args(["netns", "exec", &namespace(&name, side)])
                 .args(&command)
@@ -153,7 +151,7 @@ pub fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
         }
         Cmd::Stats { name, json } => stats(&name, json),
         Cmd::Down { name } => {
-            if down(&name)? {
+            if daemon::down(&name)? {
                 say!("testbed {name} is down");
             } else {
                 say!("no testbed {name} was up");
@@ -161,13 +159,6 @@ pub fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-fn require_up(name: &str) -> anyhow::Result<()> {
-    if !state_dir(name).join("pid").exists() {
-        bail!("no testbed {name} is up (start one with `fatpipe testbed up`)");
-    }
-    Ok(())
 }
 
 fn config(a: &PathArgs) -> anyhow::Result<TestbedConfig> {
@@ -193,7 +184,7 @@ fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("fatpipe testbed needs root: it creates network namespaces and TUN devices");
     }
-    if down(&a.name)? {
+    if daemon::down(&a.name)? {
         say!("removed a leftover testbed {}", a.name);
     }
     let exe = std::env::current_exe()?;
@@ -204,17 +195,13 @@ fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
         .stderr(Stdio::null())
         .process_group(0);
     let mut child = cmd.spawn().context("cannot start the testbed daemon")?;
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        BufReader::new(out).read_line(&mut line)?;
-    }
-    if line.trim() != "ready" {
+    let ready = match child.stdout.take() {
+        Some(out) => daemon::wait_ready(out),
+        None => Err(anyhow::anyhow!("the testbed daemon has no output")),
+    };
+    if let Err(e) = ready {
         let _ = child.wait();
-        let reason = line
-            .trim()
-            .strip_prefix("error: ")
-            .unwrap_or("the daemon exited without a word");
-        bail!("the testbed did not come up: {reason}");
+        return Err(e);
     }
     out!(
         "testbed {} up: a = {} (netns {}), b = {} (netns {}); rtt {:?}, rate {} bit/s, queue {}, loss {}, profile {:?}",
@@ -232,133 +219,12 @@ fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Stops a testbed's daemon (by the PID it recorded) and removes its namespaces and state;
-/// returns whether there was anything to remove.
-fn down(name: &str) -> anyhow::Result<bool> {
-    let dir = state_dir(name);
-    let mut found = false;
-    if let Ok(text) = std::fs::read_to_string(dir.join("pid")) {
-        if let Ok(pid) = text.trim().parse::<i32>() {
-            found = true;
-            if is_our_daemon(pid) {
-                stop_pid(pid);
-            }
-        }
-    }
-    for side in [Side::A, Side::B] {
-        let ns = namespace(name, side);
-        if netns::exists(&ns) {
-            found = true;
-            netns::delete(&ns)?;
-        }
-    }
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)
-            .with_context(|| format!("cannot remove {}", dir.display()))?;
-    }
-    Ok(found)
-}
-
-/// Whether `pid` is a fatpipe testbed daemon (a recycled PID must not be killed).
-fn is_our_daemon(pid: i32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|c| {
-            let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-            args.windows(2)
-                .any(|w| w[0] == b"testbed" && w[1] == b"daemon")
-        })
-        .unwrap_or(false)
-}
-
-fn stop_pid(pid: libc::pid_t) {
-    // SAFETY: kill(2) with a PID we recorded and checked.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline && std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        if std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z ")) {
-            break; // exited, not yet reaped by its (gone) parent
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    if std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        // SAFETY: as above; the daemon did not stop in time.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
-}
-
-fn daemon(a: PathArgs) -> anyhow::Result<ExitCode> {
-    let dir = state_dir(&a.name);
-    // Block the stop signals before any thread starts, then wait for them synchronously.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: plain sigset manipulation on a local set, then masking this thread (inherited by later threads).
-    unsafe {
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
-    let setup = || -> anyhow::Result<Testbed> {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        let tb = config(&a).and_then(Testbed::up)?;
-        std::fs::write(dir.join("pid"), std::process::id().to_string())?;
-        std::fs::write(
-            dir.join("config.json"),
-            serde_json::to_string_pretty(tb.config())?,
-        )?;
-        Ok(tb)
-    };
-    // `up` reads one line from this pipe: "ready", or the reason it failed.
-    let tb = {
-        let mut out = std::io::stdout().lock();
-        match setup() {
-            Ok(tb) => {
-                writeln!(out, "ready")?;
-                out.flush()?;
-                tb
-            }
-            Err(e) => {
-                writeln!(out, "error: {e:#}")?;
-                out.flush()?;
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(e);
-            }
-        }
-    };
-    // SAFETY: closing our stdout (the pipe to `up`) so that `up` can exit; nothing prints after this.
-    unsafe { libc::close(1) };
-    let stats_path = dir.join("stats.json");
-    let tmp = dir.join("stats.json.tmp");
-    loop {
-        let ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 200_000_000,
-        };
-        // SAFETY: waits for one of the blocked signals with a valid set and timeout.
-        let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
-        let snapshot = serde_json::to_string_pretty(&tb.stats())?;
-        if std::fs::write(&tmp, snapshot).is_ok() {
-            let _ = std::fs::rename(&tmp, &stats_path);
-        }
-        if sig > 0 {
-            break;
-        }
-    }
-    drop(tb);
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(ExitCode::SUCCESS)
-}
-
 fn stats(name: &str, json: bool) -> anyhow::Result<ExitCode> {
-    require_up(name)?;
-    let text =
-        std::fs::read_to_string(state_dir(name).join("stats.json")).context("no statistics yet")?;
+    let (s, text) = daemon::stats(name)?;
     if json {
         out!("{text}");
         return Ok(ExitCode::SUCCESS);
     }
-    let s: [LinkStats; 2] = serde_json::from_str(&text)?;
     out!(
         "{:<6} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "dir",

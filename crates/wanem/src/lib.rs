@@ -4,6 +4,7 @@
 //!
 //! `link` and `schedule` are pure (time injected); `tun`, `netns`, `engine` and `testbed` do the I/O.
 
+pub mod daemon;
 pub mod engine;
 pub mod link;
 pub mod netns;

@@ -5,6 +5,7 @@ mod connection;
 pub mod copy;
 mod location;
 mod part;
+pub mod path_memory;
 
 pub use connection::{Connection, Credentials, Streams, StreamsReport};
 pub use location::{Location, RemoteUrl};

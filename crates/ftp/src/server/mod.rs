@@ -245,3 +245,21 @@ impl Drop for SessionCount {
         self.0.sessions.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+/// How the first line `fatpipe serve` prints begins; the bound address follows.
+const ANNOUNCEMENT: &str = "fatpipe serve: listening on ";
+
+/// The line a server run from the command line prints when it is ready: scripts and tests read
+/// the port from it ([`announced_addr`]).
+pub fn announcement(addr: SocketAddr, root: &str) -> String {
+    format!("{ANNOUNCEMENT}{addr}, root {root}")
+}
+
+/// The address in an [`announcement`].
+pub fn announced_addr(line: &str) -> Option<SocketAddr> {
+    line.strip_prefix(ANNOUNCEMENT)?
+        .split(',')
+        .next()?
+        .parse()
+        .ok()
+}
