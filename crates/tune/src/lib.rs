@@ -14,6 +14,8 @@ pub mod sample;
 pub mod size;
 pub mod streams;
 pub mod telemetry;
+#[cfg(test)]
+mod testing;
 
 pub use law::{Decision, Law, Setup};
 pub use mode::{Params, Tuning};

@@ -316,55 +316,7 @@ fn grew_by_half(was: u64, is: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A toy path: each stream moves at most `window / rtt` once out of slow start (which
-    /// takes 5 RTTs, at half that rate), all together at most `path`, shared equally.
-    /// Returns the stream count and the policy after `secs` seconds sampled every 100 ms.
-    fn run(
-        path_mbit: f64,
-        window: f64,
-        rtt_ms: u32,
-        limits: StreamLimits,
-        secs: u32,
-    ) -> (u32, StreamPolicy) {
-        let mut p = StreamPolicy::new(limits);
-        let mut streams: Vec<(TcpStats, f64)> = vec![(TcpStats::default(), 0.0)];
-        let cap = window * 8.0 / (f64::from(rtt_ms) / 1000.0) / 1e6;
-        let ramp = f64::from(rtt_ms) * 5.0 / 1000.0;
-        for tick in 1..=secs * 10 {
-            let now = f64::from(tick) / 10.0;
-            let wants: Vec<f64> = streams
-                .iter()
-                .map(|(_, born)| if now - born < ramp { cap / 2.0 } else { cap })
-                .collect();
-            let total: f64 = wants.iter().sum();
-            let share = (path_mbit / total).min(1.0);
-            for ((s, _), want) in streams.iter_mut().zip(&wants) {
-                s.min_rtt_us = rtt_ms * 1000;
-                // A full path queues: the RTT grows by half.
-                s.rtt_us = if share < 1.0 {
-                    rtt_ms * 1500
-                } else {
-                    rtt_ms * 1000
-                };
-                s.busy_us += 100_000;
-                // A receiver sized just above its stream's rate keeps it window-limited.
-                s.rwnd_limited_us += 90_000;
-                s.bytes_acked += (want * share * 1e6 / 8.0 * 0.1) as u64;
-                s.delivery_rate = (want * share * 1e6 / 8.0) as u64;
-            }
-            let obs: Vec<TcpStats> = streams.iter().map(|(s, _)| *s).collect();
-            let o = Observation {
-                now: Duration::from_millis(u64::from(tick) * 100),
-                streams: &obs,
-                memory: (window as u64) * 2 * streams.len() as u64,
-            };
-            if let Some(c) = p.observe(&o) {
-                streams.extend((0..c.add).map(|_| (TcpStats::default(), now)));
-            }
-        }
-        (streams.len() as u32, p)
-    }
+    use crate::testing::run_streams as run;
 
     const WIDE: StreamLimits = StreamLimits {
         max: 16,

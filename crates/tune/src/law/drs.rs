@@ -334,73 +334,7 @@ impl Law for Drs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A fluid model of one path: capacity `rate` bytes/s, base RTT `base`, a drop-tail queue of
-    /// one BDP. The sender fills the advertised window up to what the path holds before loss
-    /// (its congestion control backs off there); what exceeds the BDP queues and stretches the RTT.
-    struct Path {
-        rate: f64,
-        base: f64,
-        window: f64,
-        bytes: f64,
-        t: f64,
-    }
-
-    impl Path {
-        /// A path of `rate` bytes/s and `base` s RTT, the window at the kernel's first 64 KiB.
-        fn new(rate: f64, base: f64) -> Path {
-            Path {
-                rate,
-                base,
-                window: 65536.0,
-                bytes: 0.0,
-                t: 0.0,
-            }
-        }
-
-        fn in_flight(&self) -> f64 {
-            self.window.min(2.0 * self.rate * self.base)
-        }
-
-        fn rtt(&self) -> f64 {
-            self.base + (self.in_flight() - self.rate * self.base).max(0.0) / self.rate
-        }
-
-        /// Runs the receiver law until `until` seconds; returns the windows it chose, with times.
-        fn run(&mut self, law: &mut Drs, until: f64) -> Vec<(f64, f64)> {
-            let mut chosen = Vec::new();
-            let mut next = 0.0;
-            while self.t < until {
-                let dt = 0.001;
-                self.bytes += (self.in_flight() / self.rtt()).min(self.rate) * dt;
-                self.t += dt;
-                if self.t < next {
-                    continue;
-                }
-                let tcp = TcpStats {
-                    min_rtt_us: 0,
-                    rcv_rtt_us: (self.rtt() * 1e6) as u32,
-                    rcv_wnd: self.window as u32,
-                    ..TcpStats::default()
-                };
-                let s = Sample {
-                    now: Duration::from_secs_f64(self.t),
-                    bytes: self.bytes as u64,
-                    tcp: Some(tcp),
-                    ..Sample::default()
-                };
-                let d = law.on_sample(&s);
-                if let Some(w) = d.clamp {
-                    // The buffer is never set below the window already advertised.
-                    assert!(d.set.rcvbuf >= Some(tcp.rcv_wnd.into()));
-                    self.window = w as f64;
-                    chosen.push((self.t, self.window));
-                }
-                next = self.t + d.next.as_secs_f64();
-            }
-            chosen
-        }
-    }
+    use crate::testing::FluidPath;
 
     fn receiver() -> Drs {
         Drs::new(Role::Receiver, &Params::default())
@@ -409,7 +343,7 @@ mod tests {
     #[test]
     fn receiver_grows_through_slow_start_and_settles_near_the_bdp() {
         // 1 Gbit/s, 100 ms: BDP 12.5 MB. Start from the kernel's 64 KiB.
-        let mut path = Path::new(125e6, 0.1);
+        let mut path = FluidPath::new(125e6, 0.1);
         let mut law = receiver();
         let chosen = path.run(&mut law, 10.0);
         let reached = chosen.iter().find(|&&(_, w)| w >= 12.5e6).map(|&(t, _)| t);
@@ -429,7 +363,7 @@ mod tests {
 
     #[test]
     fn receiver_shrinks_after_the_rate_falls_but_not_at_once() {
-        let mut path = Path::new(62.5e6, 0.04);
+        let mut path = FluidPath::new(62.5e6, 0.04);
         let mut law = receiver();
         path.run(&mut law, 5.0);
         let high = path.window;
@@ -452,7 +386,7 @@ mod tests {
 
     #[test]
     fn receiver_follows_an_rtt_increase() {
-        let mut path = Path::new(12.5e6, 0.04);
+        let mut path = FluidPath::new(12.5e6, 0.04);
         let mut law = receiver();
         path.run(&mut law, 5.0);
         path.base = 0.2; // BDP 0.5 MB -> 2.5 MB
@@ -466,7 +400,7 @@ mod tests {
     /// A receiver seeded with `seed` bytes on a path of `rate` bytes/s and `base` s, run
     /// `until` seconds: the windows it chose.
     fn seeded_run(rate: f64, base: f64, seed: u64, until: f64) -> Vec<(f64, f64)> {
-        let mut path = Path::new(rate, base);
+        let mut path = FluidPath::new(rate, base);
         path.window = seed as f64;
         let mut law = receiver();
         assert!(law.seed(seed));

@@ -515,3 +515,6 @@ fn help() -> Reply {
         "Help OK",
     )
 }
+
+#[cfg(test)]
+mod tests;
