@@ -5,7 +5,7 @@
 //! session task, the client's command loop) calls [`Conductor::tick`] when
 //! [`Conductor::due_in`] says, and carries the announcements it returns to the peer.
 
-use crate::mode_e::{Grow, OnStream};
+use crate::mode_e::{growth, Grow, OnStream, Requests};
 use crate::tcpinfo::tcp_stats;
 use crate::{TuneSummary, Tuner, TunerConfig};
 use fatpipe_tune::streams::{Observation, StreamPolicy};
@@ -58,9 +58,27 @@ impl Conductor {
         }))
     }
 
-    /// The same for a sender whose stream count `policy` grows through `grow`, starting from
-    /// `start` streams: its streams are paced (see [`Pacing::Tcp`]).
-    pub fn growing(
+    /// The conductor of a sending transfer that starts with `start` streams; with a `policy`
+    /// that count grows (its streams then paced, see [`Pacing::Tcp`]), and the mover takes its
+    /// requests for more streams from the [`Requests`] returned.
+    pub fn sending(
+        cfg: Option<TunerConfig>,
+        policy: Option<StreamPolicy>,
+        start: u32,
+    ) -> (Conductor, Option<Requests>) {
+        match policy {
+            Some(p) => {
+                let (grow, requests) = growth();
+                (
+                    Self::growing(cfg, p.starting_at(start), grow, start),
+                    Some(requests),
+                )
+            }
+            None => (Conductor::new(cfg, Role::Sender), None),
+        }
+    }
+
+    fn growing(
         cfg: Option<TunerConfig>,
         policy: StreamPolicy,
         grow: Grow,

@@ -2,7 +2,7 @@
 //! `NOOP` are answered while it runs. Ends in the reply the client is owed.
 
 use super::data::DataSpec;
-use fatpipe_net::mode_e::{self, Channel, Links, OnStream, Prepare, Requests, SendJob};
+use fatpipe_net::mode_e::{Channel, Links, OnStream, Prepare, Requests, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
 use fatpipe_net::tcpinfo::tcp_stats;
@@ -76,15 +76,14 @@ impl Job {
     /// the stream policy, asking the mover for streams through the handle `requests` is for.
     fn conductor(&self, tune: Option<TunerConfig>) -> (Conductor, Option<Requests>) {
         match self {
-            Job::SendBlocks { parallelism, .. } if parallelism.max > parallelism.min => {
-                let (grow, requests) = mode_e::growth();
-                let policy = StreamPolicy::new(StreamLimits {
-                    max: parallelism.max,
-                    max_memory: None,
-                })
-                .starting_at(parallelism.start);
-                let c = Conductor::growing(tune, policy, grow, parallelism.start);
-                (c, Some(requests))
+            Job::SendBlocks { parallelism, .. } => {
+                let policy = (parallelism.max > parallelism.min).then(|| {
+                    StreamPolicy::new(StreamLimits {
+                        max: parallelism.max,
+                        max_memory: None,
+                    })
+                });
+                Conductor::sending(tune, policy, parallelism.start)
             }
             _ => {
                 let role = if self.receiving() {

@@ -4,7 +4,7 @@
 
 use super::{describe, finish, receive_error, send_error, Connection};
 use anyhow::{bail, Context};
-use fatpipe_net::mode_e::{self, Channel, Kept, Links, SendJob};
+use fatpipe_net::mode_e::{Channel, Kept, Links, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender};
 use fatpipe_net::{Conductor, Mover, Pump};
 use fatpipe_proto::gridftp::{parse_transfer_notes, ChecksumAlg, Cksm, Parallelism};
@@ -305,14 +305,8 @@ impl Connection {
         // once, and take the 150 while the data moves.
         self.send_only(&cmd)?;
         // With -p auto this end's conductor grows the stream count, asking the mover.
-        let (conductor, requests) = if blocks.auto {
-            let (grow, requests) = mode_e::growth();
-            let policy = StreamPolicy::new(blocks.limits).starting_at(start);
-            let c = Conductor::growing(self.tune.clone(), policy, grow, start);
-            (c, Some(requests))
-        } else {
-            (Conductor::new(self.tune.clone(), Role::Sender), None)
-        };
+        let policy = blocks.auto.then(|| StreamPolicy::new(blocks.limits));
+        let (conductor, requests) = Conductor::sending(self.tune.clone(), policy, start);
         let job = SendJob {
             file: file.try_clone()?,
             ranges: vec![(have, len)],
