@@ -1,9 +1,10 @@
-//! The conductor of one transfer: the one driver that owns the transfer's clock. It starts a
-//! [`Tuner`] (the connection's buffer and pacing laws) on each data connection as the mover
-//! makes it, samples them all when due, runs the transfer's stream policy (`-p auto`) and asks
-//! the mover for more streams, and writes the telemetry. The control side (the server's
-//! session task, the client's command loop) calls [`Conductor::tick`] when
-//! [`Conductor::due_in`] says, and carries the announcements it returns to the peer.
+//! The conductor of one transfer: the one driver that owns the transfer's clock. It runs the
+//! mover in a thread of its own ([`Conductor::run`]), starts a [`Tuner`] (the connection's
+//! buffer and pacing laws) on each data connection as the mover makes it, samples them all
+//! when due, runs the transfer's stream policy (`-p auto`) and asks the mover for more streams,
+//! and writes the telemetry. The control side (the server's session task, the client's command
+//! loop) only relays: the sizes the laws announce go to the peer, the peer's announcements and
+//! round trips come in through [`Conductor::on_peer_buffer`] and [`Conductor::on_probe_rtt`].
 
 use crate::mode_e::{growth, Grow, OnStream, Requests};
 use crate::tcpinfo::tcp_stats;
@@ -11,12 +12,15 @@ use crate::{TuneSummary, Tuner, TunerConfig};
 use fatpipe_tune::streams::{Observation, StreamPolicy};
 use fatpipe_tune::{Pacing, Role};
 use std::net::TcpStream;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How often the stream policy looks at the streams.
 const POLICY_TICK: Duration = Duration::from_millis(100);
+/// How often the conductor looks while nothing is due (no connection made yet).
+const IDLE_TICK: Duration = Duration::from_millis(10);
 
 /// The stream policy of a sending transfer whose stream count grows, and the mover's handle.
 struct Growing {
@@ -35,6 +39,8 @@ struct Shared {
     started: Instant,
     tuners: Mutex<Vec<Tuner>>,
     growing: Mutex<Option<Growing>>,
+    /// The control connection, whose RTT a receiving end without probes of its own uses.
+    control: Mutex<Option<OwnedFd>>,
 }
 
 /// The driver of one transfer, shared with the mover's connection callback.
@@ -55,6 +61,7 @@ impl Conductor {
             started: Instant::now(),
             tuners: Mutex::default(),
             growing: Mutex::default(),
+            control: Mutex::default(),
         }))
     }
 
@@ -97,6 +104,7 @@ impl Conductor {
                 next_look: now + POLICY_TICK,
                 streams: start,
             })),
+            control: Mutex::default(),
         }))
     }
 
@@ -136,14 +144,57 @@ impl Conductor {
         })
     }
 
-    /// Adds the tuner of a connection made outside a mover's callback (MODE S).
-    pub fn push(&self, t: Tuner) {
-        self.tuners().push(t);
+    /// A receiving end that sends no RTT probes of its own (drsFTP's server: it can only
+    /// answer them) takes the control connection's RTT as the path's.
+    pub fn watch_control(&self, control: OwnedFd) {
+        *lock(&self.0.control) = Some(control);
+    }
+
+    /// Runs `work` (the mover) in a thread of its own and drives the transfer on this one until
+    /// it ends: samples and decides when due, hands each buffer size to announce to
+    /// `announce`, and samples every connection once more at the end. Returns what `work`
+    /// returned; `None` if it panicked.
+    pub fn run<T: Send>(
+        &self,
+        work: impl FnOnce() -> T + Send,
+        mut announce: impl FnMut(u64),
+    ) -> Option<T> {
+        let (done, ended) = mpsc::channel::<()>();
+        let result = std::thread::scope(|scope| {
+            let worker = scope.spawn(move || {
+                let r = work();
+                let _ = done.send(());
+                r
+            });
+            loop {
+                if let Some(n) = self.tick(Instant::now()) {
+                    announce(n);
+                }
+                let wait = self.due_in(Instant::now()).unwrap_or(IDLE_TICK);
+                match ended.recv_timeout(wait) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            worker.join().ok()
+        });
+        self.finish(Instant::now());
+        result
     }
 
     /// Samples every connection that is due and runs the stream policy when it is due;
     /// returns a buffer size to announce, if one changed.
-    pub fn tick(&self, now: Instant) -> Option<u64> {
+    fn tick(&self, now: Instant) -> Option<u64> {
+        if self.0.role == Role::Receiver {
+            let rtt = lock(&self.0.control)
+                .as_ref()
+                .and_then(|fd| tcp_stats(fd.as_fd()).ok())
+                .filter(|s| s.min_rtt_us > 0)
+                .map(|s| Duration::from_micros(s.min_rtt_us.into()));
+            if let Some(r) = rtt {
+                self.on_probe_rtt(r);
+            }
+        }
         let announce = self
             .tuners()
             .iter_mut()
@@ -193,12 +244,12 @@ impl Conductor {
 
     /// Samples every connection once more, due or not, when the transfer has ended: every
     /// connection leaves at least one record, however short the transfer.
-    pub fn finish(&self, now: Instant) {
+    fn finish(&self, now: Instant) {
         self.tuners().iter_mut().for_each(|t| t.final_sample(now));
     }
 
     /// Time until the next sample or policy look is due; `None` while nothing is to be done.
-    pub fn due_in(&self, now: Instant) -> Option<Duration> {
+    fn due_in(&self, now: Instant) -> Option<Duration> {
         let policy = lock(&self.0.growing)
             .as_ref()
             .filter(|g| !g.policy.is_settled())
@@ -298,5 +349,24 @@ mod tests {
         assert_eq!(clamp_after_start(true), 1 << 20);
         // A new connection starts its law from scratch: no clamp set.
         assert!(clamp_after_start(false) < 1 << 20);
+    }
+
+    #[test]
+    fn run_returns_the_work_s_result_and_survives_its_panic() {
+        let c = Conductor::new(None, Role::Sender);
+        let mut told = Vec::new();
+        let r = c.run(
+            || {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                7
+            },
+            |n| told.push(n),
+        );
+        assert_eq!(r, Some(7));
+        assert!(told.is_empty(), "nothing to announce without connections");
+        let r: Option<()> = c.run(|| panic!("a mover's bug"), |_| {});
+        assert_eq!(r, None);
+        assert!(c.summary().is_none(), "untuned");
+        assert!(c.decisions().is_empty(), "a fixed count has no decisions");
     }
 }

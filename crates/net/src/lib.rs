@@ -16,6 +16,7 @@ mod sockopt;
 pub mod tcpinfo;
 pub mod telemetry;
 pub mod tuner;
+pub mod wake;
 
 pub use conductor::Conductor;
 pub use mover::{Moved, Mover};

@@ -5,7 +5,6 @@ use super::data::DataSpec;
 use fatpipe_net::mode_e::{Channel, Links, OnStream, Prepare, Requests, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
-use fatpipe_net::tcpinfo::tcp_stats;
 use fatpipe_net::{Conductor, Mover, Pump, PumpError, TunerConfig};
 use fatpipe_proto::gridftp::{perf_marker, range_marker, Parallelism, AUTO_NOTE, STREAMS_NOTE};
 use fatpipe_proto::mode_e::Reassembly;
@@ -255,8 +254,7 @@ impl Running {
                     .map_err(|e| Reply::new(425, format!("Cannot open data connection: {e}")))?;
                 Data::Stream(sock)
             };
-            let driven = slot.clone();
-            let mut work = tokio::task::spawn_blocking(move || {
+            let r = tokio::task::spawn_blocking(move || {
                 let how = How {
                     close,
                     max_streams,
@@ -264,41 +262,30 @@ impl Running {
                     reassembly,
                     record,
                 };
-                let (r, channel) = run(&p, job, data, &driven, how);
+                if let (Role::Receiver, Some(fd)) = (role, control) {
+                    slot.watch_control(fd);
+                }
+                let moved = slot.run(
+                    || run(&p, job, data, &slot, how),
+                    |n| {
+                        let _ = tx.send(n);
+                    },
+                );
+                let (r, channel) = moved.unwrap_or_else(|| {
+                    (
+                        Err(Reply::new(451, "Transfer failed: the mover panicked")),
+                        None,
+                    )
+                });
                 if let (Ok(_), Some(channel)) = (&r, channel) {
                     if channel.idle() > 0 {
                         *lock_any(&keep) = Some(channel);
                     }
                 }
                 r
-            });
-            loop {
-                // MODE E connections (and their laws) appear while the transfer runs.
-                let wait = slot
-                    .due_in(Instant::now())
-                    .unwrap_or(Duration::from_millis(10));
-                tokio::select! {
-                    r = &mut work => {
-                        slot.finish(Instant::now());
-                        return r.map_err(|e| Reply::new(451, format!("Transfer failed: {e}")))?;
-                    }
-                    _ = tokio::time::sleep(wait) => {
-                        let rtt = control
-                            .as_ref()
-                            .filter(|_| role == Role::Receiver)
-                            .and_then(|fd| tcp_stats(fd.as_fd()).ok())
-                            .filter(|s| s.min_rtt_us > 0)
-                            .map(|s| Duration::from_micros(s.min_rtt_us.into()));
-                        if let Some(r) = rtt {
-                            slot.on_probe_rtt(r);
-                        }
-                        let announce = slot.tick(Instant::now());
-                        if let Some(n) = announce {
-                            let _ = tx.send(n);
-                        }
-                    }
-                }
-            }
+            })
+            .await;
+            r.map_err(|e| Reply::new(451, format!("Transfer failed: {e}")))?
         });
         Running {
             handle,

@@ -1,9 +1,10 @@
 //! The receiving side: every connection's blocks written at their offsets until the EOF block
 //! and every EOD have come; connections past the limit closed as they come.
 
-use super::channel::{accept_from, Wake};
+use super::channel::accept_from;
 use super::Links;
 use super::{join_streams, lock, Channel, OnStream};
+use crate::wake::Wake;
 use crate::{Moved, Pump, PumpError};
 use fatpipe_proto::mode_e::{Action, BlockError, Header, Reassembly, CLOSE, EOD, HEADER_LEN};
 use std::fs::File;

@@ -9,6 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use fatpipe_net::mode_e::{Kept, Prepare};
 use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::tuner::before_connect;
+use fatpipe_net::wake::{readable, Wake};
 use fatpipe_net::{Conductor, Mover, Pump, PumpError, TuneSummary, TunerConfig};
 use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
 use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry};
@@ -19,7 +20,8 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
@@ -210,18 +212,12 @@ impl Connection {
         }
     }
 
-    /// A reply if one arrives within `wait`, else `None`.
-    fn poll_reply(&mut self, wait: Duration) -> anyhow::Result<Option<Reply>> {
+    /// A reply if one arrives within `wait` (and before `wake` rings), else `None`.
+    fn poll_reply(&mut self, wait: Duration, wake: Option<&Wake>) -> anyhow::Result<Option<Reply>> {
         if self.reader.buffer().is_empty() {
-            let mut pfd = libc::pollfd {
-                fd: self.writer.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
-            // SAFETY: one valid pollfd for the control socket, which outlives the call.
-            let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if n <= 0 {
+            let ready = readable(self.writer.as_fd(), wait, wake)
+                .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))?;
+            if !ready {
                 return Ok(None);
             }
         }
@@ -394,9 +390,9 @@ impl Connection {
         Ok(what)
     }
 
-    /// Runs `work` in a thread while this one drives the conductor and the control channel: it
-    /// sends `SBUF` when a law announces a size (timing the answer as an RTT probe) and takes
-    /// the server's `126 SBUF` announcements and GridFTP markers. Returns the work's outcome and
+    /// Runs `work` under the conductor (in threads of their own) while this one keeps the
+    /// control channel: it sends `SBUF` when a law announces a size (timing the answer as an
+    /// RTT probe) and takes the server's `126 SBUF` announcements and GridFTP markers. Returns the work's outcome and
     /// the final reply. A final reply that comes first and says the transfer failed cancels
     /// `pump`'s work.
     fn drive<T: Send>(
@@ -407,25 +403,34 @@ impl Connection {
     ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Reply>)> {
         let mut fin: Option<Reply> = None;
         let mut probes: VecDeque<Instant> = VecDeque::new();
+        // The conductor rings when a law has a size to announce.
+        let wake = Wake::new().context("cannot make an eventfd")?;
+        let (announce, announced) = mpsc::channel::<u64>();
         let moved = std::thread::scope(|scope| -> anyhow::Result<anyhow::Result<T>> {
-            let worker = scope.spawn(work);
+            let bell = &wake;
+            let worker = scope.spawn(move || {
+                let told = |n| {
+                    let _ = announce.send(n);
+                    bell.ring();
+                };
+                tuners
+                    .run(work, told)
+                    .unwrap_or_else(|| Err(anyhow!("the data transfer thread panicked")))
+            });
             while !worker.is_finished() {
-                let now = Instant::now();
-                if let Some(n) = tuners.tick(now) {
+                for n in announced.try_iter() {
                     if self.drs_peer && fin.is_none() {
                         self.send_only(&Command::Sbuf(n))?;
-                        probes.push_back(now);
+                        probes.push_back(Instant::now());
                     }
                 }
-                let wait = tuners.due_in(Instant::now()).unwrap_or(POLL).min(POLL);
                 // The server has spoken: only the data side's end remains; look for it every
-                // millisecond (sleeping a whole poll for it cost up to 50 ms per file), the
-                // tuners still sampling meanwhile.
+                // millisecond (sleeping a whole poll for it cost up to 50 ms per file).
                 if fin.is_some() {
-                    std::thread::sleep(wait.min(Duration::from_millis(1)));
+                    std::thread::sleep(Duration::from_millis(1));
                     continue;
                 }
-                match self.poll_reply(wait) {
+                match self.poll_reply(POLL, Some(&wake)) {
                     Ok(Some(r)) => {
                         fin = take_reply(tuners, &mut probes, r);
                         if let (Some(f), Some(p)) = (&fin, pump) {
@@ -448,7 +453,6 @@ impl Connection {
                 .join()
                 .map_err(|_| anyhow!("the data transfer thread panicked"))
         })?;
-        tuners.finish(Instant::now());
         // Answers to probes the server took after the transfer ended come after its final
         // reply; the 126 announcements may come before it.
         // When the data side already failed, the server gets a short grace to say why, not a
@@ -459,7 +463,7 @@ impl Connection {
                 break Ok(f);
             }
             let next = if data_failed {
-                match self.poll_reply(self.timeout.min(FINAL_GRACE)) {
+                match self.poll_reply(self.timeout.min(FINAL_GRACE), None) {
                     Ok(Some(r)) => Ok(r),
                     Ok(None) => Err(anyhow!("{} sent no final reply", self.peer)),
                     Err(e) => Err(e),

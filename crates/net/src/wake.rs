@@ -1,0 +1,84 @@
+//! Waiting for a socket with a way to be woken early: a thread that waits on a connection (a
+//! listener for the next data connection, the client's control connection) also wakes when
+//! another thread rings its [`Wake`] (a stream ended, a law has a size to announce), instead
+//! of at its next periodic look.
+
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::Duration;
+
+/// A bell one thread rings and another waits for beside its socket (an eventfd).
+pub struct Wake(EventFd);
+
+impl Wake {
+    /// A new bell, not ringing.
+    pub fn new() -> io::Result<Wake> {
+        EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
+            .map(Wake)
+            .map_err(io::Error::from)
+    }
+
+    /// Wakes the waiter.
+    pub fn ring(&self) {
+        let _ = self.0.write(1);
+    }
+}
+
+/// Waits up to `wait` for `fd` to have something to read, or for `wake` to ring (which it
+/// silences); returns whether `fd` has.
+pub fn readable(fd: BorrowedFd<'_>, wait: Duration, wake: Option<&Wake>) -> io::Result<bool> {
+    let mut pfds = [
+        libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: wake.map_or(-1, |w| w.0.as_raw_fd()),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: valid pollfds (a negative descriptor is ignored) for descriptors that outlive the
+    // call.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::Interrupted => Ok(false),
+            _ => Err(e),
+        };
+    }
+    if pfds[1].revents != 0 {
+        if let Some(w) = wake {
+            let _ = w.0.read();
+        }
+    }
+    Ok(pfds[0].revents != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::time::Instant;
+
+    #[test]
+    fn a_ring_ends_the_wait_and_data_is_seen() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let wake = Wake::new().unwrap();
+        wake.ring();
+        let t = Instant::now();
+        assert!(!readable(b.as_fd(), Duration::from_secs(5), Some(&wake)).unwrap());
+        assert!(t.elapsed() < Duration::from_secs(4));
+        // Silenced: the next wait runs its course.
+        assert!(!readable(b.as_fd(), Duration::from_millis(20), Some(&wake)).unwrap());
+        a.write_all(b"x").unwrap();
+        assert!(readable(b.as_fd(), Duration::from_secs(5), None).unwrap());
+    }
+}
