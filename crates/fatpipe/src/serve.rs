@@ -104,6 +104,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     config.data_timeout = a.data_timeout;
     let tune = a.tune.config("server")?;
     config.tuning = tune.tuning;
+    config.pacing = tune.pacing;
+    config.cc = tune.cc;
     config.tune_params = tune.params;
     config.buffer_control = tune.control;
     config.stats = tune.stats;

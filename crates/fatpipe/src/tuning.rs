@@ -4,7 +4,7 @@ use fatpipe_net::buffers::BufferControl;
 use fatpipe_net::telemetry::StatsFile;
 use fatpipe_net::TunerConfig;
 use fatpipe_tune::size::format_size;
-use fatpipe_tune::{Params, Tuning};
+use fatpipe_tune::{Pacing, Params, Tuning};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -28,6 +28,17 @@ pub struct TuneArgs {
     /// user would); by default root uses SO_RCVBUFFORCE/SO_SNDBUFFORCE.
     #[arg(long)]
     pub no_force_buffers: bool,
+    /// How the sending end paces its data connections: off, tcp (the kernel's own pacing),
+    /// cwp (congestion window per RTT) or adaptive (CWP, and the rate of the last loss for a
+    /// while: EABP). Default: tcp when -p auto grows the stream count, else off. A download asks
+    /// the server (fatpipe servers only).
+    #[arg(long, value_parser = Pacing::parse)]
+    pub pacing: Option<Pacing>,
+    /// Congestion control of the sending end's data connections (reno, cubic, bbr, … as
+    /// net.ipv4.tcp_available_congestion_control lists; unprivileged processes only those in
+    /// tcp_allowed_congestion_control). Default: the system's. A download asks the server.
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
 }
 
 impl TuneArgs {
@@ -50,6 +61,8 @@ impl TuneArgs {
             control: BufferControl::new(!self.no_force_buffers),
             stats,
             end,
+            pacing: self.pacing,
+            cc: self.cc.clone(),
         })
     }
 }

@@ -54,10 +54,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Conductor {
     /// A conductor for the `role` end of a transfer, its connections tuned as `cfg` says.
     pub fn new(cfg: Option<TunerConfig>, role: Role) -> Conductor {
+        let pacing = cfg.as_ref().and_then(|c| c.pacing).unwrap_or(Pacing::Off);
         Conductor(Arc::new(Shared {
             cfg,
             role,
-            pacing: Pacing::Off,
+            pacing,
             started: Instant::now(),
             tuners: Mutex::default(),
             growing: Mutex::default(),
@@ -66,7 +67,7 @@ impl Conductor {
     }
 
     /// The conductor of a sending transfer that starts with `start` streams; with a `policy`
-    /// that count grows (its streams then paced, see [`Pacing::Tcp`]), and the mover takes its
+    /// that count grows (its streams then paced, by TCP unless `cfg` says how), and the mover takes its
     /// requests for more streams from the [`Requests`] returned.
     pub fn sending(
         cfg: Option<TunerConfig>,
@@ -92,10 +93,11 @@ impl Conductor {
         start: u32,
     ) -> Conductor {
         let now = Instant::now();
+        let pacing = cfg.as_ref().and_then(|c| c.pacing).unwrap_or(Pacing::Tcp);
         Conductor(Arc::new(Shared {
             cfg,
             role: Role::Sender,
-            pacing: Pacing::Tcp,
+            pacing,
             started: now,
             tuners: Mutex::default(),
             growing: Mutex::new(Some(Growing {
@@ -331,6 +333,8 @@ mod tests {
             control,
             stats: None,
             end: "test",
+            pacing: None,
+            cc: None,
         };
         let set = fatpipe_tune::law::Buffers {
             rcvbuf: Some(1 << 20),

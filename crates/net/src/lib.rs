@@ -6,6 +6,7 @@
 pub mod buffers;
 pub mod checksum;
 pub mod conductor;
+pub mod congestion;
 pub mod mode_e;
 pub mod mover;
 pub mod pacing;

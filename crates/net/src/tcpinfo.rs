@@ -76,6 +76,8 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
         rcv_space: raw.rcv_space,
         rcv_ssthresh: raw.rcv_ssthresh,
         cwnd_bytes: u64::from(raw.snd_cwnd) * u64::from(raw.snd_mss),
+        ssthresh_bytes: u64::from(raw.snd_ssthresh) * u64::from(raw.snd_mss),
+        ca_state: raw.ca_state,
         delivery_rate: raw.delivery_rate,
         rwnd_limited_us: raw.rwnd_limited,
         sndbuf_limited_us: raw.sndbuf_limited,

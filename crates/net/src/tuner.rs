@@ -30,6 +30,12 @@ pub struct TunerConfig {
     pub stats: Option<StatsFile>,
     /// `client` or `server`, for the records.
     pub end: &'static str,
+    /// How a sending connection is paced; `None`: TCP pacing when the stream count grows,
+    /// none otherwise.
+    pub pacing: Option<Pacing>,
+    /// The congestion control of a sending connection (`TCP_CONGESTION`); `None`: the
+    /// system's default.
+    pub cc: Option<String>,
 }
 
 impl TunerConfig {
@@ -42,6 +48,8 @@ impl TunerConfig {
             control: BufferControl::new(false),
             stats: None,
             end: "",
+            pacing: None,
+            cc: None,
         }
     }
 }
@@ -58,6 +66,8 @@ pub struct TuneSummary {
     pub capped: Vec<String>,
     /// Why a connection could not be paced as its pacing law asked, if one could not.
     pub unpaced: Option<String>,
+    /// The congestion control the sending connections ran (the first one's).
+    pub cc: Option<String>,
 }
 
 impl TuneSummary {
@@ -72,6 +82,7 @@ impl TuneSummary {
             peak_peer: all.iter().filter_map(|s| s.peak_peer).max(),
             capped,
             unpaced: all.iter().find_map(|s| s.unpaced.clone()),
+            cc: all.iter().find_map(|s| s.cc.clone()),
         }
     }
 }
@@ -140,6 +151,10 @@ impl Tuner {
         initial.extend(t.cfg.control.apply(sock.as_fd(), &setup.after_connect)?);
         t.caps.extend(initial.iter().cloned());
         t.initial_caps = initial;
+        if role == Role::Sender {
+            t.summary.cc =
+                crate::congestion::choose(sock.as_fd(), t.cfg.cc.as_deref(), &mut t.caps);
+        }
         if let Some(pace) = t.plan.pace_at_setup() {
             t.pace(pace);
         }
@@ -281,6 +296,7 @@ impl Tuner {
                 set_sndbuf: d.set.sndbuf,
                 clamp,
                 pace: d.pace,
+                cc: self.summary.cc.clone(),
                 note: d.note,
                 capped,
             };

@@ -4,8 +4,9 @@
 //! - `FEAT` lists ` DRS` (and GridFTP's ` SBUF`).
 //! - `OPTS DRS ON` asks the server for informational `126 SBUF <bytes>` replies whenever it
 //!   receives data and its receive buffer changes; `OPTS DRS OFF` stops them.
-//!   `OPTS DRS Tuning=<mode>` picks the server's tuning mode for the session. Items combine with
-//!   `;`: `OPTS DRS ON;Tuning=drs`.
+//!   `OPTS DRS Tuning=<mode>` picks the server's tuning mode for the session, `Pacing=<law>`
+//!   how its sending connections are paced, `CC=<name>` their congestion control. Items
+//!   combine with `;`: `OPTS DRS ON;Tuning=drs;Pacing=adaptive;CC=bbr`.
 //! - `SBUF <bytes>` during a transfer tells the server the client's buffer (the server's send
 //!   buffer may follow) and is answered at once with `200 SBUF <server's buffer>`; its round
 //!   trip is drsFTP's RTT probe.
@@ -17,6 +18,10 @@ pub struct DrsOpts {
     pub notify: Option<bool>,
     /// `Tuning=<mode>`: the server's tuning mode for this session (checked by the caller).
     pub tuning: Option<String>,
+    /// `Pacing=<law>`: how the server paces what it sends (checked by the caller).
+    pub pacing: Option<String>,
+    /// `CC=<name>`: the congestion control of what the server sends (checked by the caller).
+    pub cc: Option<String>,
 }
 
 impl DrsOpts {
@@ -27,14 +32,20 @@ impl DrsOpts {
             match item.split_once('=') {
                 None if item.eq_ignore_ascii_case("on") => o.notify = Some(true),
                 None if item.eq_ignore_ascii_case("off") => o.notify = Some(false),
-                Some((k, v)) if k.trim().eq_ignore_ascii_case("tuning") && !v.trim().is_empty() => {
-                    o.tuning = Some(v.trim().to_string())
+                Some((k, v)) if !v.trim().is_empty() => {
+                    let slot = match k.trim().to_ascii_lowercase().as_str() {
+                        "tuning" => &mut o.tuning,
+                        "pacing" => &mut o.pacing,
+                        "cc" => &mut o.cc,
+                        _ => return Err(format!("unknown DRS option {item:?}")),
+                    };
+                    *slot = Some(v.trim().to_string());
                 }
                 _ => return Err(format!("unknown DRS option {item:?}")),
             }
         }
         if o == DrsOpts::default() {
-            return Err("OPTS DRS needs ON, OFF or Tuning=<mode>".into());
+            return Err("OPTS DRS needs ON, OFF, Tuning=, Pacing= or CC=".into());
         }
         Ok(o)
     }
@@ -51,8 +62,14 @@ impl std::fmt::Display for DrsOpts {
                 "OFF".to_string()
             });
         }
-        if let Some(t) = &self.tuning {
-            items.push(format!("Tuning={t}"));
+        for (k, v) in [
+            ("Tuning", &self.tuning),
+            ("Pacing", &self.pacing),
+            ("CC", &self.cc),
+        ] {
+            if let Some(v) = v {
+                items.push(format!("{k}={v}"));
+            }
         }
         f.write_str(&items.join(";"))
     }
@@ -80,8 +97,14 @@ mod tests {
             DrsOpts::parse("on;Tuning=drs"),
             Ok(DrsOpts {
                 notify: Some(true),
-                tuning: Some("drs".into())
+                tuning: Some("drs".into()),
+                ..DrsOpts::default()
             })
+        );
+        let o = DrsOpts::parse("Pacing=adaptive; cc=bbr").unwrap();
+        assert_eq!(
+            (o.pacing.as_deref(), o.cc.as_deref()),
+            (Some("adaptive"), Some("bbr"))
         );
         assert_eq!(DrsOpts::parse("OFF").map(|o| o.notify), Ok(Some(false)));
         assert!(DrsOpts::parse("").is_err());
@@ -91,8 +114,13 @@ mod tests {
 
     proptest! {
         #[test]
-        fn options_roundtrip(notify in proptest::option::of(any::<bool>()), t in "[a-z:0-9-]{1,12}") {
-            let o = DrsOpts { notify, tuning: Some(t) };
+        fn options_roundtrip(
+            notify in proptest::option::of(any::<bool>()),
+            t in "[a-z:0-9-]{1,12}",
+            pacing in proptest::option::of("[a-z]{1,8}"),
+            cc in proptest::option::of("[a-z0-9_]{1,8}"),
+        ) {
+            let o = DrsOpts { notify, tuning: Some(t), pacing, cc };
             let text = o.to_string();
             prop_assert_eq!(DrsOpts::parse(text.trim_start_matches("DRS ")), Ok(o));
         }

@@ -44,7 +44,16 @@ impl Plan {
     /// Takes one sample; both laws decide.
     pub fn on_sample(&mut self, s: &Sample) -> Decision {
         let mut d = self.buffers.on_sample(s);
-        d.pace = self.pacing.on_sample(s);
+        if let Some(p) = self.pacing.on_sample(s) {
+            d.pace = Some(p.pace);
+            d.note = match (d.note.take(), p.note) {
+                (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                (a, b) => a.or(b),
+            };
+        }
+        if let Some(n) = self.pacing.next() {
+            d.next = d.next.min(n);
+        }
         d
     }
 }

@@ -29,6 +29,11 @@ pub struct TcpStats {
     pub rcv_ssthresh: u32,
     /// Congestion window, bytes (`snd_cwnd` × `snd_mss`).
     pub cwnd_bytes: u64,
+    /// Slow-start threshold, bytes (`snd_ssthresh` × `snd_mss`; huge until the first loss).
+    pub ssthresh_bytes: u64,
+    /// Congestion-avoidance state (`tcpi_ca_state`: 0 Open, 1 Disorder, 2 CWR, 3 Recovery,
+    /// 4 Loss).
+    pub ca_state: u8,
     /// Latest delivery-rate sample, bytes/s.
     pub delivery_rate: u64,
     /// Time spent limited by the peer's receive window, µs since the connection began.

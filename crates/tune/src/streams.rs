@@ -9,8 +9,9 @@
 //! any more (the queue they will build is not there yet while they ramp up), when buffers hold
 //! all streams at their caps or streams crawl far below their windows. Once a queue
 //! stands (RTT above the minimum in two looks running: one may be slow-start bursts), segments
-//! are lost, or a step takes rate from the streams already there, the path is the limit and
-//! the count stays. A transfer may also start with several streams (a copy's later files start
+//! are lost with a queue, or a step takes rate from the streams already there, the path is the
+//! limit and the count stays. Losses while the RTT stays at its minimum are random (a lossy
+//! link), not a full path: the growth goes on. A transfer may also start with several streams (a copy's later files start
 //! where the previous file ended); they are judged as several from the first look.
 
 use crate::path;
@@ -203,10 +204,11 @@ impl StreamPolicy {
             }
         }
         // A queue seen once may be the bursts of streams in slow start; seen in two periods
-        // running, it stands.
+        // running, it stands. Losses with a queue are congestion: the path is full. Losses while
+        // the RTT stays at its minimum are random (a lossy link), no sign of a full path.
         let queued = queue > path::QUEUE;
         let seen = std::mem::replace(&mut self.queue_seen, queued);
-        if lost > 0.0 || (queued && seen) {
+        if queued && (lost > 0.0 || seen) {
             return self.settle(format!(
                 "{n} stream(s) at {rate:.0} Mbit/s fill the path: RTT {:.0} % above its \
                  minimum, {lost:.0} segments retransmitted; staying at {n}",
@@ -270,18 +272,23 @@ impl StreamPolicy {
         let add = (n * (growth - 1))
             .min(self.limits.max.saturating_sub(n))
             .min(by_memory);
+        let random = if lost > 0.0 {
+            format!(", {lost:.0} segments lost without a queue (random loss)")
+        } else {
+            String::new()
+        };
         let held = if limited >= LIMITED {
             format!(
-                "{n} stream(s) at {rate:.0} Mbit/s, no queue on the path, buffer-limited {:.0} % \
-                 of busy time (peer's window {:.0} %, send buffer {:.0} %)",
+                "{n} stream(s) at {rate:.0} Mbit/s, no queue on the path{random}, buffer-limited \
+                 {:.0} % of busy time (peer's window {:.0} %, send buffer {:.0} %)",
                 limited * 100.0,
                 rwnd * 100.0,
                 (limited - rwnd).max(0.0) * 100.0
             )
         } else {
             format!(
-                "{n} stream(s) at {rate:.0} Mbit/s, no queue on the path, congestion window \
-                 growing slowly (buffer-limited only {:.0} % of busy time)",
+                "{n} stream(s) at {rate:.0} Mbit/s, no queue on the path{random}, congestion \
+                 window growing slowly (buffer-limited only {:.0} % of busy time)",
                 limited * 100.0
             )
         };
@@ -573,9 +580,9 @@ mod tests {
     }
 
     #[test]
-    fn losses_stop_the_growth() {
+    fn losses_with_a_queue_stop_the_growth() {
         let mut p = StreamPolicy::new(WIDE);
-        let mut s = stream(100_000, 100_000, 0);
+        let mut s = stream(125_000, 100_000, 0);
         let mut observe = |ms: u64, s: &TcpStats| one_stream(&mut p, ms, s);
         assert_eq!(observe(0, &s), None);
         s.busy_us = 600_000;
@@ -585,6 +592,27 @@ mod tests {
         assert_eq!(observe(600, &s), None);
         assert!(p.is_settled());
         assert!(p.log[0].contains("3 segments retransmitted"), "{:?}", p.log);
+    }
+
+    #[test]
+    fn random_losses_without_a_queue_do_not_stop_the_growth() {
+        // A lossy link: segments lost while the RTT stays at its minimum, the stream held by
+        // its window: more streams, as on a clean path.
+        let mut p = StreamPolicy::new(WIDE);
+        let mut s = stream(100_000, 100_000, 0);
+        assert_eq!(one_stream(&mut p, 0, &s), None);
+        s.busy_us = 600_000;
+        s.rwnd_limited_us = 600_000;
+        s.bytes_acked = 10_000_000;
+        s.total_retrans = 30;
+        let c = one_stream(&mut p, 600, &s).expect("a step");
+        assert_eq!(c.add, 7);
+        assert!(
+            c.reason.contains("30 segments lost without a queue"),
+            "{}",
+            c.reason
+        );
+        assert!(!p.is_settled());
     }
 
     #[test]

@@ -73,6 +73,9 @@ pub struct Record {
     /// The pacing the connection's pacing law set, if it changed.
     #[serde(default)]
     pub pace: Option<crate::pacing::Pace>,
+    /// The congestion control a sending connection runs.
+    #[serde(default)]
+    pub cc: Option<String>,
     /// Why, when the law changed something.
     pub note: Option<String>,
     /// System limits that held a buffer below what the law asked.
@@ -121,6 +124,7 @@ mod tests {
             set_sndbuf: None,
             clamp: Some(1 << 20),
             pace: None,
+            cc: Some("bbr".into()),
             note: Some("grow".into()),
             capped: vec![],
         }
@@ -144,10 +148,13 @@ mod tests {
     fn untagged_samples_read_and_unknown_events_are_skipped() {
         let mut v = serde_json::to_value(sample()).unwrap();
         v.as_object_mut().unwrap().remove("pace");
+        v.as_object_mut().unwrap().remove("cc");
         let old = serde_json::to_string(&v).unwrap();
+        let mut then = sample();
+        then.cc = None;
         assert_eq!(
             Event::parse(&old).unwrap(),
-            Some(Event::Sample(Box::new(sample())))
+            Some(Event::Sample(Box::new(then)))
         );
         assert_eq!(Event::parse(r#"{"event":"loss","n":3}"#).unwrap(), None);
         assert!(Event::parse("not json").is_err());

@@ -12,7 +12,7 @@ use anyhow::Context;
 use auth::{Anonymous, Users};
 use fatpipe_net::buffers::BufferControl;
 use fatpipe_net::telemetry::StatsFile;
-use fatpipe_tune::{Params, Tuning};
+use fatpipe_tune::{Pacing, Params, Tuning};
 use limits::HostLimits;
 use sandbox::Sandbox;
 use std::net::SocketAddr;
@@ -66,6 +66,12 @@ pub struct ServerConfig {
     pub login_failure_delay: Duration,
     /// How data connections' buffers are tuned unless a client asks otherwise.
     pub tuning: Tuning,
+    /// How sending data connections are paced unless a client asks otherwise (`None`: TCP
+    /// pacing when the stream count grows).
+    pub pacing: Option<Pacing>,
+    /// The congestion control of sending data connections unless a client asks otherwise
+    /// (`None`: the system's default).
+    pub cc: Option<String>,
     /// The tuning laws' knobs.
     pub tune_params: Params,
     /// How buffers are set (with or without the privileged overrides).
@@ -97,6 +103,8 @@ impl ServerConfig {
             data_timeout: Duration::from_secs(60),
             login_failure_delay: Duration::from_millis(300),
             tuning: Tuning::Kernel,
+            pacing: None,
+            cc: None,
             tune_params: Params::default(),
             buffer_control: BufferControl::new(true),
             stats: None,

@@ -301,6 +301,7 @@ mod tests {
             set_sndbuf: None,
             clamp: None,
             pace: None,
+            cc: None,
             note: None,
             capped: Vec::new(),
         }

@@ -154,8 +154,24 @@ impl Connection {
             let opts = DrsOpts {
                 notify: Some(true),
                 tuning: Some(tuning.to_string()),
+                pacing: cfg.pacing.map(|p| p.to_string()),
+                cc: cfg.cc.clone(),
             };
-            self.drs_peer = self.command(&Command::Opts(opts.to_string()))?.is_success();
+            let r = self.command(&Command::Opts(opts.to_string()))?;
+            self.drs_peer = r.is_success();
+            // A server that knows DRS but not the pacing or congestion control asked for
+            // says why; the transfer goes on without them (uploads still use them here).
+            if !self.drs_peer && (opts.pacing.is_some() || opts.cc.is_some()) {
+                tracing::warn!("the server refused {opts}: {r}; downloads use its defaults");
+                let plain = DrsOpts {
+                    pacing: None,
+                    cc: None,
+                    ..opts
+                };
+                self.drs_peer = self
+                    .command(&Command::Opts(plain.to_string()))?
+                    .is_success();
+            }
         }
         if !self.drs_peer && self.has_feature("SBUF") {
             let fixed = match tuning {

@@ -26,6 +26,8 @@ impl Session {
             control: c.buffer_control,
             stats: c.stats.clone(),
             end: "server",
+            pacing: self.pacing,
+            cc: self.cc.clone(),
         }
     }
 

@@ -20,7 +20,7 @@ use fatpipe_proto::line::{Frame, LineFramer};
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::reply::quote_path;
 use fatpipe_proto::{Command, Reply, TransferType, VPath};
-use fatpipe_tune::Tuning;
+use fatpipe_tune::{Pacing, Tuning};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -111,6 +111,10 @@ struct Session {
     deferred: VecDeque<Vec<u8>>,
     passive_hint: u64,
     tuning: Tuning,
+    /// How this session's sending connections are paced (`OPTS DRS Pacing=`).
+    pacing: Option<Pacing>,
+    /// Their congestion control (`OPTS DRS CC=`).
+    cc: Option<String>,
     drs_notify: bool,
     /// `MODE E` in effect.
     extended: bool,
@@ -160,6 +164,8 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         deferred: VecDeque::new(),
         passive_hint: id.wrapping_mul(7919),
         tuning: shared.config.tuning,
+        pacing: shared.config.pacing,
+        cc: shared.config.cc.clone(),
         drs_notify: false,
         extended: false,
         parallelism: Parallelism::fixed(1),
@@ -470,15 +476,39 @@ impl Session {
             .map(Tuning::parse)
             .transpose()
             .map_err(|e| Reply::new(501, e))?;
+        let pacing = o
+            .pacing
+            .as_deref()
+            .map(Pacing::parse)
+            .transpose()
+            .map_err(|e| Reply::new(501, e))?;
+        if let Some(cc) = &o.cc {
+            let here = fatpipe_net::congestion::available();
+            if !here.contains(cc) {
+                let msg = format!(
+                    "congestion control {cc} is not available here ({})",
+                    here.join(" ")
+                );
+                return Err(Reply::new(501, msg));
+            }
+        }
         if let Some(n) = o.notify {
             self.drs_notify = n;
         }
         if let Some(t) = tuning {
             self.tuning = t;
         }
+        if let Some(p) = pacing {
+            self.pacing = Some(p);
+        }
+        if let Some(cc) = o.cc {
+            self.cc = Some(cc);
+        }
         let state = DrsOpts {
             notify: Some(self.drs_notify),
             tuning: Some(self.tuning.to_string()),
+            pacing: self.pacing.map(|p| p.to_string()),
+            cc: self.cc.clone(),
         };
         Ok(Reply::new(200, format!("OPTS {state}")))
     }

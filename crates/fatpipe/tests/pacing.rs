@@ -1,0 +1,101 @@
+//! The pacing and congestion control a user picks reach the sending end: an upload's client,
+//! and, asked over the control channel (`OPTS DRS Pacing=…;CC=…`), a download's server; files
+//! arrive intact either way, and a choice the server cannot make is refused without failing the
+//! copy.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+const SIZE: u64 = (24 << 20) + 777;
+
+/// `fatpipe cp … --json`, checked to succeed.
+fn cp(args: &[&str], src: &str, dst: &str) -> std::process::Output {
+    run_ok(
+        fatpipe_cmd(&["cp", "--quiet", "--json"])
+            .args(args)
+            .arg(src)
+            .arg(dst),
+    )
+}
+
+/// The sample records of the sending connections written by `end` in `stats`.
+fn sender_samples(stats: &Path, end: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(stats)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["end"] == end && r["role"] == "sender")
+        .collect()
+}
+
+/// Every record names `cc`, and at least one carries a pacing rate.
+fn ran(records: &[serde_json::Value], cc: &str) {
+    assert!(!records.is_empty(), "no sender records");
+    assert!(
+        records.iter().all(|r| r["cc"] == cc),
+        "congestion control: {:?}",
+        records.iter().map(|r| &r["cc"]).collect::<Vec<_>>()
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["pace"]["rate"].as_u64().is_some_and(|n| n > 0)),
+        "no pacing rate set"
+    );
+}
+
+#[test]
+fn the_sending_end_runs_the_pacing_and_congestion_control_asked_for() {
+    let work = tempfile::tempdir().unwrap();
+    let server_stats = work.path().join("server.jsonl");
+    let s = FatpipeServer::start(&[
+        "--anonymous-write",
+        "--stats",
+        server_stats.to_str().unwrap(),
+    ]);
+    let src = work.path().join("src.bin");
+    random_file(&src, SIZE, 41);
+    // Upload: this client sends, over two streams, paced adaptively, with reno.
+    let client_stats = work.path().join("client.jsonl");
+    let stats = client_stats.to_str().unwrap();
+    let flags = [
+        "-p", "2", "--pacing", "adaptive", "--cc", "reno", "--stats", stats,
+    ];
+    cp(&flags, src.to_str().unwrap(), &s.url("up.bin"));
+    assert_same(&src, &s.path("up.bin"));
+    ran(&sender_samples(&client_stats, "client"), "reno");
+    // Download: the server sends, as the client asked it to.
+    let back = work.path().join("back.bin");
+    let flags = ["-p", "2", "--pacing", "cwp", "--cc", "reno"];
+    cp(&flags, &s.url("up.bin"), back.to_str().unwrap());
+    assert_same(&src, &back);
+    ran(&sender_samples(&server_stats, "server"), "reno");
+}
+
+#[test]
+fn a_congestion_control_the_server_lacks_is_refused_and_the_copy_goes_on() {
+    let s = FatpipeServer::start(&["--anonymous"]);
+    random_file(&s.path("f.bin"), SIZE, 42);
+    let work = tempfile::tempdir().unwrap();
+    let back = work.path().join("f.bin");
+    let out = run_ok(
+        fatpipe_cmd(&["cp", "--cc", "no-such-cc"])
+            .args([s.url("f.bin").as_str(), back.to_str().unwrap()]),
+    );
+    assert_same(&s.path("f.bin"), &back);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refused") && err.contains("no-such-cc"),
+        "{err}"
+    );
+    // On the control channel: 501, naming what the server has.
+    let mut raw = Raw::login(s.addr, "anonymous", "x@");
+    let (code, text) = raw.cmd("OPTS DRS CC=no-such-cc");
+    assert_eq!(code, 501, "{text}");
+    assert!(text.contains("reno"), "{text}");
+    let (code, text) = raw.cmd("OPTS DRS Pacing=sideways");
+    assert_eq!(code, 501, "{text}");
+    assert_eq!(raw.cmd("OPTS DRS Pacing=adaptive;CC=reno").0, 200);
+}
