@@ -9,6 +9,7 @@
 use crate::mode_e::{growth, Grow, OnStream, Requests};
 use crate::tcpinfo::tcp_stats;
 use crate::{TuneSummary, Tuner, TunerConfig};
+use fatpipe_tune::congestion::CongestionPolicy;
 use fatpipe_tune::streams::{Observation, StreamPolicy};
 use fatpipe_tune::{Pacing, Role};
 use std::net::TcpStream;
@@ -31,6 +32,16 @@ struct Growing {
     streams: u32,
 }
 
+/// The congestion-control policy of a sending transfer whose user chose none.
+#[derive(Default)]
+struct Choosing {
+    policy: CongestionPolicy,
+    next_look: Option<Instant>,
+    /// The control chosen, once chosen: new connections start with it.
+    chosen: Option<&'static str>,
+    log: Vec<String>,
+}
+
 struct Shared {
     /// What tunes each connection; `None`: the caller asked for no tuning.
     cfg: Option<TunerConfig>,
@@ -41,6 +52,15 @@ struct Shared {
     growing: Mutex<Option<Growing>>,
     /// The control connection, whose RTT a receiving end without probes of its own uses.
     control: Mutex<Option<OwnedFd>>,
+    /// A sender whose user chose no congestion control: the policy that may choose one.
+    choosing: Mutex<Option<Choosing>>,
+}
+
+/// Whether a transfer's senders choose their congestion control as the path shows (the user
+/// chose none).
+fn chooses_cc(cfg: &Option<TunerConfig>, role: Role) -> Mutex<Option<Choosing>> {
+    let choose = role == Role::Sender && cfg.as_ref().is_some_and(|c| c.cc.is_none());
+    Mutex::new(choose.then(Choosing::default))
 }
 
 /// The driver of one transfer, shared with the mover's connection callback.
@@ -55,7 +75,9 @@ impl Conductor {
     /// A conductor for the `role` end of a transfer, its connections tuned as `cfg` says.
     pub fn new(cfg: Option<TunerConfig>, role: Role) -> Conductor {
         let pacing = cfg.as_ref().and_then(|c| c.pacing).unwrap_or(Pacing::Off);
+        let choosing = chooses_cc(&cfg, role);
         Conductor(Arc::new(Shared {
+            choosing,
             cfg,
             role,
             pacing,
@@ -95,6 +117,7 @@ impl Conductor {
         let now = Instant::now();
         let pacing = cfg.as_ref().and_then(|c| c.pacing).unwrap_or(Pacing::Tcp);
         Conductor(Arc::new(Shared {
+            choosing: chooses_cc(&cfg, Role::Sender),
             cfg,
             role: Role::Sender,
             pacing,
@@ -123,7 +146,10 @@ impl Conductor {
             if s.cfg.is_none() && s.pacing == Pacing::Off {
                 return;
             }
-            let cfg = s.cfg.clone().unwrap_or_else(TunerConfig::untuned);
+            let mut cfg = s.cfg.clone().unwrap_or_else(TunerConfig::untuned);
+            if let Some(cc) = lock(&s.choosing).as_ref().and_then(|c| c.chosen) {
+                cfg.cc = Some(cc.to_string());
+            }
             match Tuner::start(cfg, s.pacing, s.role, sock, pump.clone(), Instant::now()) {
                 Ok(mut t) => {
                     // A receiving connection opened after its siblings have grown starts at
@@ -202,22 +228,58 @@ impl Conductor {
             .iter_mut()
             .fold(None, |announce, t| t.tick(now).or(announce));
         self.look_at_streams(now);
+        self.look_at_losses(now);
         announce
     }
 
     /// The stream policy's look, if one is due: more streams when it says so, and its
     /// decisions to the log and the telemetry.
+    /// Every connection's `TCP_INFO`, in the order they were made, and the send buffers'
+    /// memory: what the per-transfer policies observe.
+    fn streams(&self) -> (Vec<fatpipe_tune::TcpStats>, u64) {
+        let tuners = self.tuners();
+        let streams: Vec<_> = tuners.iter().map(Tuner::tcp).collect();
+        (streams, tuners.iter().map(Tuner::send_buffer).sum())
+    }
+
+    /// The congestion-control policy's look, if one is due: on random loss every connection
+    /// (and every later one) switches.
+    fn look_at_losses(&self, now: Instant) {
+        let mut g = lock(&self.0.choosing);
+        let Some(ch) = g.as_mut().filter(|c| c.chosen.is_none()) else {
+            return;
+        };
+        if ch.next_look.is_some_and(|at| now < at) {
+            return;
+        }
+        ch.next_look = Some(now + POLICY_TICK);
+        let (streams, memory) = self.streams();
+        let obs = Observation {
+            now: now.saturating_duration_since(self.0.started),
+            streams: &streams,
+            memory,
+        };
+        let Some(change) = ch.policy.observe(&obs) else {
+            return;
+        };
+        self.tuners().iter_mut().for_each(|t| t.set_cc(change.name));
+        ch.chosen = Some(change.name);
+        tracing::info!("{}", change.reason);
+        if let Some(cfg) = &self.0.cfg {
+            if let Some(stats) = &cfg.stats {
+                stats.cc(cfg.end, change.name, &change.reason);
+            }
+        }
+        ch.log.push(change.reason);
+    }
+
     fn look_at_streams(&self, now: Instant) {
         let mut g = lock(&self.0.growing);
         let Some(gr) = g.as_mut().filter(|g| now >= g.next_look) else {
             return;
         };
         gr.next_look = now + POLICY_TICK;
-        let (streams, memory) = {
-            let tuners = self.tuners();
-            let streams: Vec<_> = tuners.iter().map(Tuner::tcp).collect();
-            (streams, tuners.iter().map(Tuner::send_buffer).sum())
-        };
+        let (streams, memory) = self.streams();
         let obs = Observation {
             now: now.saturating_duration_since(self.0.started),
             streams: &streams,
@@ -256,8 +318,13 @@ impl Conductor {
             .as_ref()
             .filter(|g| !g.policy.is_settled())
             .map(|g| g.next_look.saturating_duration_since(now));
+        let losses = lock(&self.0.choosing)
+            .as_ref()
+            .filter(|c| c.chosen.is_none())
+            .and_then(|c| c.next_look)
+            .map(|at| at.saturating_duration_since(now));
         let tuners = self.tuners().iter().map(|t| t.due_in(now)).min();
-        tuners.into_iter().chain(policy).min()
+        tuners.into_iter().chain(policy).chain(losses).min()
     }
 
     /// A control-channel round trip, for every connection.
@@ -279,21 +346,23 @@ impl Conductor {
         (!all.is_empty()).then(|| TuneSummary::combine(&all))
     }
 
-    /// How the stream count was chosen, for the transfer's summary: how the streams were
-    /// paced, then the policy's decisions in order; empty when the count was fixed.
+    /// How the stream count and the congestion control were chosen, for the transfer's
+    /// summary: how the streams were paced, the stream policy's decisions in order, then a
+    /// change of congestion control; empty when nothing was chosen.
     pub fn decisions(&self) -> Vec<String> {
-        let g = lock(&self.0.growing);
-        let Some(gr) = g.as_ref() else {
-            return Vec::new();
-        };
-        let unpaced = self.tuners().iter().find_map(|t| t.summary().unpaced);
-        let pacing = match unpaced {
-            Some(e) => format!("streams not paced: {e}"),
-            None => self.0.pacing.why().unwrap_or_default().to_string(),
-        };
-        std::iter::once(pacing)
-            .chain(gr.policy.log.iter().cloned())
-            .collect()
+        let mut out = Vec::new();
+        if let Some(gr) = lock(&self.0.growing).as_ref() {
+            let unpaced = self.tuners().iter().find_map(|t| t.summary().unpaced);
+            out.push(match unpaced {
+                Some(e) => format!("streams not paced: {e}"),
+                None => self.0.pacing.why().unwrap_or_default().to_string(),
+            });
+            out.extend(gr.policy.log.iter().cloned());
+        }
+        if let Some(ch) = lock(&self.0.choosing).as_ref() {
+            out.extend(ch.log.iter().cloned());
+        }
+        out
     }
 }
 

@@ -2,7 +2,7 @@
 //! (client and server may share one). The events themselves are `fatpipe_tune::telemetry`'s,
 //! which the plots read back.
 
-use fatpipe_tune::telemetry::{Event, StreamsEvent};
+use fatpipe_tune::telemetry::{CcEvent, Event, StreamsEvent};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
@@ -37,13 +37,26 @@ impl StatsFile {
 
     /// Appends a change of the stream count, seen by `end` now; a failure is only logged.
     pub fn streams(&self, end: &str, streams: u32, reason: &str) {
-        let e = Event::Streams(StreamsEvent {
+        self.log(&Event::Streams(StreamsEvent {
             unix_s: unix_now(),
             end: end.to_string(),
             streams,
             reason: reason.to_string(),
-        });
-        if let Err(err) = self.write(&e) {
+        }));
+    }
+
+    /// Appends a change of the senders' congestion control; a failure is only logged.
+    pub fn cc(&self, end: &str, cc: &str, reason: &str) {
+        self.log(&Event::Cc(CcEvent {
+            unix_s: unix_now(),
+            end: end.to_string(),
+            cc: cc.to_string(),
+            reason: reason.to_string(),
+        }));
+    }
+
+    fn log(&self, e: &Event) {
+        if let Err(err) = self.write(e) {
             tracing::warn!("cannot write stats: {err}");
         }
     }

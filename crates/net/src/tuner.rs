@@ -169,6 +169,12 @@ impl Tuner {
         }
     }
 
+    /// Switches the connection to congestion control `name` (a refusal is kept for the
+    /// summary).
+    pub fn set_cc(&mut self, name: &str) {
+        self.summary.cc = crate::congestion::choose(self.sock.as_fd(), Some(name), &mut self.caps);
+    }
+
     /// Starts the law at `bytes` (a `setsockopt` size) and applies it at once if the law
     /// took it: a MODE E connection opened after its siblings had grown their windows.
     pub fn seed(&mut self, bytes: u64) -> io::Result<()> {

@@ -5,6 +5,7 @@
 //! reads `TCP_INFO` and calls `setsockopt` is `fatpipe-net`'s conductor.
 #![warn(missing_docs)]
 
+pub mod congestion;
 pub mod law;
 pub mod mode;
 pub mod pacing;

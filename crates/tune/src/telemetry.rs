@@ -13,6 +13,8 @@ pub enum Event {
     Sample(Box<Record>),
     /// A transfer's stream count changed (`-p auto`).
     Streams(StreamsEvent),
+    /// A transfer's senders changed their congestion control.
+    Cc(CcEvent),
 }
 
 impl Event {
@@ -22,7 +24,7 @@ impl Event {
         let v: serde_json::Value = serde_json::from_str(line)?;
         match v.get("event").and_then(|e| e.as_str()) {
             None => serde_json::from_value(v).map(|r| Some(Event::Sample(Box::new(r)))),
-            Some("sample" | "streams") => serde_json::from_value(v).map(Some),
+            Some("sample" | "streams" | "cc") => serde_json::from_value(v).map(Some),
             Some(_) => Ok(None),
         }
     }
@@ -83,6 +85,19 @@ pub struct Record {
     pub capped: Vec<String>,
 }
 
+/// A change of the congestion control of a transfer's senders.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CcEvent {
+    /// Wall-clock time, seconds since the Unix epoch.
+    pub unix_s: f64,
+    /// `client` or `server`.
+    pub end: String,
+    /// The congestion control from now on.
+    pub cc: String,
+    /// Why.
+    pub reason: String,
+}
+
 /// A change of a transfer's stream count (`-p auto`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamsEvent {
@@ -138,7 +153,13 @@ mod tests {
             streams: 8,
             reason: "buffer-limited".into(),
         });
-        for e in [Event::Sample(Box::new(sample())), streams] {
+        let cc = Event::Cc(CcEvent {
+            unix_s: 3.0,
+            end: "server".into(),
+            cc: "bbr".into(),
+            reason: "random loss".into(),
+        });
+        for e in [Event::Sample(Box::new(sample())), streams, cc] {
             let line = serde_json::to_string(&e).unwrap();
             assert_eq!(Event::parse(&line).unwrap(), Some(e));
         }

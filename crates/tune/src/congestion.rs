@@ -1,0 +1,121 @@
+//! Which congestion control a transfer's senders run when the user did not choose one: the
+//! system's (cubic, a loss-based control) until segments are lost while the RTT stays at the
+//! path's minimum. Such loss is random (a lossy link), not congestion; a loss-based control
+//! reads every one as congestion and collapses under it (1 % loss at 100 ms: about 1 Mbit/s
+//! per stream), while a model-based one (bbr) holds the path's rate through it. Losses that
+//! come with a queue (the RTT above the minimum, see `path::QUEUE`) are congestion and change
+//! nothing: on a clean path the system's control stays.
+
+use crate::path;
+use crate::streams::Observation;
+use std::time::Duration;
+
+/// The control taken on random loss.
+pub const FOR_RANDOM_LOSS: &str = "bbr";
+/// Segments lost without a queue, over the transfer, before the switch (a lone loss may be a
+/// tail drop the queue had drained from by the time it was seen).
+const LOSSES: u64 = 8;
+
+/// What the policy decided: the control to run from now on, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CcChange {
+    /// The congestion control's name.
+    pub name: &'static str,
+    /// Why, for the summary and telemetry.
+    pub reason: String,
+}
+
+/// The congestion-control policy of one sending transfer.
+#[derive(Debug, Clone, Default)]
+pub struct CongestionPolicy {
+    /// Retransmissions of every stream at the previous look.
+    last: Vec<u64>,
+    /// Segments lost without a queue so far.
+    random: u64,
+    switched: bool,
+}
+
+impl CongestionPolicy {
+    /// Takes a look at the streams; answers a change once random loss is established.
+    pub fn observe(&mut self, o: &Observation<'_>) -> Option<CcChange> {
+        if self.switched || o.streams.is_empty() {
+            return None;
+        }
+        let now: Vec<u64> = o.streams.iter().map(|s| s.total_retrans.into()).collect();
+        let lost: u64 = now
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| r.saturating_sub(self.last.get(i).copied().unwrap_or(0)))
+            .sum();
+        self.last = now;
+        if lost == 0 {
+            return None;
+        }
+        let us = |v: u32| Duration::from_micros(v.into());
+        let floor = o
+            .streams
+            .iter()
+            .map(|s| s.min_rtt_us)
+            .filter(|&r| r > 0)
+            .min();
+        let srtt = o.streams.iter().map(|s| s.rtt_us).max().unwrap_or(0);
+        let stretch = floor.map_or(1.0, |f| path::stretch(us(srtt), us(f)));
+        if stretch > path::QUEUE {
+            return None;
+        }
+        self.random += lost;
+        if self.random < LOSSES {
+            return None;
+        }
+        self.switched = true;
+        Some(CcChange {
+            name: FOR_RANDOM_LOSS,
+            reason: format!(
+                "{} segments lost with the RTT at its minimum ({:.0} % above it): random loss, \
+                 not congestion; congestion control {FOR_RANDOM_LOSS} from now on",
+                self.random,
+                (stretch - 1.0) * 100.0
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::TcpStats;
+
+    fn look(p: &mut CongestionPolicy, rtt_us: u32, retrans: u32) -> Option<CcChange> {
+        let s = TcpStats {
+            rtt_us,
+            min_rtt_us: 100_000,
+            total_retrans: retrans,
+            ..TcpStats::default()
+        };
+        p.observe(&Observation {
+            now: Duration::ZERO,
+            streams: &[s, s],
+            memory: 0,
+        })
+    }
+
+    #[test]
+    fn losses_at_the_minimum_rtt_switch_to_bbr_once() {
+        let mut p = CongestionPolicy::default();
+        assert_eq!(look(&mut p, 100_000, 0), None);
+        // Two streams, two segments each: 4 of the 8 needed.
+        assert_eq!(look(&mut p, 101_000, 2), None);
+        let c = look(&mut p, 102_000, 4).expect("a switch");
+        assert_eq!(c.name, "bbr");
+        assert!(c.reason.contains("8 segments lost"), "{}", c.reason);
+        assert_eq!(look(&mut p, 100_000, 40), None, "only once");
+    }
+
+    #[test]
+    fn losses_with_a_queue_are_congestion() {
+        let mut p = CongestionPolicy::default();
+        for (i, rtt) in [150_000, 190_000, 130_000, 160_000].into_iter().enumerate() {
+            assert_eq!(look(&mut p, rtt, 10 * (i as u32 + 1)), None);
+        }
+    }
+}
