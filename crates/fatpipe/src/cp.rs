@@ -112,21 +112,35 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
-    let first_start = memory.as_ref().and_then(|(path, server)| {
-        let (n, age) = PathMemory::load(path).recall(server, unix_now())?;
-        (n > 1).then(|| {
-            let ago = humantime::format_duration(Duration::from_secs(age.as_secs()));
-            (
-                n,
-                format!("where the last copy to {server} ended ({ago} ago)"),
-            )
+    let recalled = memory.as_ref().and_then(|(path, server)| {
+        Some((PathMemory::load(path).recall(server, unix_now())?, server))
+    });
+    let ago = |age: Duration| humantime::format_duration(Duration::from_secs(age.as_secs()));
+    let first_start = recalled.as_ref().and_then(|(r, server)| {
+        (r.streams > 1).then(|| {
+            let why = format!("where the last copy to {server} ended ({} ago)", ago(r.age));
+            (r.streams, why)
         })
     });
+    let mut tune = a.tune.config("client")?;
+    // The last copy to this server met random loss: this one starts on the control it took.
+    let carried = match (&tune.cc, &recalled) {
+        (None, Some((r, server))) => r.cc.clone().inspect(|cc| {
+            tracing::info!(
+                "congestion control {cc}: the last copy to {server} met random loss ({} ago)",
+                ago(r.age)
+            )
+        }),
+        _ => None,
+    };
+    if carried.is_some() {
+        tune.cc = carried.clone();
+    }
     let opts = CopyOptions {
         recursive: a.recursive,
         resume: a.resume,
         timeout: a.timeout,
-        tune: Some(a.tune.config("client")?),
+        tune: Some(tune),
         streams: match a.parallel {
             StreamsArg::Fixed(n) => Streams::Fixed(n),
             StreamsArg::Auto => Streams::Auto {
@@ -154,7 +168,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     progress.bar.finish_and_clear();
     let interrupted = progress.interrupted.load(Ordering::SeqCst);
     if let Some((path, server)) = &memory {
-        remember_streams(path, server, &results);
+        remember_streams(path, server, &results, carried.as_deref());
     }
     let seconds = started.elapsed().as_secs_f64();
     let bytes: u64 = results.iter().map(|r| r.bytes).sum();
@@ -249,19 +263,30 @@ fn streams_lines(results: &[FileResult]) -> Vec<String> {
     out
 }
 
-/// Keeps the stream count the copy's last moved file ended with for the next copy to `server`
-/// (a failure to only warns: the copy itself is done).
-fn remember_streams(path: &std::path::Path, server: &str, results: &[FileResult]) {
-    let Some(n) = results
+/// Keeps the stream count the copy's last moved file ended with for the next copy to `server`,
+/// and the congestion control chosen on random loss (by a file of this copy, or `carried` over
+/// from the last copy); a failure to save only warns: the copy itself is done.
+fn remember_streams(
+    path: &std::path::Path,
+    server: &str,
+    results: &[FileResult],
+    carried: Option<&str>,
+) {
+    let Some(last) = results
         .iter()
         .rev()
         .find(|r| r.error.is_none() && r.bytes > 0)
-        .and_then(|r| r.streams)
     else {
         return;
     };
+    let Some(n) = last.streams else { return };
+    // A control chosen on random loss by any file of the copy holds for the path.
+    let cc = results
+        .iter()
+        .find_map(|r| r.cc_on_random_loss.as_deref())
+        .or(carried);
     let mut m = PathMemory::load(path);
-    m.remember(server, n, unix_now());
+    m.remember(server, n, cc, unix_now());
     if let Err(e) = m.save(path) {
         tracing::warn!("cannot keep the stream count in {}: {e}", path.display());
     }

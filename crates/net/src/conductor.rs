@@ -346,6 +346,11 @@ impl Conductor {
         (!all.is_empty()).then(|| TuneSummary::combine(&all))
     }
 
+    /// The congestion control the senders switched to on random loss, if they did.
+    pub fn chosen_cc(&self) -> Option<&'static str> {
+        lock(&self.0.choosing).as_ref().and_then(|c| c.chosen)
+    }
+
     /// How the stream count and the congestion control were chosen, for the transfer's
     /// summary: how the streams were paced, the stream policy's decisions in order, then a
     /// change of congestion control; empty when nothing was chosen.

@@ -175,18 +175,34 @@ pub const STREAMS_NOTE: &str = "streams: ";
 /// A line of a MODE E send's final `226` reply: one of `-p auto`'s decisions.
 pub const AUTO_NOTE: &str = "-p auto: ";
 
-/// The stream count and `-p auto` decisions a fatpipe sender put in its final reply.
-pub fn parse_transfer_notes(r: &Reply) -> (Option<u32>, Vec<String>) {
-    let mut streams = None;
-    let mut decisions = Vec::new();
+/// A line of a MODE E send's final `226` reply: the congestion control its senders switched
+/// to when they met random loss.
+pub const CC_NOTE: &str = "cc: ";
+
+/// What a fatpipe sender put in its final reply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransferNotes {
+    /// Data connections used.
+    pub streams: Option<u32>,
+    /// `-p auto`'s decisions, in order.
+    pub decisions: Vec<String>,
+    /// The congestion control the senders switched to, if they did.
+    pub cc: Option<String>,
+}
+
+/// Reads the notes of a fatpipe sender's final reply.
+pub fn parse_transfer_notes(r: &Reply) -> TransferNotes {
+    let mut notes = TransferNotes::default();
     for l in r.lines.iter().map(|l| l.trim()) {
         if let Some(n) = l.strip_prefix(STREAMS_NOTE) {
-            streams = n.trim().parse().ok();
+            notes.streams = n.trim().parse().ok();
         } else if let Some(d) = l.strip_prefix(AUTO_NOTE) {
-            decisions.push(d.to_string());
+            notes.decisions.push(d.to_string());
+        } else if let Some(c) = l.strip_prefix(CC_NOTE) {
+            notes.cc = Some(c.trim().to_string()).filter(|c| !c.is_empty());
         }
     }
-    (streams, decisions)
+    notes
 }
 
 /// A `112-Perf Marker` reply: bytes this end has moved so far, at a Unix time.

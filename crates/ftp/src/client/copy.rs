@@ -75,6 +75,8 @@ pub struct FileResult {
     pub reused_streams: u32,
     /// Why `-p auto` opened streams or stopped (when this end sent).
     pub stream_decisions: Vec<String>,
+    /// The congestion control the sending end switched to when it met random loss.
+    pub cc_on_random_loss: Option<String>,
     /// The checksum both ends agreed on, as `ALG:hex` (verified copies).
     pub verified: Option<String>,
 }
@@ -203,6 +205,7 @@ impl Copier<'_> {
             capped: tune.map(|t| t.capped.clone()).unwrap_or_default(),
             streams: streams.as_ref().map(|s| s.streams),
             reused_streams: streams.as_ref().map_or(0, |s| s.reused),
+            cc_on_random_loss: streams.as_ref().and_then(|s| s.cc.clone()),
             stream_decisions: streams.map(|s| s.decisions).unwrap_or_default(),
             verified,
         };

@@ -1,7 +1,9 @@
 //! What `-p auto` learned about the path to a server, kept between copies: the stream count the
 //! last copy to it ended with, so that the next copy (a script copying file by file, a sync run
-//! again) starts there instead of from one stream. A remembered count is trusted for an hour,
-//! as long as the kernel keeps its own per-destination TCP metrics.
+//! again) starts there instead of from one stream, and the congestion control its senders
+//! switched to on random loss, so that the next copy starts on it instead of finding the loss
+//! again. What is remembered is trusted for an hour, as long as the kernel keeps its own
+//! per-destination TCP metrics.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -19,28 +21,54 @@ pub struct PathMemory {
 }
 
 /// One server's count.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Learned {
     streams: u32,
+    /// The congestion control chosen on random loss, if one was.
+    #[serde(default)]
+    cc: Option<String>,
     /// Seconds since the Unix epoch.
     at: u64,
 }
 
+/// What the last copy to a server learned, and how long ago.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recalled {
+    /// The stream count it ended with.
+    pub streams: u32,
+    /// The congestion control its senders switched to on random loss, if they did.
+    pub cc: Option<String>,
+    /// How long ago.
+    pub age: Duration,
+}
+
 impl PathMemory {
-    /// The count the last copy to `server` ended with and how long ago, if it is recent enough
-    /// (`now`: seconds since the Unix epoch).
-    pub fn recall(&self, server: &str, now: u64) -> Option<(u32, Duration)> {
+    /// What the last copy to `server` learned, if it is recent enough (`now`: seconds since
+    /// the Unix epoch).
+    pub fn recall(&self, server: &str, now: u64) -> Option<Recalled> {
         let l = self.servers.get(server)?;
         let age = Duration::from_secs(now.checked_sub(l.at)?);
-        (age <= TRUSTED_FOR).then_some((l.streams, age))
+        (age <= TRUSTED_FOR).then(|| Recalled {
+            streams: l.streams,
+            cc: l.cc.clone(),
+            age,
+        })
     }
 
-    /// Keeps `streams` for `server`, learned at `now`; forgets counts no longer trusted.
-    pub fn remember(&mut self, server: &str, streams: u32, now: u64) {
+    /// Keeps `streams` (and `cc`, chosen on random loss) for `server`, learned at `now`;
+    /// forgets what is no longer trusted.
+    pub fn remember(&mut self, server: &str, streams: u32, cc: Option<&str>, now: u64) {
         self.servers
             .retain(|_, l| now.saturating_sub(l.at) <= TRUSTED_FOR.as_secs());
-        self.servers
-            .insert(server.to_string(), Learned { streams, at: now });
+        let cc = cc.map(str::to_string);
+        self.servers.insert(
+            server.to_string(),
+            Learned {
+                streams,
+                cc,
+                at: now,
+            },
+        );
     }
 
     /// Reads the memory at `path`; none yet, or one that cannot be read, is empty (a broken file
@@ -91,20 +119,23 @@ mod tests {
     #[test]
     fn a_count_is_recalled_for_an_hour_and_for_its_server_only() {
         let mut m = PathMemory::default();
-        m.remember("a:2811", 8, 1000);
-        assert_eq!(m.recall("a:2811", 1000), Some((8, Duration::ZERO)));
-        assert_eq!(
-            m.recall("a:2811", 1000 + 3600),
-            Some((8, Duration::from_secs(3600)))
-        );
+        m.remember("a:2811", 8, Some("bbr"), 1000);
+        let at = |age| Recalled {
+            streams: 8,
+            cc: Some("bbr".into()),
+            age: Duration::from_secs(age),
+        };
+        assert_eq!(m.recall("a:2811", 1000), Some(at(0)));
+        assert_eq!(m.recall("a:2811", 1000 + 3600), Some(at(3600)));
         assert_eq!(m.recall("a:2811", 1000 + 3601), None);
         assert_eq!(m.recall("b:2811", 1000), None);
         // A clock that went back trusts nothing.
         assert_eq!(m.recall("a:2811", 999), None);
         // Newer replaces older; stale entries are dropped when anything is remembered.
-        m.remember("a:2811", 4, 2000);
-        assert_eq!(m.recall("a:2811", 2000), Some((4, Duration::ZERO)));
-        m.remember("b:2811", 2, 9000);
+        m.remember("a:2811", 4, None, 2000);
+        let r = m.recall("a:2811", 2000).map(|r| (r.streams, r.cc));
+        assert_eq!(r, Some((4, None)));
+        m.remember("b:2811", 2, None, 9000);
         assert!(!m.servers.contains_key("a:2811"));
     }
 
@@ -114,11 +145,15 @@ mod tests {
         let path = dir.path().join("sub/paths.json");
         assert!(PathMemory::load(&path).servers.is_empty());
         let mut m = PathMemory::default();
-        m.remember("h:1", 6, 50);
+        m.remember("h:1", 6, Some("bbr"), 50);
         m.save(&path).unwrap();
+        let r = PathMemory::load(&path).recall("h:1", 60);
+        assert_eq!(r.map(|r| (r.streams, r.cc)), Some((6, Some("bbr".into()))));
+        // A file written before congestion controls were remembered reads too.
+        std::fs::write(&path, br#"{"servers":{"h:1":{"streams":3,"at":50}}}"#).unwrap();
         assert_eq!(
-            PathMemory::load(&path).recall("h:1", 60).map(|r| r.0),
-            Some(6)
+            PathMemory::load(&path).recall("h:1", 60).map(|r| r.streams),
+            Some(3)
         );
         std::fs::write(&path, b"{not json").unwrap();
         assert!(PathMemory::load(&path).servers.is_empty());

@@ -6,7 +6,9 @@ use fatpipe_net::mode_e::{Channel, Links, OnStream, Prepare, Requests, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
 use fatpipe_net::{Conductor, Mover, Pump, PumpError, TunerConfig};
-use fatpipe_proto::gridftp::{perf_marker, range_marker, Parallelism, AUTO_NOTE, STREAMS_NOTE};
+use fatpipe_proto::gridftp::{
+    perf_marker, range_marker, Parallelism, AUTO_NOTE, CC_NOTE, STREAMS_NOTE,
+};
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::Reply;
@@ -487,6 +489,7 @@ fn run(
                     let mut notes = vec![format!("{STREAMS_NOTE}{}", r.streams)];
                     let decisions = conductor.decisions();
                     notes.extend(decisions.iter().map(|d| format!("{AUTO_NOTE}{d}")));
+                    notes.extend(conductor.chosen_cc().map(|c| format!("{CC_NOTE}{c}")));
                     Outcome {
                         bytes: r.bytes,
                         notes,

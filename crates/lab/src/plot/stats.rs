@@ -7,7 +7,7 @@
 use super::{panel, register_font, render, Picture, Series};
 use anyhow::{bail, Context};
 use fatpipe_tune::telemetry::{Event, Record as Rec, StreamsEvent};
-use fatpipe_tune::Role;
+use fatpipe_tune::{Pace, Role};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
@@ -76,7 +76,7 @@ fn role_name(r: Role) -> &'static str {
 }
 
 /// What names one data connection among an end's records.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Conn {
     /// This end's and the peer's port.
     Ports(u16, u16),
@@ -88,9 +88,12 @@ enum Conn {
 const ENDED: f64 = 2.0;
 
 /// One end's records merged over its data connections: each merged record carries the sums,
-/// over the connections still alive, of their latest bytes, buffers, windows and BDP estimates.
-fn merged(rs: &[&Rec]) -> Vec<Rec> {
+/// over the connections still alive, of their latest bytes, buffers, windows, BDP estimates and
+/// pacing rates, beside the sum of their congestion windows per RTT (bytes/s).
+fn merged(rs: &[&Rec]) -> Vec<(Rec, f64)> {
     let mut latest: BTreeMap<Conn, Rec> = BTreeMap::new();
+    // The rate each connection was last paced at (records carry a pacing only when it changes).
+    let mut paced: BTreeMap<Conn, u64> = BTreeMap::new();
     let mut out = Vec::new();
     for r in rs {
         // A connection is named by its ports, or in older files by when it began (which
@@ -99,8 +102,18 @@ fn merged(rs: &[&Rec]) -> Vec<Rec> {
             (0, 0) => Conn::Began(((r.unix_s - r.t) * 100.0).round() as i64),
             (p, q) => Conn::Ports(p, q),
         };
+        match r.pace {
+            Some(Pace::Rate(b)) => {
+                paced.insert(key, b);
+            }
+            Some(Pace::Tcp) => {
+                paced.remove(&key);
+            }
+            None => {}
+        }
         latest.insert(key, (*r).clone());
         latest.retain(|_, x| r.unix_s - x.unix_s < ENDED);
+        paced.retain(|k, _| latest.contains_key(k));
         let sum = |f: fn(&Rec) -> u64| latest.values().map(f).sum::<u64>();
         let mut m = (*r).clone();
         m.bytes = sum(|x| x.bytes);
@@ -110,7 +123,14 @@ fn merged(rs: &[&Rec]) -> Vec<Rec> {
         if let Some(t) = m.tcp.as_mut() {
             t.rcv_wnd = sum(|x| x.tcp.map_or(0, |t| t.rcv_wnd.into())) as u32;
         }
-        out.push(m);
+        m.pace = (!paced.is_empty()).then(|| Pace::Rate(paced.values().sum()));
+        let cwp = latest
+            .values()
+            .filter_map(|x| x.tcp)
+            .filter(|t| t.rtt_us > 0)
+            .map(|t| t.cwnd_bytes as f64 / (f64::from(t.rtt_us) * 1e-6))
+            .sum();
+        out.push((m, cwp));
     }
     out
 }
@@ -184,13 +204,37 @@ fn figure(recs: &[Rec], events: &[StreamsEvent], true_bdp: &[(f64, f64)]) -> Fig
     }
     for (name, rs) in &by_end {
         let merged = merged(rs);
-        let all: Vec<&Rec> = merged.iter().collect();
+        let all: Vec<&Rec> = merged.iter().map(|(r, _)| r).collect();
         let rs = &all;
         fig.throughput.push(Series {
             name: name.clone(),
             points: smoothed_rates(rs, t0),
         });
         let receiver = rs.first().is_some_and(|r| r.role == Role::Receiver);
+        // A sender paced at rates (CWP, EABP): its pacing rate beside its windows per RTT (an
+        // EABP period shows as the pacing rate held at eab while cwnd/RTT grows on).
+        let mbit = |b: f64| b * 8e-6;
+        let pacing: Vec<(f64, f64)> = merged
+            .iter()
+            .filter_map(|(r, _)| match r.pace {
+                Some(Pace::Rate(b)) => Some((r.unix_s - t0, mbit(b as f64))),
+                _ => None,
+            })
+            .collect();
+        if !receiver && !pacing.is_empty() {
+            fig.throughput.push(Series {
+                name: format!("pacing rate, {name}"),
+                points: pacing,
+            });
+            fig.throughput.push(Series {
+                name: format!("cwnd/RTT, {name}"),
+                points: merged
+                    .iter()
+                    .filter(|(_, c)| *c > 0.0)
+                    .map(|(r, c)| (r.unix_s - t0, mbit(*c)))
+                    .collect(),
+            });
+        }
         let (what, buf): (&str, &dyn Fn(&Rec) -> u64) = if receiver {
             ("receive buffer", &|r| r.rcvbuf)
         } else {
@@ -316,7 +360,7 @@ mod tests {
             rec(10.1, 0.1, Some((2000, 5001)), 300),
         ];
         let refs: Vec<&Rec> = rs.iter().collect();
-        let m = merged(&refs);
+        let m: Vec<Rec> = merged(&refs).into_iter().map(|(r, _)| r).collect();
         assert_eq!(
             m.iter().map(|r| r.bytes).collect::<Vec<_>>(),
             [100, 300, 500]
@@ -325,6 +369,22 @@ mod tests {
         // Older files without ports: connections that began together are one.
         let rs = [rec(10.0, 0.0, None, 100), rec(10.0, 0.0, None, 200)];
         let refs: Vec<&Rec> = rs.iter().collect();
-        assert_eq!(merged(&refs)[1].bytes, 200);
+        assert_eq!(merged(&refs)[1].0.bytes, 200);
+    }
+
+    #[test]
+    fn pacing_rates_of_live_connections_add_up() {
+        let mut a = rec(10.0, 0.0, Some((1, 2)), 0);
+        a.pace = Some(Pace::Rate(100));
+        let mut b = rec(10.1, 0.1, Some((1, 3)), 0);
+        b.pace = Some(Pace::Rate(50));
+        // No change written: the first connection is still paced at 100.
+        let c = rec(10.2, 0.2, Some((1, 2)), 0);
+        let m = merged(&[&a, &b, &c]);
+        assert_eq!(m[2].0.pace, Some(Pace::Rate(150)));
+        // Back to TCP's own pacing: no rate from that connection.
+        let mut d = rec(10.3, 0.3, Some((1, 3)), 0);
+        d.pace = Some(Pace::Tcp);
+        assert_eq!(merged(&[&a, &b, &c, &d])[3].0.pace, Some(Pace::Rate(100)));
     }
 }

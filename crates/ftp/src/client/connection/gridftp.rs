@@ -6,7 +6,7 @@ use super::{describe, finish, receive_error, send_error, Connection};
 use anyhow::{bail, Context};
 use fatpipe_net::mode_e::{Channel, Kept, Links, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender};
-use fatpipe_net::{Conductor, Mover, Pump};
+use fatpipe_net::{Conductor, Moved, Mover, Pump};
 use fatpipe_proto::gridftp::{parse_transfer_notes, ChecksumAlg, Cksm, Parallelism};
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
@@ -57,6 +57,8 @@ pub struct StreamsReport {
     pub reused: u32,
     /// Why the count changed or stopped (`-p auto`, when this end sent).
     pub decisions: Vec<String>,
+    /// The congestion control the sending end switched to on random loss, if it did.
+    pub cc: Option<String>,
 }
 
 /// Largest MODE E block this client sends.
@@ -261,8 +263,8 @@ impl Connection {
         })?;
         if let Ok(r) = &moved {
             // A fatpipe sender says in its final reply why it used as many streams as it did.
-            let (_, decisions) = fin.as_ref().map(parse_transfer_notes).unwrap_or_default();
-            self.record_streams(resumed, r.reused, r.streams, decisions);
+            let notes = fin.as_ref().map(parse_transfer_notes).unwrap_or_default();
+            self.record_streams(resumed, r, notes.decisions, notes.cc);
         }
         self.keep_channel(false, channel, &moved, &fin);
         finish(&what, moved.map(|r| r.bytes), fin)
@@ -326,7 +328,8 @@ impl Connection {
         })?;
         if let Ok(r) = &moved {
             let resumed = (blocks.auto && start > 1).then_some(start);
-            self.record_streams(resumed, r.reused, r.streams, conductor.decisions());
+            let cc = conductor.chosen_cc().map(str::to_string);
+            self.record_streams(resumed, r, conductor.decisions(), cc);
         }
         self.keep_channel(true, channel, &moved, &fin);
         finish(&what, moved.map(|r| r.bytes), fin)
@@ -384,14 +387,16 @@ impl Connection {
 
     /// Keeps how a MODE E transfer went and, with `-p auto`, where the next one starts;
     /// `resumed` is the count it started with when taken over from the previous transfer,
-    /// `reused` how many of its connections the previous transfer left open.
+    /// `moved` what it moved over how many connections (and how many the previous transfer left
+    /// open), `cc` the congestion control its senders switched to.
     fn record_streams(
         &mut self,
         resumed: Option<u32>,
-        reused: u32,
-        streams: u32,
+        moved: &Moved,
         mut decisions: Vec<String>,
+        cc: Option<String>,
     ) {
+        let (streams, reused) = (moved.streams, moved.reused);
         let mut why = None;
         if let Some(b) = self.blocks.as_mut().filter(|b| b.auto) {
             b.next_start = streams.max(1);
@@ -406,6 +411,7 @@ impl Connection {
             streams,
             reused,
             decisions,
+            cc,
         });
     }
 }

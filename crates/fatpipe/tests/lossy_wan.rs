@@ -1,0 +1,98 @@
+//! A download across an emulated lossy path (`fatpipe testbed`, needs root, as CI has): 20 ms,
+//! 200 Mbit/s, 2 % random loss each way. With no options the server's senders start on the
+//! system's cubic, meet losses with the RTT at its minimum, and switch to bbr; the copy says so,
+//! the file arrives intact, and the next copy to the same server starts on bbr (path memory).
+
+mod common;
+use common::*;
+use std::process::Command;
+
+const NAME: &str = "fplossy";
+
+/// Takes the testbed down even if the test fails half-way.
+struct Down;
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = run(&mut fatpipe_cmd(&["testbed", "down", "--name", NAME]));
+    }
+}
+
+/// `fatpipe testbed exec <side> -- fatpipe <args>`.
+fn in_side(side: &str, args: &[&str]) -> Command {
+    let mut c = fatpipe_cmd(&["testbed", "exec", side, "--name", NAME, "--", fatpipe()]);
+    c.args(args);
+    c
+}
+
+#[test]
+fn random_loss_switches_the_senders_to_bbr_and_the_next_copy_starts_on_it() {
+    let _guard = Down;
+    run_ok(&mut fatpipe_cmd(&[
+        "testbed", "up", "--name", NAME, "--rtt", "20ms", "--rate", "200mbit", "--loss", "0.02",
+    ]));
+    let root = tempfile::tempdir().unwrap();
+    random_file(&root.path().join("f.bin"), 16 << 20, 77);
+    let work = tempfile::tempdir().unwrap();
+    let stats = work.path().join("server.jsonl");
+    let server = FatpipeServer::spawn(
+        {
+            let mut c = in_side("a", &["serve", "--anonymous", "--root"]);
+            c.arg(root.path())
+                .args(["--listen", "198.18.0.1:0", "--stats"]);
+            c.arg(&stats);
+            c
+        },
+        root,
+    );
+    let dst = work.path().join("f.bin");
+    let out = run_ok(&mut in_side(
+        "b",
+        &[
+            "cp",
+            "--quiet",
+            "--json",
+            "-p",
+            "auto",
+            &server.url("f.bin"),
+            dst.to_str().unwrap(),
+        ],
+    ));
+    assert_same(&server.path("f.bin"), &dst);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = &v["files"][0];
+    assert_eq!(file["cc_on_random_loss"], "bbr", "{file}");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&stats)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &serde_json::Value| e["event"] == "cc")
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("random loss")),
+        "{events:?}"
+    );
+    // The next copy to the server starts on bbr at once, and says why.
+    let again = work.path().join("again.bin");
+    let out = run_ok(&mut in_side(
+        "b",
+        &[
+            "cp",
+            "-v",
+            "--quiet",
+            "-p",
+            "auto",
+            &server.url("f.bin"),
+            again.to_str().unwrap(),
+        ],
+    ));
+    assert_same(&server.path("f.bin"), &again);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("congestion control bbr: the last copy to 198.18.0.1:"),
+        "{err}"
+    );
+}
