@@ -96,7 +96,8 @@ struct Summary<'a> {
 }
 
 /// Runs the copy; the exit code is non-zero if any file failed.
-pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+/// Runs the copy; `verbose` adds how the tuning and the streams went to the summary.
+pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let src = Location::parse(&a.src)?;
     let dst = Location::parse(&a.dst)?;
     let creds = match (&src, &dst) {
@@ -201,16 +202,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             out!("{text}");
         }
     } else if !a.quiet {
-        say!(
-            "fatpipe: {} file(s) copied, {} failed, {bytes} bytes in {seconds:.2} s ({rate:.1} Mbit/s)",
-            results.len() - failed,
-            failed
-        );
-        if let Some(line) = tune_line(&results, a.tune.tuning) {
-            say!("fatpipe: tuning {}: {line}", a.tune.tuning);
+        say!("fatpipe: {}", headline(&results, bytes, seconds));
+        // What held the copy back is the user's business; how the tuning went, only asked for.
+        for cap in caps(&results) {
+            say!("fatpipe: limit: {cap}");
         }
-        for line in streams_lines(&results) {
-            say!("fatpipe: {line}");
+        if verbose {
+            if let Some(line) = tune_line(&results) {
+                say!("fatpipe: tuning {}: {line}", a.tune.tuning);
+            }
+            for line in streams_lines(&results) {
+                say!("fatpipe: {line}");
+            }
         }
     }
     Ok(if failed == 0 {
@@ -221,16 +224,68 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The buffer summary over all files: peaks, Mbit/s per MiB over the data phases, caps met.
-fn tune_line(results: &[FileResult], _: fatpipe_tune::Tuning) -> Option<String> {
+fn tune_line(results: &[FileResult]) -> Option<String> {
     let local = results.iter().filter_map(|r| r.peak_buffer).max()?;
     let peer = results.iter().filter_map(|r| r.peer_peak_buffer).max();
     let bytes: u64 = results.iter().map(|r| r.bytes).sum();
-    let secs: f64 = results.iter().filter_map(|r| r.data_seconds).sum();
-    let mbit_s = bytes as f64 * 8.0 / secs.max(1e-9) / 1e6;
+    let secs = results.iter().filter_map(|r| r.data_seconds).sum::<f64>();
+    // Nothing moved (or too fast to time): no rate per MiB worth printing.
+    let mbit_s = (bytes > 0 && secs > 0.0).then(|| bytes as f64 * 8.0 / secs / 1e6);
+    Some(tuning::describe(local, peer, mbit_s))
+}
+
+/// The summary's one line: what moved, how fast, over how many streams, verified or not.
+fn headline(results: &[FileResult], bytes: u64, seconds: f64) -> String {
+    let failed = results.iter().filter(|r| r.error.is_some()).count();
+    let copied = results.len() - failed;
+    let mut line = format!(
+        "{copied} file{} copied{}, {} in {seconds:.2} s ({})",
+        if copied == 1 { "" } else { "s" },
+        if failed > 0 {
+            format!(", {failed} failed")
+        } else {
+            String::new()
+        },
+        fatpipe_tune::size::format_size(bytes),
+        rate_text(bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6),
+    );
+    if let Some(n) = results
+        .iter()
+        .filter_map(|r| r.streams)
+        .max()
+        .filter(|&n| n > 1)
+    {
+        line.push_str(&format!(", up to {n} streams"));
+    }
+    let verified: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r.verified.as_deref())
+        .collect();
+    if let Some(first) = verified.first() {
+        let alg = first.split(':').next().unwrap_or("");
+        line.push_str(&format!(
+            "; {} of {copied} verified ({alg})",
+            verified.len()
+        ));
+    }
+    line
+}
+
+/// A rate in the unit that reads best.
+fn rate_text(mbit_s: f64) -> String {
+    if mbit_s >= 1000.0 {
+        format!("{:.2} Gbit/s", mbit_s / 1000.0)
+    } else {
+        format!("{mbit_s:.1} Mbit/s")
+    }
+}
+
+/// The system limits that held a buffer below what the tuning asked, over all files.
+fn caps(results: &[FileResult]) -> Vec<String> {
     let mut capped: Vec<String> = results.iter().flat_map(|r| r.capped.clone()).collect();
     capped.sort();
     capped.dedup();
-    Some(tuning::describe(local, peer, mbit_s, &capped))
+    capped
 }
 
 /// What the streams did and what was verified, over all files.
@@ -238,7 +293,7 @@ fn streams_lines(results: &[FileResult]) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(n) = results.iter().filter_map(|r| r.streams).max() {
         out.push(format!(
-            "streams: up to {n} data connections per file (MODE E)"
+            "streams: up to {n} data connection(s) per file (MODE E)"
         ));
     }
     let reusing = results.iter().filter(|r| r.reused_streams > 0).count();
@@ -248,18 +303,6 @@ fn streams_lines(results: &[FileResult]) -> Vec<String> {
         ));
     }
     out.extend(auto_lines(results));
-    let verified: Vec<&str> = results
-        .iter()
-        .filter_map(|r| r.verified.as_deref())
-        .collect();
-    if let Some(first) = verified.first() {
-        let alg = first.split(':').next().unwrap_or("");
-        out.push(format!(
-            "verified: {} of {} file(s) have the same {alg} checksum at both ends",
-            verified.len(),
-            results.len()
-        ));
-    }
     out
 }
 

@@ -93,7 +93,7 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Cmd::Serve(a) => serve::run(a),
-        Cmd::Cp(a) => cp::run(a),
+        Cmd::Cp(a) => cp::run(a, cli.verbose > 0),
         Cmd::Ls(a) => ls::run(a),
         Cmd::Passwd(a) => passwd::run(a),
         Cmd::Demo(a) => demo::run(a),

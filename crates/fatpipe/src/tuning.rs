@@ -67,21 +67,19 @@ impl TuneArgs {
     }
 }
 
-/// `peak buffers: local 24 MiB, server 30 MiB; 33.1 Mbit/s per MiB`, plus any caps met.
-pub fn describe(peak_local: u64, peak_peer: Option<u64>, mbit_s: f64, capped: &[String]) -> String {
+/// `peak socket buffer here 24 MiB, at the server 30 MiB; 33.1 Mbit/s per MiB of buffer` (the
+/// rate per MiB only when there is a rate).
+pub fn describe(peak_local: u64, peak_peer: Option<u64>, mbit_s: Option<f64>) -> String {
     let total = peak_local + peak_peer.unwrap_or(0);
     let mut s = format!("peak socket buffer here {}", format_size(peak_local));
     if let Some(p) = peak_peer {
         s.push_str(&format!(", at the server {}", format_size(p)));
     }
-    if total > 0 {
+    if let (true, Some(r)) = (total > 0, mbit_s) {
         s.push_str(&format!(
             "; {:.1} Mbit/s per MiB of buffer",
-            mbit_s / (total as f64 / f64::from(1 << 20))
+            r / (total as f64 / f64::from(1 << 20))
         ));
-    }
-    for c in capped {
-        s.push_str(&format!("\nfatpipe: limit: {c}"));
     }
     s
 }

@@ -143,7 +143,8 @@ fn stats_record_both_ends_and_plot_draws_them() {
     let s = FatpipeServer::start(&["--anonymous", "--stats", stats.to_str().unwrap()]);
     random_file(&s.path("f.bin"), 32 << 20, 3);
     let out = run_ok(
-        fatpipe_cmd(&["cp", "--tuning", "drs", "--stats"])
+        // -v: the summary tells how the tuning went.
+        fatpipe_cmd(&["cp", "-v", "--tuning", "drs", "--stats"])
             .arg(&stats)
             .arg(s.url("f.bin"))
             .arg(work.path().join("f.bin")),

@@ -12,7 +12,7 @@ use fatpipe_net::tuner::before_connect;
 use fatpipe_net::wake::{readable, Wake};
 use fatpipe_net::{Conductor, Mover, Pump, PumpError, TuneSummary, TunerConfig};
 use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
-use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry};
+use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry, EntryKind};
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
 use fatpipe_tune::{Role, Tuning};
@@ -132,7 +132,12 @@ impl Connection {
             r
         };
         if !r.is_success() {
-            bail!("login as {} failed: {r}", creds.user);
+            let fix = if creds.user == "anonymous" {
+                "the server takes no anonymous logins: name a user in the URL (ftp://USER@host/…)"
+            } else {
+                "check the user name and the password"
+            };
+            bail!("login as {} failed: {peer} said {r}; {fix}", creds.user);
         }
         let feat = c.command(&Command::Feat)?;
         if feat.is_success() {
@@ -536,10 +541,16 @@ impl Connection {
         })
     }
 
-    /// Lists a remote directory: `MLSD` when the server has it, else `LIST` in `ls -l` form.
+    /// Lists a remote directory (`MLSD` when the server has it, else `LIST` in `ls -l` form),
+    /// or a remote file on its own (`MLST`, when the server has it).
     pub fn list(&mut self, path: &str) -> anyhow::Result<Vec<Entry>> {
-        self.set_type(TransferType::Ascii)?;
         let machine = self.has_feature("MLST");
+        if machine {
+            if let Some(file) = self.stat_file(path)? {
+                return Ok(vec![file]);
+            }
+        }
+        self.set_type(TransferType::Ascii)?;
         let cmd = if machine {
             Command::Mlsd(Some(path.into()))
         } else {
@@ -567,6 +578,21 @@ impl Connection {
             })
             .filter(|e| e.name != "." && e.name != "..")
             .collect())
+    }
+
+    /// `path`'s entry when it is a file (`MLST`, named by its last component); `None` for a
+    /// directory or when the server cannot say.
+    fn stat_file(&mut self, path: &str) -> anyhow::Result<Option<Entry>> {
+        let r = self.command(&Command::Mlst(Some(path.into())))?;
+        if !r.is_success() {
+            return Ok(None);
+        }
+        let entry = r.lines.iter().skip(1).find_map(|l| parse_mlsx(l));
+        Ok(entry.filter(|e| e.kind == EntryKind::File).map(|mut e| {
+            let name = e.name.rsplit('/').next().unwrap_or(&e.name).to_string();
+            e.name = name;
+            e
+        }))
     }
 
     /// Says goodbye; errors are irrelevant at this point.
