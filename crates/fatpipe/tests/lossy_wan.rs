@@ -5,39 +5,20 @@
 
 mod common;
 use common::*;
-use std::process::Command;
-
-const NAME: &str = "fplossy";
-
-/// Takes the testbed down even if the test fails half-way.
-struct Down;
-
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = run(&mut fatpipe_cmd(&["testbed", "down", "--name", NAME]));
-    }
-}
-
-/// `fatpipe testbed exec <side> -- fatpipe <args>`.
-fn in_side(side: &str, args: &[&str]) -> Command {
-    let mut c = fatpipe_cmd(&["testbed", "exec", side, "--name", NAME, "--", fatpipe()]);
-    c.args(args);
-    c
-}
 
 #[test]
 fn random_loss_switches_the_senders_to_bbr_and_the_next_copy_starts_on_it() {
-    let _guard = Down;
-    run_ok(&mut fatpipe_cmd(&[
-        "testbed", "up", "--name", NAME, "--rtt", "20ms", "--rate", "200mbit", "--loss", "0.02",
-    ]));
+    let tb = Testbed::up(
+        "fplossy",
+        &["--rtt", "20ms", "--rate", "200mbit", "--loss", "0.02"],
+    );
     let root = tempfile::tempdir().unwrap();
     random_file(&root.path().join("f.bin"), 16 << 20, 77);
     let work = tempfile::tempdir().unwrap();
     let stats = work.path().join("server.jsonl");
     let server = FatpipeServer::spawn(
         {
-            let mut c = in_side("a", &["serve", "--anonymous", "--root"]);
+            let mut c = tb.fatpipe("a", &["serve", "--anonymous", "--root"]);
             c.arg(root.path())
                 .args(["--listen", "198.18.0.1:0", "--stats"]);
             c.arg(&stats);
@@ -46,7 +27,7 @@ fn random_loss_switches_the_senders_to_bbr_and_the_next_copy_starts_on_it() {
         root,
     );
     let dst = work.path().join("f.bin");
-    let out = run_ok(&mut in_side(
+    let out = run_ok(&mut tb.fatpipe(
         "b",
         &[
             "cp",
@@ -77,7 +58,7 @@ fn random_loss_switches_the_senders_to_bbr_and_the_next_copy_starts_on_it() {
     );
     // The next copy to the server starts on bbr at once, and says why.
     let again = work.path().join("again.bin");
-    let out = run_ok(&mut in_side(
+    let out = run_ok(&mut tb.fatpipe(
         "b",
         &[
             "cp",

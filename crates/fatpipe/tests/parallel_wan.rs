@@ -6,28 +6,9 @@
 
 mod common;
 use common::*;
-use std::process::Command;
-
-const NAME: &str = "fpauto";
-
-/// Takes the testbed down even if the test fails half-way.
-struct Down;
-
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = run(&mut fatpipe_cmd(&["testbed", "down", "--name", NAME]));
-    }
-}
-
-/// `fatpipe testbed exec <side> -- fatpipe <args>`.
-fn in_side(side: &str, args: &[&str]) -> Command {
-    let mut c = fatpipe_cmd(&["testbed", "exec", side, "--name", NAME, "--", fatpipe()]);
-    c.args(args);
-    c
-}
 
 /// The per-file results of `cp --json -r -p auto <extra>` in namespace b.
-fn copy(src: &str, dst: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+fn copy(tb: &Testbed, src: &str, dst: &str, extra: &[&str]) -> Vec<serde_json::Value> {
     let mut args = vec![
         "cp",
         "--quiet",
@@ -42,7 +23,7 @@ fn copy(src: &str, dst: &str, extra: &[&str]) -> Vec<serde_json::Value> {
     ];
     args.extend(extra);
     args.extend([src, dst]);
-    let out = run_ok(&mut in_side("b", &args));
+    let out = run_ok(&mut tb.fatpipe("b", &args));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // In the order they were copied.
     v["files"].as_array().unwrap().clone()
@@ -74,10 +55,7 @@ fn assert_started_where_the_last_ended(files: &[serde_json::Value]) {
 
 #[test]
 fn later_files_of_an_auto_copy_start_where_the_previous_ended() {
-    let _guard = Down;
-    run_ok(&mut fatpipe_cmd(&[
-        "testbed", "up", "--name", NAME, "--rtt", "20ms", "--rate", "1gbit",
-    ]));
+    let tb = Testbed::up("fpauto", &["--rtt", "20ms", "--rate", "1gbit"]);
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir(root.path().join("d")).unwrap();
     for i in 0..3 {
@@ -85,7 +63,7 @@ fn later_files_of_an_auto_copy_start_where_the_previous_ended() {
     }
     let server = FatpipeServer::spawn(
         {
-            let mut c = in_side("a", &["serve", "--anonymous-write", "--root"]);
+            let mut c = tb.fatpipe("a", &["serve", "--anonymous-write", "--root"]);
             c.arg(root.path()).args(["--listen", "198.18.0.1:0"]);
             c
         },
@@ -93,13 +71,14 @@ fn later_files_of_an_auto_copy_start_where_the_previous_ended() {
     );
     let work = tempfile::tempdir().unwrap();
     let down = work.path().join("down");
-    let files = copy(&server.url("d"), down.to_str().unwrap(), &[]);
+    let files = copy(&tb, &server.url("d"), down.to_str().unwrap(), &[]);
     assert_started_where_the_last_ended(&files);
     for i in 0..3 {
         let name = format!("f{i}");
         assert_same(&server.path(&format!("d/{name}")), &down.join(&name));
     }
     let files = copy(
+        &tb,
         down.to_str().unwrap(),
         &server.url("up"),
         &["--no-path-memory"],
@@ -112,7 +91,7 @@ fn later_files_of_an_auto_copy_start_where_the_previous_ended() {
     // A new copy to the same server starts where the first copy ended (the second did not
     // update the memory), and says so.
     let again = work.path().join("again");
-    let files = copy(&server.url("d/f1"), again.to_str().unwrap(), &[]);
+    let files = copy(&tb, &server.url("d/f1"), again.to_str().unwrap(), &[]);
     let first = files[0]["stream_decisions"][0].as_str().unwrap_or("");
     assert!(
         first.starts_with("started with 4 streams, where the last copy to 198.18.0.1:"),

@@ -8,7 +8,6 @@
 
 use crate::path;
 use crate::streams::Observation;
-use std::time::Duration;
 
 /// The control taken on random loss.
 pub const FOR_RANDOM_LOSS: &str = "bbr";
@@ -51,15 +50,7 @@ impl CongestionPolicy {
         if lost == 0 {
             return None;
         }
-        let us = |v: u32| Duration::from_micros(v.into());
-        let floor = o
-            .streams
-            .iter()
-            .map(|s| s.min_rtt_us)
-            .filter(|&r| r > 0)
-            .min();
-        let srtt = o.streams.iter().map(|s| s.rtt_us).max().unwrap_or(0);
-        let stretch = floor.map_or(1.0, |f| path::stretch(us(srtt), us(f)));
+        let stretch = path::queue_of(o.streams, o.streams);
         if stretch > path::QUEUE {
             return None;
         }
@@ -84,6 +75,7 @@ impl CongestionPolicy {
 mod tests {
     use super::*;
     use crate::sample::TcpStats;
+    use std::time::Duration;
 
     fn look(p: &mut CongestionPolicy, rtt_us: u32, retrans: u32) -> Option<CcChange> {
         let s = TcpStats {

@@ -4,7 +4,7 @@
 //! and the stream policy agree on what "a queue" is.
 
 use crate::law::window::Extreme;
-use crate::sample::Sample;
+use crate::sample::{Sample, TcpStats};
 use std::time::Duration;
 
 /// An RTT above the base RTT by this factor means a standing queue on the path.
@@ -61,6 +61,15 @@ pub fn stretch(rtt: Duration, base: Duration) -> f64 {
 /// Whether `rtt` over `base` shows a standing queue.
 pub fn queued(rtt: Duration, base: Duration) -> bool {
     stretch(rtt, base) > QUEUE
+}
+
+/// How far the smoothed RTT of the `judged` streams (the largest) is stretched over the
+/// smallest minimum RTT any of `all` saw: a transfer's queue on its path (1.0 without data).
+pub fn queue_of(all: &[TcpStats], judged: &[TcpStats]) -> f64 {
+    let us = |v: u32| Duration::from_micros(v.into());
+    let floor = all.iter().map(|s| s.min_rtt_us).filter(|&r| r > 0).min();
+    let srtt = judged.iter().map(|s| s.rtt_us).max().unwrap_or(0);
+    floor.map_or(1.0, |f| stretch(us(srtt), us(f)))
 }
 
 /// The lowest RTT one sample shows: the kernel's minimum, the receiver's estimate, or a

@@ -183,15 +183,7 @@ impl StreamPolicy {
         let rwnd = (delta(|c| c.rwnd_us) / busy).min(1.0);
         let lost = delta(|c| c.retrans);
         // The queue: the old streams' smoothed RTT over the smallest minimum any stream saw.
-        let floor = o
-            .streams
-            .iter()
-            .map(|s| s.min_rtt_us)
-            .filter(|&r| r > 0)
-            .min();
-        let srtt = o.streams[..old].iter().map(|s| s.rtt_us).max().unwrap_or(0);
-        let us = |v: u32| Duration::from_micros(v.into());
-        let queue = floor.map_or(1.0, |f| path::stretch(us(srtt), us(f)));
+        let queue = path::queue_of(o.streams, &o.streams[..old]);
         let n = o.streams.len() as u32;
         if let Some((from, before_rate)) = self.step.take() {
             let kept = rate_of(from);

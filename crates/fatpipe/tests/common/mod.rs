@@ -479,3 +479,29 @@ impl GlobusServer {
         self.dir.path().join(rel)
     }
 }
+
+/// An emulated path (`fatpipe testbed`, root) brought up for one test and taken down when
+/// dropped, even if the test fails half-way.
+pub struct Testbed(pub &'static str);
+
+impl Testbed {
+    /// Brings up testbed `name` with `settings` (`--rtt`, `--rate`, …).
+    pub fn up(name: &'static str, settings: &[&str]) -> Testbed {
+        let guard = Testbed(name);
+        run_ok(fatpipe_cmd(&["testbed", "up", "--name", name]).args(settings));
+        guard
+    }
+
+    /// `fatpipe testbed exec <side> -- fatpipe <args>`.
+    pub fn fatpipe(&self, side: &str, args: &[&str]) -> Command {
+        let mut c = fatpipe_cmd(&["testbed", "exec", side, "--name", self.0, "--", fatpipe()]);
+        c.args(args);
+        c
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        let _ = run(&mut fatpipe_cmd(&["testbed", "down", "--name", self.0]));
+    }
+}
