@@ -102,13 +102,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     config.max_streams = a.max_streams;
     config.max_file_size = a.max_file_size;
     config.data_timeout = a.data_timeout;
-    let tune = a.tune.config("server")?;
-    config.tuning = tune.tuning;
-    config.pacing = tune.pacing;
-    config.cc = tune.cc;
-    config.tune_params = tune.params;
-    config.buffer_control = tune.control;
-    config.stats = tune.stats;
+    config.tune = a.tune.config("server")?;
     let rt = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
     rt.block_on(async move {
         let root = config.root.display().to_string();

@@ -324,15 +324,10 @@ impl Tuner {
 
 /// Sets the buffers a mode wants before `connect`/`listen` (they fix the window scale). A cap
 /// that held them is reported by [`Tuner::start`] once connected, from the buffers kept.
-pub fn before_connect(
-    tuning: Tuning,
-    params: &Params,
-    control: &BufferControl,
-    sock: impl AsFd,
-) -> io::Result<()> {
+pub fn before_connect(cfg: &TunerConfig, sock: impl AsFd) -> io::Result<()> {
     // Every mode's pre-connect buffers are the same for both roles.
-    let setup = tuning.law(Role::Receiver, params).setup();
-    control
+    let setup = cfg.tuning.law(Role::Receiver, &cfg.params).setup();
+    cfg.control
         .apply(sock.as_fd(), &setup.before_connect)
         .map(|_| ())
 }

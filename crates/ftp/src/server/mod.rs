@@ -11,8 +11,7 @@ mod verifier;
 use anyhow::Context;
 use auth::{Anonymous, Users};
 use fatpipe_net::buffers::BufferControl;
-use fatpipe_net::telemetry::StatsFile;
-use fatpipe_tune::{Pacing, Params, Tuning};
+use fatpipe_net::TunerConfig;
 use limits::HostLimits;
 use sandbox::Sandbox;
 use std::net::SocketAddr;
@@ -64,20 +63,10 @@ pub struct ServerConfig {
     pub data_timeout: Duration,
     /// Pause before answering a failed login (slows down password guessing).
     pub login_failure_delay: Duration,
-    /// How data connections' buffers are tuned unless a client asks otherwise.
-    pub tuning: Tuning,
-    /// How sending data connections are paced unless a client asks otherwise (`None`: TCP
-    /// pacing when the stream count grows).
-    pub pacing: Option<Pacing>,
-    /// The congestion control of sending data connections unless a client asks otherwise
-    /// (`None`: the system's default).
-    pub cc: Option<String>,
-    /// The tuning laws' knobs.
-    pub tune_params: Params,
-    /// How buffers are set (with or without the privileged overrides).
-    pub buffer_control: BufferControl,
-    /// Where tuning samples are appended, if anywhere.
-    pub stats: Option<StatsFile>,
+    /// How data connections are tuned unless a client asks otherwise (`OPTS DRS`, `SBUF`):
+    /// tuning mode, pacing, congestion control, the laws' knobs, how buffers are set, where
+    /// samples go.
+    pub tune: TunerConfig,
 }
 
 impl ServerConfig {
@@ -102,12 +91,11 @@ impl ServerConfig {
             // leaves up to about 40 s without a byte.
             data_timeout: Duration::from_secs(60),
             login_failure_delay: Duration::from_millis(300),
-            tuning: Tuning::Kernel,
-            pacing: None,
-            cc: None,
-            tune_params: Params::default(),
-            buffer_control: BufferControl::new(true),
-            stats: None,
+            tune: TunerConfig {
+                control: BufferControl::new(true),
+                end: "server",
+                ..TunerConfig::untuned()
+            },
         }
     }
 }

@@ -310,7 +310,7 @@ impl Connection {
     fn prepare(&self) -> Prepare {
         let tune = self.tune.clone();
         Arc::new(move |fd| match &tune {
-            Some(t) => before_connect(t.tuning, &t.params, &t.control, fd),
+            Some(t) => before_connect(t, fd),
             None => Ok(()),
         })
     }

@@ -7,7 +7,6 @@ use crate::server::sandbox::{self, FsError, WriteAt};
 use crate::server::transfer::{BlockLimit, Endpoints, Job, Running};
 use fatpipe_net::partial;
 use fatpipe_net::tuner::before_connect;
-use fatpipe_net::TunerConfig;
 use fatpipe_proto::command::EpsvArg;
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::{addr, Reply, TransferType};
@@ -17,20 +16,6 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 
 impl Session {
-    /// The tuner configuration of this session's next data connection.
-    pub(super) fn tuner_config(&self) -> TunerConfig {
-        let c = &self.shared.config;
-        TunerConfig {
-            tuning: self.tuning,
-            params: c.tune_params.clone(),
-            control: c.buffer_control,
-            stats: c.stats.clone(),
-            end: "server",
-            pacing: self.pacing,
-            cc: self.cc.clone(),
-        }
-    }
-
     pub(super) fn bind_passive(&mut self) -> Result<u16, Reply> {
         if self.transfer.is_some() {
             return Err(Reply::new(503, "A transfer is in progress"));
@@ -42,8 +27,7 @@ impl Session {
             self.passive_hint,
         )
         .and_then(|l| {
-            let c = &self.shared.config;
-            before_connect(self.tuning, &c.tune_params, &c.buffer_control, &l)?;
+            before_connect(&self.tune, &l)?;
             let port = l.local_addr()?.port();
             Ok((data::passive(l)?, port))
         });
@@ -150,18 +134,18 @@ impl Session {
         self.data_ready(job.blocks(), job.receiving())?;
         let kept = self.kept.take().map(|k| k.channel);
         let c = &self.shared.config;
-        let (tuning, params, control) = (self.tuning, c.tune_params.clone(), c.buffer_control);
+        let tune = self.tune.clone();
         let ends = Endpoints {
             spec: std::mem::take(&mut self.data),
             peer_ip: self.peer.ip(),
             local_ip: self.local.ip(),
             timeout: c.data_timeout,
-            prepare: Arc::new(move |fd| before_connect(tuning, &params, &control, fd)),
+            prepare: Arc::new(move |fd| before_connect(&tune, fd)),
             kept,
             keep_open: self.reuse,
             max_streams: c.max_streams,
         };
-        let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tuner_config());
+        let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tune.clone());
         self.send(Reply::new(150, opening));
         let control = self.writer.as_ref().as_fd().try_clone_to_owned().ok();
         self.transfer = Some(Running::start(job, ends, label, tune, control));

@@ -14,6 +14,7 @@ use super::data::DataSpec;
 use super::transfer::{Event, Running};
 use super::Shared;
 use fatpipe_net::mode_e::Kept;
+use fatpipe_net::TunerConfig;
 use fatpipe_proto::drs::{sbuf_text, DrsOpts};
 use fatpipe_proto::gridftp::{ChecksumAlg, Parallelism};
 use fatpipe_proto::line::{Frame, LineFramer};
@@ -110,11 +111,9 @@ struct Session {
     transfer: Option<Running>,
     deferred: VecDeque<Vec<u8>>,
     passive_hint: u64,
-    tuning: Tuning,
-    /// How this session's sending connections are paced (`OPTS DRS Pacing=`).
-    pacing: Option<Pacing>,
-    /// Their congestion control (`OPTS DRS CC=`).
-    cc: Option<String>,
+    /// How this session's data connections are tuned: the server's defaults, changed by the
+    /// client (`OPTS DRS Tuning=`, `Pacing=`, `CC=`; `SBUF`).
+    tune: TunerConfig,
     drs_notify: bool,
     /// `MODE E` in effect.
     extended: bool,
@@ -163,9 +162,7 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         transfer: None,
         deferred: VecDeque::new(),
         passive_hint: id.wrapping_mul(7919),
-        tuning: shared.config.tuning,
-        pacing: shared.config.pacing,
-        cc: shared.config.cc.clone(),
+        tune: shared.config.tune.clone(),
         drs_notify: false,
         extended: false,
         parallelism: Parallelism::fixed(1),
@@ -376,7 +373,7 @@ impl Session {
                 // In a drsFTP session SBUF concerns the latest transfer, which has ended; for
                 // everyone else it is GridFTP's: the buffer size of the next data connections.
                 if !self.drs_notify {
-                    self.tuning = Tuning::Static(n);
+                    self.tune.tuning = Tuning::Static(n);
                 }
                 Reply::new(200, sbuf_text(n))
             }
@@ -496,19 +493,19 @@ impl Session {
             self.drs_notify = n;
         }
         if let Some(t) = tuning {
-            self.tuning = t;
+            self.tune.tuning = t;
         }
         if let Some(p) = pacing {
-            self.pacing = Some(p);
+            self.tune.pacing = Some(p);
         }
         if let Some(cc) = o.cc {
-            self.cc = Some(cc);
+            self.tune.cc = Some(cc);
         }
         let state = DrsOpts {
             notify: Some(self.drs_notify),
-            tuning: Some(self.tuning.to_string()),
-            pacing: self.pacing.map(|p| p.to_string()),
-            cc: self.cc.clone(),
+            tuning: Some(self.tune.tuning.to_string()),
+            pacing: self.tune.pacing.map(|p| p.to_string()),
+            cc: self.tune.cc.clone(),
         };
         Ok(Reply::new(200, format!("OPTS {state}")))
     }
