@@ -27,7 +27,6 @@ const IDLE_TICK: Duration = Duration::from_millis(10);
 struct Growing {
     policy: StreamPolicy,
     grow: Grow,
-    next_look: Instant,
     /// Streams asked for so far.
     streams: u32,
 }
@@ -36,7 +35,6 @@ struct Growing {
 #[derive(Default)]
 struct Choosing {
     policy: CongestionPolicy,
-    next_look: Option<Instant>,
     /// The control chosen, once chosen: new connections start with it.
     chosen: Option<&'static str>,
     log: Vec<String>,
@@ -49,18 +47,13 @@ struct Shared {
     pacing: Pacing,
     started: Instant,
     tuners: Mutex<Vec<Tuner>>,
+    /// When the per-transfer policies look at the connections next.
+    next_look: Mutex<Instant>,
     growing: Mutex<Option<Growing>>,
     /// The control connection, whose RTT a receiving end without probes of its own uses.
     control: Mutex<Option<OwnedFd>>,
     /// A sender whose user chose no congestion control: the policy that may choose one.
     choosing: Mutex<Option<Choosing>>,
-}
-
-/// Whether a transfer's senders choose their congestion control as the path shows (the user
-/// chose none).
-fn chooses_cc(cfg: &Option<TunerConfig>, role: Role) -> Mutex<Option<Choosing>> {
-    let choose = role == Role::Sender && cfg.as_ref().is_some_and(|c| c.cc.is_none());
-    Mutex::new(choose.then(Choosing::default))
 }
 
 /// The driver of one transfer, shared with the mover's connection callback.
@@ -74,62 +67,51 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Conductor {
     /// A conductor for the `role` end of a transfer, its connections tuned as `cfg` says.
     pub fn new(cfg: Option<TunerConfig>, role: Role) -> Conductor {
-        let pacing = cfg.as_ref().and_then(|c| c.pacing).unwrap_or(Pacing::Off);
-        let choosing = chooses_cc(&cfg, role);
-        Conductor(Arc::new(Shared {
-            choosing,
-            cfg,
-            role,
-            pacing,
-            started: Instant::now(),
-            tuners: Mutex::default(),
-            growing: Mutex::default(),
-            control: Mutex::default(),
-        }))
+        Self::build(cfg, role, Pacing::Off, None)
     }
 
     /// The conductor of a sending transfer that starts with `start` streams; with a `policy`
-    /// that count grows (its streams then paced, by TCP unless `cfg` says how), and the mover takes its
-    /// requests for more streams from the [`Requests`] returned.
+    /// that count grows (its streams then paced, by TCP unless `cfg` says how), and the mover
+    /// takes its requests for more streams from the [`Requests`] returned.
     pub fn sending(
         cfg: Option<TunerConfig>,
         policy: Option<StreamPolicy>,
         start: u32,
     ) -> (Conductor, Option<Requests>) {
-        match policy {
-            Some(p) => {
-                let (grow, requests) = growth();
-                (
-                    Self::growing(cfg, p.starting_at(start), grow, start),
-                    Some(requests),
-                )
-            }
-            None => (Conductor::new(cfg, Role::Sender), None),
-        }
+        let Some(p) = policy else {
+            return (Conductor::new(cfg, Role::Sender), None);
+        };
+        let (grow, requests) = growth();
+        let growing = Growing {
+            policy: p.starting_at(start),
+            grow,
+            streams: start,
+        };
+        let c = Self::build(cfg, Role::Sender, Pacing::Tcp, Some(growing));
+        (c, Some(requests))
     }
 
-    fn growing(
+    /// `cfg`'s pacing or else `pacing`; a sender whose user chose no congestion control
+    /// chooses one as the path shows.
+    fn build(
         cfg: Option<TunerConfig>,
-        policy: StreamPolicy,
-        grow: Grow,
-        start: u32,
+        role: Role,
+        pacing: Pacing,
+        growing: Option<Growing>,
     ) -> Conductor {
         let now = Instant::now();
-        let pacing = cfg.as_ref().and_then(|c| c.pacing).unwrap_or(Pacing::Tcp);
+        let pacing = cfg.as_ref().and_then(|c| c.pacing).unwrap_or(pacing);
+        let choose = role == Role::Sender && cfg.as_ref().is_some_and(|c| c.cc.is_none());
         Conductor(Arc::new(Shared {
-            choosing: chooses_cc(&cfg, Role::Sender),
             cfg,
-            role: Role::Sender,
+            role,
             pacing,
             started: now,
             tuners: Mutex::default(),
-            growing: Mutex::new(Some(Growing {
-                policy,
-                grow,
-                next_look: now + POLICY_TICK,
-                streams: start,
-            })),
+            next_look: Mutex::new(now + POLICY_TICK),
+            growing: Mutex::new(growing),
             control: Mutex::default(),
+            choosing: Mutex::new(choose.then(Choosing::default)),
         }))
     }
 
@@ -227,13 +209,10 @@ impl Conductor {
             .tuners()
             .iter_mut()
             .fold(None, |announce, t| t.tick(now).or(announce));
-        self.look_at_streams(now);
-        self.look_at_losses(now);
+        self.look(now);
         announce
     }
 
-    /// The stream policy's look, if one is due: more streams when it says so, and its
-    /// decisions to the log and the telemetry.
     /// Every connection's `TCP_INFO`, in the order they were made, and the send buffers'
     /// memory: what the per-transfer policies observe.
     fn streams(&self) -> (Vec<fatpipe_tune::TcpStats>, u64) {
@@ -242,24 +221,48 @@ impl Conductor {
         (streams, tuners.iter().map(Tuner::send_buffer).sum())
     }
 
-    /// The congestion-control policy's look, if one is due: on random loss every connection
-    /// (and every later one) switches.
-    fn look_at_losses(&self, now: Instant) {
-        let mut g = lock(&self.0.choosing);
-        let Some(ch) = g.as_mut().filter(|c| c.chosen.is_none()) else {
-            return;
-        };
-        if ch.next_look.is_some_and(|at| now < at) {
+    /// Whether a per-transfer policy still has something to decide.
+    fn deciding(&self) -> bool {
+        let growing = lock(&self.0.growing)
+            .as_ref()
+            .is_some_and(|g| !g.policy.is_settled());
+        growing
+            || lock(&self.0.choosing)
+                .as_ref()
+                .is_some_and(|c| c.chosen.is_none())
+    }
+
+    /// The per-transfer policies' look, if one is due: one observation of every connection
+    /// for the stream policy and the congestion-control policy.
+    fn look(&self, now: Instant) {
+        if !self.deciding() {
             return;
         }
-        ch.next_look = Some(now + POLICY_TICK);
+        {
+            let mut next = lock(&self.0.next_look);
+            if now < *next {
+                return;
+            }
+            *next = now + POLICY_TICK;
+        }
         let (streams, memory) = self.streams();
         let obs = Observation {
             now: now.saturating_duration_since(self.0.started),
             streams: &streams,
             memory,
         };
-        let Some(change) = ch.policy.observe(&obs) else {
+        self.grow_streams(&obs);
+        self.choose_cc(&obs);
+    }
+
+    /// The congestion-control policy's decision: on random loss every connection (and every
+    /// later one) switches.
+    fn choose_cc(&self, obs: &Observation<'_>) {
+        let mut g = lock(&self.0.choosing);
+        let Some(ch) = g.as_mut().filter(|c| c.chosen.is_none()) else {
+            return;
+        };
+        let Some(change) = ch.policy.observe(obs) else {
             return;
         };
         self.tuners().iter_mut().for_each(|t| t.set_cc(change.name));
@@ -273,20 +276,15 @@ impl Conductor {
         ch.log.push(change.reason);
     }
 
-    fn look_at_streams(&self, now: Instant) {
+    /// The stream policy's decision: more streams when it says so, and its decisions to the
+    /// log and the telemetry.
+    fn grow_streams(&self, obs: &Observation<'_>) {
         let mut g = lock(&self.0.growing);
-        let Some(gr) = g.as_mut().filter(|g| now >= g.next_look) else {
+        let Some(gr) = g.as_mut() else {
             return;
         };
-        gr.next_look = now + POLICY_TICK;
-        let (streams, memory) = self.streams();
-        let obs = Observation {
-            now: now.saturating_duration_since(self.0.started),
-            streams: &streams,
-            memory,
-        };
         let settled = gr.policy.is_settled();
-        let change = gr.policy.observe(&obs);
+        let change = gr.policy.observe(obs);
         if let Some(c) = &change {
             gr.grow.open(c.add);
             gr.streams += c.add;
@@ -314,17 +312,11 @@ impl Conductor {
 
     /// Time until the next sample or policy look is due; `None` while nothing is to be done.
     fn due_in(&self, now: Instant) -> Option<Duration> {
-        let policy = lock(&self.0.growing)
-            .as_ref()
-            .filter(|g| !g.policy.is_settled())
-            .map(|g| g.next_look.saturating_duration_since(now));
-        let losses = lock(&self.0.choosing)
-            .as_ref()
-            .filter(|c| c.chosen.is_none())
-            .and_then(|c| c.next_look)
-            .map(|at| at.saturating_duration_since(now));
+        let look = self
+            .deciding()
+            .then(|| lock(&self.0.next_look).saturating_duration_since(now));
         let tuners = self.tuners().iter().map(|t| t.due_in(now)).min();
-        tuners.into_iter().chain(policy).chain(losses).min()
+        tuners.into_iter().chain(look).min()
     }
 
     /// A control-channel round trip, for every connection.

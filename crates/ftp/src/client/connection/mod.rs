@@ -418,7 +418,7 @@ impl Connection {
     /// `pump`'s work.
     fn drive<T: Send>(
         &mut self,
-        tuners: &Conductor,
+        conductor: &Conductor,
         pump: Option<&Pump>,
         work: impl FnOnce() -> anyhow::Result<T> + Send,
     ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Reply>)> {
@@ -434,7 +434,7 @@ impl Connection {
                     let _ = announce.send(n);
                     bell.ring();
                 };
-                tuners
+                conductor
                     .run(work, told)
                     .unwrap_or_else(|| Err(anyhow!("the data transfer thread panicked")))
             });
@@ -453,7 +453,7 @@ impl Connection {
                 }
                 match self.poll_reply(POLL, Some(&wake)) {
                     Ok(Some(r)) => {
-                        fin = take_reply(tuners, &mut probes, r);
+                        fin = take_reply(conductor, &mut probes, r);
                         if let (Some(f), Some(p)) = (&fin, pump) {
                             if !f.is_success() {
                                 p.cancel();
@@ -493,7 +493,7 @@ impl Connection {
                 self.read_reply()
             };
             match next {
-                Ok(r) => fin = take_reply(tuners, &mut probes, r),
+                Ok(r) => fin = take_reply(conductor, &mut probes, r),
                 Err(e) => break Err(e),
             }
         };
@@ -502,7 +502,7 @@ impl Connection {
                 self.read_reply()?;
             }
         }
-        self.last_tune = tuners.summary();
+        self.last_tune = conductor.summary();
         Ok((moved, fin))
     }
 
@@ -613,19 +613,19 @@ const FINAL_GRACE: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(50);
 
 /// Takes a reply that came while a transfer ran: the server's `126 SBUF` announcement and
-/// the answer to an `SBUF` probe (its round trip timed from `probes`) go to the tuners;
+/// the answer to an `SBUF` probe (its round trip timed from `probes`) go to the conductor;
 /// markers (`111`, `112`) and other preliminary replies are skipped; anything else is the
 /// transfer's final reply, returned.
-fn take_reply(tuners: &Conductor, probes: &mut VecDeque<Instant>, r: Reply) -> Option<Reply> {
+fn take_reply(conductor: &Conductor, probes: &mut VecDeque<Instant>, r: Reply) -> Option<Reply> {
     match (r.code, parse_sbuf_text(&r.text())) {
         (126, Some(n)) => {
-            tuners.on_peer_buffer(n);
+            conductor.on_peer_buffer(n);
         }
         (200, Some(n)) if !probes.is_empty() => {
             if let Some(sent) = probes.pop_front() {
-                tuners.on_probe_rtt(sent.elapsed());
+                conductor.on_probe_rtt(sent.elapsed());
             }
-            tuners.on_peer_buffer(n);
+            conductor.on_peer_buffer(n);
         }
         _ if r.is_preliminary() => {}
         _ => return Some(r),
