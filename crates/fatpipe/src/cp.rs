@@ -5,7 +5,10 @@ use crate::tuning::{self, TuneArgs};
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer, Verify};
 use fatpipe_ftp::client::path_memory::{self, PathMemory};
 use fatpipe_ftp::client::{Credentials, Location, Streams};
+use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::Pump;
+use fatpipe_proto::udp::NetStack;
+use fatpipe_tune::rate::RateControlKind;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -60,8 +63,25 @@ pub struct Args {
     /// Never compare checksums.
     #[arg(long)]
     no_verify: bool,
+    /// How the data moves: tcp, or udp (UDP packets paced by a rate controller, lost ones resent
+    /// selectively: for long paths with random loss). udp needs a fatpipe server and uses one
+    /// data connection; with other servers the copy goes over TCP and says so.
+    #[arg(long, default_value = "tcp", value_parser = ["tcp", "udp"])]
+    transport: String,
+    /// The UDP channel's rate controller: default (holds its rate through random loss, yields
+    /// when a queue builds), history or state (the FOBS paper's two).
+    #[arg(long, default_value = "default", value_parser = parse_control)]
+    udp_rate_control: RateControlKind,
+    /// The UDP channel's line rate: the most it sends (e.g. 1gbit, 500mbit); history and state
+    /// step by a twentieth of it. Default: 10gbit for default, 1gbit for history and state.
+    #[arg(long, value_parser = fatpipe_wanem::units::parse_rate)]
+    udp_rate: Option<u64>,
     #[command(flatten)]
     tune: TuneArgs,
+}
+
+fn parse_control(s: &str) -> Result<RateControlKind, String> {
+    RateControlKind::parse(s).ok_or_else(|| format!("'{s}': default, history or state"))
 }
 
 /// `-p N` or `-p auto`.
@@ -157,6 +177,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         } else {
             Verify::Auto
         },
+        udp: (a.transport == "udp").then(|| udp_choice(&a)),
     };
     let progress = Progress::new(a.quiet)?;
     let started = Instant::now();
@@ -207,6 +228,10 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         for cap in caps(&results) {
             say!("fatpipe: limit: {cap}");
         }
+        // The user chose the UDP channel: what it did (of the last file that used it).
+        if let Some(udp) = results.iter().rev().find_map(|r| r.udp.as_deref()) {
+            say!("fatpipe: {udp}");
+        }
         if verbose {
             if let Some(line) = tune_line(&results) {
                 say!("fatpipe: tuning {}: {line}", a.tune.tuning);
@@ -221,6 +246,30 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `--transport udp`: what the server is told and this end's side of the channel.
+fn udp_choice(a: &Args) -> (NetStack, UdpConfig) {
+    let control = a.udp_rate_control;
+    let line = match control {
+        RateControlKind::Default => 10e9,
+        _ => 1e9,
+    };
+    let max_rate = a.udp_rate.map_or(line, |r| r as f64);
+    let stack = NetStack {
+        udp: true,
+        control: Some(control.to_string()),
+        rate: Some(max_rate as u64),
+        start: None,
+    };
+    let config = UdpConfig {
+        control,
+        max_rate,
+        timeout: a.timeout,
+        force_buffers: !a.tune.no_force_buffers,
+        ..UdpConfig::default()
+    };
+    (stack, config)
 }
 
 /// The buffer summary over all files: peaks, Mbit/s per MiB over the data phases, caps met.

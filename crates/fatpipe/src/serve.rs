@@ -35,6 +35,10 @@ pub struct Args {
     /// Port range for passive data connections, e.g. 50000-50100 (default: any free port).
     #[arg(long, value_name = "LOW-HIGH", value_parser = parse_range)]
     passive_ports: Option<RangeInclusive<u16>>,
+    /// Port range the UDP data channel receives uploads on (clients that ask for
+    /// `--transport udp`), e.g. 50200-50300 (default: any free port).
+    #[arg(long, value_name = "LOW-HIGH", value_parser = parse_range)]
+    udp_ports: Option<RangeInclusive<u16>>,
     /// Most concurrent sessions; more are refused with 421.
     #[arg(long, default_value_t = 64)]
     max_sessions: usize,
@@ -93,6 +97,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         _ => Anonymous::Off,
     };
     config.passive_ports = a.passive_ports;
+    config.udp_ports = a.udp_ports;
     config.max_sessions = a.max_sessions;
     config.idle_timeout = a.idle_timeout;
     config.max_login_failures = a.max_login_failures;

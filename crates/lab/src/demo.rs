@@ -230,6 +230,7 @@ fn loopback(a: &Args, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
         streams: Streams::Fixed(1),
         first_start: None,
         verify: Verify::Off,
+        udp: None,
     };
     let results = copy::copy(&src, &dst, &Credentials::anonymous(), &opts, &Quiet)?;
     let r = results.first().context("nothing was copied")?;

@@ -34,7 +34,8 @@ pub struct Context<'a> {
 }
 
 /// The names `preset` knows; `fatpipe:MODE` also runs fatpipe with `--tuning MODE`, and
-/// `fatpipe:MODE/pN` (or `/pauto`) with `-p N` too.
+/// `fatpipe:MODE/pN` (or `/pauto`) with `-p N` too; `fatpipe-udp` runs `cp --transport udp`,
+/// `fatpipe-udp:CONTROL` with `--udp-rate-control CONTROL`.
 pub const PRESETS: &[&str] = &[
     "iperf3",
     "curl",
@@ -95,6 +96,11 @@ pub fn preset(name: &str, ctx: &Context) -> Option<Case> {
         "globus-p4" => globus("globus-url-copy -fast -p 4", "-fast -p 4"),
         "globus-p8" => globus("globus-url-copy -p 8 -tcp-bs 16M", "-fast -p 8 -tcp-bs 16M"),
         "fatpipe" => fatpipe("fatpipe cp", "", ""),
+        _ if name.starts_with("fatpipe-udp") => {
+            let control = name.strip_prefix("fatpipe-udp:").unwrap_or("default");
+            let opts = format!("--transport udp --udp-rate-control {control}");
+            fatpipe(&format!("fatpipe cp {opts}"), "", &opts)
+        }
         _ => {
             let spec = name.strip_prefix("fatpipe:")?;
             let (mode, streams) = match spec.split_once("/p") {

@@ -17,6 +17,7 @@ mod sockopt;
 pub mod tcpinfo;
 pub mod telemetry;
 pub mod tuner;
+pub mod udp;
 pub mod wake;
 
 pub use conductor::Conductor;

@@ -1,7 +1,7 @@
 //! The movers: what carries a transfer's bytes between a file and its data connections, behind
 //! one trait so that the server and the client start, watch and cancel every kind alike. MODE
 //! S's stream mover (one connection), MODE E's block sender and receiver (many, made while the
-//! transfer runs); a UDP mover and TLS streams slot in beside them. Each connection a mover
+//! transfer runs), the UDP channel's sender and receiver (`udp`); TLS streams slot in beside them. Each connection a mover
 //! makes is handed to its conductor's callback, which starts the connection's laws.
 
 use crate::mode_e::{self, Channel, OnStream, SendJob};
@@ -13,7 +13,7 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Mutex};
 
 /// What a mover moved.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Moved {
     /// Payload bytes.
     pub bytes: u64,
@@ -21,6 +21,8 @@ pub struct Moved {
     pub streams: u32,
     /// Of those, connections kept from the previous transfer.
     pub reused: u32,
+    /// A UDP transfer: what its channel did.
+    pub udp: Option<crate::udp::UdpSummary>,
 }
 
 /// A transfer's data path: runs to completion, failure or cancel (through `pump`, which also
@@ -81,7 +83,7 @@ impl Mover for StreamMover<'_> {
         Ok(Moved {
             bytes,
             streams: 1,
-            reused: 0,
+            ..Moved::default()
         })
     }
 }

@@ -59,6 +59,40 @@ pub fn readable(fd: BorrowedFd<'_>, wait: Duration, wake: Option<&Wake>) -> io::
     Ok(pfds[0].revents != 0)
 }
 
+/// Waits up to `wait` (to the microsecond: `ppoll`) until one of `fds` can be read (or, with
+/// `write`, written); returns which can.
+pub fn ready(fds: &[BorrowedFd<'_>], write: bool, wait: Duration) -> io::Result<Vec<bool>> {
+    let events = if write { libc::POLLOUT } else { libc::POLLIN };
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(wait.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(wait.subsec_nanos() as i32),
+    };
+    // SAFETY: valid pollfds for descriptors that outlive the call, a valid timespec, no mask.
+    let n = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(pfds.iter().map(|p| p.revents != 0).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

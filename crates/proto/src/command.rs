@@ -128,6 +128,8 @@ pub enum Command {
     Allo(u64),
     /// SBUF (GridFTP; drsFTP during a transfer): the TCP buffer size to use.
     Sbuf(u64),
+    /// SITE: a site-specific command (`SITE SETNETSTACK udp`), its words as sent.
+    Site(String),
 }
 
 /// Why a line is not a valid command, with the reply code it earns.
@@ -333,6 +335,7 @@ impl Command {
                 .filter(|&n| n > 0)
                 .map(Command::Sbuf)
                 .ok_or_else(|| CommandError::syntax("SBUF needs a buffer size in bytes")),
+            "SITE" => Ok(Command::Site(need(arg)?)),
             _ => Err(CommandError::unknown(&verb)),
         }
     }
@@ -441,6 +444,7 @@ impl fmt::Display for Command {
             Command::Help(a) => with(f, "HELP", a),
             Command::Allo(n) => write!(f, "ALLO {n}"),
             Command::Sbuf(n) => write!(f, "SBUF {n}"),
+            Command::Site(a) => write!(f, "SITE {a}"),
         }
     }
 }
@@ -546,6 +550,7 @@ mod tests {
             any::<u64>().prop_map(Command::Rest),
             any::<u64>().prop_map(Command::Allo),
             (1..u64::MAX).prop_map(Command::Sbuf),
+            path().prop_map(Command::Site),
             any::<SocketAddrV4>().prop_map(Command::Port),
             any::<SocketAddrV4>().prop_map(|a| Command::Eprt(SocketAddr::V4(a))),
             Just(Command::Epsv(Some(EpsvArg::All))),

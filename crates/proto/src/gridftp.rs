@@ -179,6 +179,9 @@ pub const AUTO_NOTE: &str = "-p auto: ";
 /// to when they met random loss.
 pub const CC_NOTE: &str = "cc: ";
 
+/// A line of a UDP send's final `226` reply: what the channel did (controller, resends, rate).
+pub const UDP_NOTE: &str = "udp: ";
+
 /// What a fatpipe sender put in its final reply.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TransferNotes {
@@ -188,6 +191,8 @@ pub struct TransferNotes {
     pub decisions: Vec<String>,
     /// The congestion control the senders switched to, if they did.
     pub cc: Option<String>,
+    /// A UDP send's account of itself (the whole line, `udp: ` included).
+    pub udp: Option<String>,
 }
 
 /// Reads the notes of a fatpipe sender's final reply.
@@ -200,6 +205,8 @@ pub fn parse_transfer_notes(r: &Reply) -> TransferNotes {
             notes.decisions.push(d.to_string());
         } else if let Some(c) = l.strip_prefix(CC_NOTE) {
             notes.cc = Some(c.trim().to_string()).filter(|c| !c.is_empty());
+        } else if l.starts_with(UDP_NOTE) {
+            notes.udp = Some(l.to_string());
         }
     }
     notes

@@ -14,6 +14,7 @@ pub mod listing;
 pub mod mode_e;
 pub mod ranges;
 pub mod reply;
+pub mod udp;
 pub mod vpath;
 
 pub use command::{Command, CommandError, TransferType};

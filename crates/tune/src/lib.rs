@@ -11,6 +11,7 @@ pub mod mode;
 pub mod pacing;
 pub mod path;
 pub mod plan;
+pub mod rate;
 pub mod sample;
 pub mod size;
 pub mod streams;

@@ -5,11 +5,13 @@ use super::part::Part;
 use super::{Connection, Credentials, Location, Streams};
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::checksum;
+use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::{Pump, TunerConfig};
 use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_proto::listing::EntryKind;
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
+use fatpipe_proto::udp::NetStack;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
@@ -35,6 +37,9 @@ pub struct CopyOptions {
     pub first_start: Option<(u32, String)>,
     /// Whether each file's checksum is compared with the server's after the copy.
     pub verify: Verify,
+    /// Move the files over the UDP data channel (`--transport udp`): what the server is told,
+    /// and this end's side. One stream in MODE S; TCP, with a warning, when the server lacks it.
+    pub udp: Option<(NetStack, UdpConfig)>,
 }
 
 /// End-to-end checksum verification (`--verify` / `--no-verify`).
@@ -77,6 +82,8 @@ pub struct FileResult {
     pub stream_decisions: Vec<String>,
     /// The congestion control the sending end switched to when it met random loss.
     pub cc_on_random_loss: Option<String>,
+    /// What the UDP data channel did (`udp: …`), when the file moved over it.
+    pub udp: Option<String>,
     /// The checksum both ends agreed on, as `ALG:hex` (verified copies).
     pub verified: Option<String>,
 }
@@ -131,7 +138,16 @@ pub fn copy(
     if let Some(t) = &opts.tune {
         conn.set_tuning(t.clone())?;
     }
-    conn.set_streams(opts.streams)?;
+    match &opts.udp {
+        Some((stack, udp)) => match conn.use_udp(stack, udp.clone())? {
+            None => {}
+            Some(why) => {
+                tracing::warn!("{why}: the data goes over TCP");
+                conn.set_streams(opts.streams)?;
+            }
+        },
+        None => conn.set_streams(opts.streams)?,
+    }
     if let Some((n, why)) = &opts.first_start {
         conn.start_streams_at(*n, why.clone());
     }
@@ -184,6 +200,7 @@ impl Copier<'_> {
         };
         let tune = self.c.last_tune();
         let streams = self.c.last_streams().cloned();
+        let udp = self.c.last_udp().map(str::to_string);
         let (done, error) = match outcome {
             Ok(d) => (d, None),
             Err(e) => (Done::new(pump.bytes(), 0), Some(format!("{e:#}"))),
@@ -207,6 +224,7 @@ impl Copier<'_> {
             reused_streams: streams.as_ref().map_or(0, |s| s.reused),
             cc_on_random_loss: streams.as_ref().and_then(|s| s.cc.clone()),
             stream_decisions: streams.map(|s| s.decisions).unwrap_or_default(),
+            udp,
             verified,
         };
         self.obs.file_finished(&result);
@@ -273,7 +291,7 @@ impl Copier<'_> {
             // Devices (/dev/null) and other non-files are written directly.
             if std::fs::metadata(target).is_ok_and(|m| !m.is_file()) {
                 obs.file_started(rpath, size, 0, pump);
-                let mut sink = OpenOptions::new()
+                let sink = OpenOptions::new()
                     .write(true)
                     .open(target)
                     .with_context(|| format!("cannot write {}", target.display()))?;
@@ -282,7 +300,7 @@ impl Copier<'_> {
                     let state = Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
                     c.retrieve_blocks(rpath, &RangeSet::default(), &sink, pump, &state)?
                 } else {
-                    c.retrieve(rpath, 0, &mut sink, pump)?
+                    c.retrieve_file(rpath, 0, &sink, pump)?
                 };
                 check_complete(rpath, 0, n, size)?;
                 return Ok(Done::new(n, 0));
@@ -421,7 +439,7 @@ impl Copier<'_> {
                 moved += if c.uses_blocks() {
                     c.store_blocks(rpath, have, &file, pump)?
                 } else {
-                    c.store(rpath, have, &file, pump)?
+                    c.store_file(rpath, have, &file, pump)?
                 };
                 if let Some(remote) = c.size(rpath)? {
                     if remote != len {
@@ -467,7 +485,7 @@ fn download_into(
         let start = part
             .seek_to_gap(held)
             .map_err(|e| (e, RangeSet::default()))?;
-        c.retrieve(rpath, start, &mut part.file, pump)
+        c.retrieve_file(rpath, start, &part.file, pump)
             .and_then(|n| check_complete(rpath, start, n, size).map(|_| n))
             .map_err(|e| {
                 // Written in order: the file's length is what it holds.

@@ -37,6 +37,8 @@ pub struct ServerConfig {
     pub anonymous: Anonymous,
     /// Ports for passive data connections (any free port when `None`).
     pub passive_ports: Option<RangeInclusive<u16>>,
+    /// Ports the UDP data channel receives on (uploads; any free port when `None`).
+    pub udp_ports: Option<RangeInclusive<u16>>,
     /// Concurrent sessions; more are turned away with 421.
     pub max_sessions: usize,
     /// Concurrent sessions from one source address (an IPv6 /64); more are turned away with 421.
@@ -78,6 +80,7 @@ impl ServerConfig {
             users: Users::default(),
             anonymous: Anonymous::Off,
             passive_ports: None,
+            udp_ports: None,
             max_sessions: 64,
             max_sessions_per_host: 16,
             login_timeout: Duration::from_secs(30),

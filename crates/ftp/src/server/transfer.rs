@@ -5,6 +5,7 @@ use super::data::DataSpec;
 use fatpipe_net::mode_e::{Channel, Links, OnStream, Prepare, Requests, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
+use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
 use fatpipe_net::{Conductor, Mover, Pump, PumpError, TunerConfig};
 use fatpipe_proto::gridftp::{
     perf_marker, range_marker, Parallelism, AUTO_NOTE, CC_NOTE, STREAMS_NOTE,
@@ -40,6 +41,22 @@ pub enum Job {
         shift: u64,
         parallelism: Parallelism,
     },
+    /// MODE S over the UDP channel: `length` bytes of `file` from `offset`, the data
+    /// connection carrying the receiver's reports.
+    SendUdp {
+        file: File,
+        offset: u64,
+        length: u64,
+        config: UdpConfig,
+    },
+    /// MODE S over the UDP channel: the client's packets into `file` from `offset`, at most
+    /// `limit` bytes.
+    ReceiveUdp {
+        file: File,
+        offset: u64,
+        limit: BlockLimit,
+        config: UdpConfig,
+    },
     /// MODE E: blocks from every connection the client opens, written into `file` at `base`
     /// plus their offsets (`ESTO A`; 0 for `STOR`), none past `limit`. With `record` (what the
     /// file held before), the file's partial record is kept up to date until it is complete.
@@ -65,7 +82,10 @@ pub struct BlockLimit {
 impl Job {
     /// Whether the client sends the data.
     pub fn receiving(&self) -> bool {
-        matches!(self, Job::Receive { .. } | Job::ReceiveBlocks { .. })
+        matches!(
+            self,
+            Job::Receive { .. } | Job::ReceiveBlocks { .. } | Job::ReceiveUdp { .. }
+        )
     }
 
     /// Whether the data moves in MODE E blocks.
@@ -536,41 +556,90 @@ fn run(
     (r, Some(channel))
 }
 
-/// Runs a MODE S job over its one connection.
+/// Runs a MODE S job over its one connection (and the UDP channel beside it, if chosen).
 fn stream(
     pump: &Arc<Pump>,
     mut job: Job,
     link: TcpStream,
     on_link: &OnStream,
 ) -> Result<Outcome, Reply> {
-    let (work, sending) = match &mut job {
-        Job::SendFile { file, ascii } => (
-            StreamWork::SendFile {
+    let limit = match &job {
+        Job::ReceiveUdp { limit, .. } => Some(*limit),
+        _ => None,
+    };
+    let (mover, sending): (Box<dyn Mover + '_>, bool) = match &mut job {
+        Job::SendFile { file, ascii } => {
+            let work = StreamWork::SendFile {
                 file,
                 ascii: *ascii,
-            },
-            true,
-        ),
-        Job::SendBytes(bytes) => (StreamWork::SendBytes(std::mem::take(bytes)), true),
-        Job::Receive { file, ascii } => (
-            StreamWork::Receive {
+            };
+            (Box::new(StreamMover { link, work }), true)
+        }
+        Job::SendBytes(bytes) => {
+            let work = StreamWork::SendBytes(std::mem::take(bytes));
+            (Box::new(StreamMover { link, work }), true)
+        }
+        Job::Receive { file, ascii } => {
+            let work = StreamWork::Receive {
                 into: file,
                 ascii: *ascii,
-            },
-            false,
-        ),
+            };
+            (Box::new(StreamMover { link, work }), false)
+        }
+        Job::SendUdp {
+            file,
+            offset,
+            length,
+            config,
+        } => {
+            let m = UdpSender {
+                link,
+                file,
+                offset: *offset,
+                length: *length,
+                config: config.clone(),
+            };
+            (Box::new(m), true)
+        }
+        Job::ReceiveUdp {
+            file,
+            offset,
+            limit,
+            config,
+        } => {
+            let m = UdpReceiver {
+                link,
+                file,
+                offset: *offset,
+                limit: limit.end,
+                config: config.clone(),
+            };
+            (Box::new(m), false)
+        }
         Job::SendBlocks { .. } | Job::ReceiveBlocks { .. } => {
             return Err(Reply::new(451, "MODE E transfer on a MODE S connection"))
         }
     };
-    let mover = Box::new(StreamMover { link, work });
     mover
         .run(pump, on_link)
         .map(|m| Outcome {
             bytes: m.bytes,
-            notes: Vec::new(),
+            // The client learns what the UDP channel did from the final reply.
+            notes: m
+                .udp
+                .filter(|_| sending)
+                .map(|u| u.to_string())
+                .into_iter()
+                .collect(),
         })
-        .map_err(|e| failure_reply(e, sending))
+        .map_err(|e| match (e, limit) {
+            (PumpError::Write(io), Some(limit))
+                if io.kind() == std::io::ErrorKind::FileTooLarge =>
+            {
+                beyond_limit(&io, limit)
+            }
+            (e, _) => failure_reply(e, sending),
+        })
 }
 
 /// The reply for a block past what the upload may write: no space on the disk (`452`), or past

@@ -122,6 +122,7 @@ pub fn receive(
             bytes: pump.bytes(),
             streams,
             reused,
+            udp: None,
         })
     })
 }

@@ -145,6 +145,7 @@ pub fn send(
         bytes: pump.bytes(),
         streams,
         reused,
+        udp: None,
     })
 }
 

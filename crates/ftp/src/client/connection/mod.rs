@@ -2,6 +2,7 @@
 //! single transfers (passive: `EPSV`, falling back to `PASV`); MODE E transfers are gridftp.rs's.
 
 mod gridftp;
+mod udp;
 use gridftp::Blocks;
 pub use gridftp::{Streams, StreamsReport};
 
@@ -10,7 +11,7 @@ use fatpipe_net::mode_e::{Kept, Prepare};
 use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::wake::{readable, Wake};
-use fatpipe_net::{Conductor, Mover, Pump, PumpError, TuneSummary, TunerConfig};
+use fatpipe_net::{Conductor, Moved, Mover, Pump, PumpError, TuneSummary, TunerConfig};
 use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
 use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry, EntryKind};
 use fatpipe_proto::reply::ReplyParser;
@@ -69,6 +70,11 @@ pub struct Connection {
     reuse: bool,
     /// The MODE E connections the last transfer left open (the server keeps its ends alike).
     kept: Option<Kept>,
+    /// The server moves MODE S binary transfers over the UDP channel (`SITE SETNETSTACK udp`):
+    /// this end's side of it.
+    udp: Option<fatpipe_net::udp::UdpConfig>,
+    /// What the UDP channel of the latest transfer did.
+    last_udp: Option<String>,
 }
 
 /// Longest reply line accepted from a server.
@@ -120,6 +126,8 @@ impl Connection {
             last_streams: None,
             reuse: false,
             kept: None,
+            udp: None,
+            last_udp: None,
         };
         let greeting = c.read_reply()?;
         if !greeting.is_success() {
@@ -382,17 +390,35 @@ impl Connection {
         work: StreamWork<'_>,
         failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<u64> {
+        let make = move |link| Box::new(StreamMover { link, work }) as Box<dyn Mover + '_>;
+        self.run_mode_s(cmd, offset, tuned, pump, make, failed)
+            .map(|(m, _)| m.bytes)
+    }
+
+    /// [`Connection::transfer`] with the mover `make` builds on the data connection; returns
+    /// what it moved and the server's final reply.
+    fn run_mode_s<'w>(
+        &mut self,
+        cmd: Command,
+        offset: u64,
+        tuned: Option<Role>,
+        pump: &Arc<Pump>,
+        make: impl FnOnce(TcpStream) -> Box<dyn Mover + 'w>,
+        failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
+    ) -> anyhow::Result<(Moved, Reply)> {
         let data = self.open_data()?;
         let rest = (offset > 0).then_some(Command::Rest(offset));
         let what = self.begin(rest, &cmd)?;
         let cfg = tuned.and(self.tune.clone());
         let conductor = Conductor::new(cfg, tuned.unwrap_or(Role::Receiver));
         let on_link = conductor.on_link();
-        let mover = Box::new(StreamMover { link: data, work });
+        let mover = make(data);
         let (moved, fin) = self.drive(&conductor, None, move || {
-            mover.run(pump, &on_link).map(|m| m.bytes).map_err(failed)
+            mover.run(pump, &on_link).map_err(failed)
         })?;
-        finish(&what, moved, fin)
+        let reply = fin.as_ref().ok().cloned();
+        let moved = finish(&what, moved, fin)?;
+        Ok((moved, reply.unwrap_or_else(|| Reply::new(226, ""))))
     }
 
     /// Sends `rest` (if any) and `cmd`, which must be answered with a preliminary reply;
@@ -664,11 +690,11 @@ fn timed_out(e: &std::io::Error) -> bool {
 }
 
 /// The outcome of a transfer from what the data side and the server each said.
-fn finish(
+fn finish<T>(
     what: &str,
-    moved: anyhow::Result<u64>,
+    moved: anyhow::Result<T>,
     fin: anyhow::Result<Reply>,
-) -> anyhow::Result<u64> {
+) -> anyhow::Result<T> {
     match (moved, fin) {
         (Ok(n), Ok(fin)) if fin.is_success() => Ok(n),
         (Ok(_), Ok(fin)) => bail!("{what}: server said {fin}"),

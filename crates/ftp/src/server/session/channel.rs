@@ -194,6 +194,13 @@ impl Session {
                 shift: 0,
                 parallelism: self.parallelism,
             }
+        } else if let (Some(config), false) = (self.udp.clone(), ascii) {
+            Job::SendUdp {
+                file,
+                offset,
+                length: meta.len() - offset,
+                config,
+            }
         } else {
             Job::SendFile { file, ascii }
         };
@@ -243,7 +250,18 @@ impl Session {
         } else {
             // Written in order from a point it held: its length is the truth again.
             partial::clear(&file).map_err(FsError::from)?;
-            Job::Receive { file, ascii }
+            match (self.udp.clone(), ascii) {
+                (Some(config), false) => {
+                    let limit = self.block_limit(&file, 0);
+                    Job::ReceiveUdp {
+                        file,
+                        offset: start,
+                        limit,
+                        config,
+                    }
+                }
+                _ => Job::Receive { file, ascii },
+            }
         };
         self.begin(job, opening, format!("{verb} {v} at {start}"))
     }

@@ -1,14 +1,63 @@
-//! GridFTP commands of a session beyond MODE E itself: `CKSM`, `ERET P` (partial retrieve) and
-//! `ESTO A` (adjusted store).
+//! GridFTP commands of a session beyond MODE E itself: `CKSM`, `ERET P` (partial retrieve),
+//! `ESTO A` (adjusted store), and `SITE SETNETSTACK` (the UDP data channel).
 
 use super::{Flow, Session};
 use crate::server::sandbox::WriteAt;
 use crate::server::transfer::Job;
 use fatpipe_net::checksum::checksum;
+use fatpipe_net::udp::UdpConfig;
 use fatpipe_proto::gridftp::Cksm;
+use fatpipe_proto::udp::{NetStack, SETNETSTACK};
 use fatpipe_proto::Reply;
+use fatpipe_tune::rate::RateControlKind;
 
 impl Session {
+    /// `SITE SETNETSTACK tcp|udp [control=… rate=… start=…]`: how the next MODE S binary
+    /// transfers move (listings, `TYPE A` and MODE E stay on TCP).
+    pub(super) fn site(&mut self, arg: &str) -> Result<Reply, Reply> {
+        let (verb, rest) = arg.trim().split_once(' ').unwrap_or((arg.trim(), ""));
+        if !verb.eq_ignore_ascii_case(SETNETSTACK) {
+            return Err(Reply::new(
+                504,
+                format!("SITE {verb} is not understood here"),
+            ));
+        }
+        let n = NetStack::parse(rest).map_err(|e| Reply::new(501, e))?;
+        if !n.udp {
+            self.udp = None;
+            return Ok(Reply::new(200, "Network stack: tcp"));
+        }
+        let control = match n.control.as_deref() {
+            None => RateControlKind::Default,
+            Some(c) => RateControlKind::parse(c).ok_or_else(|| {
+                Reply::new(
+                    501,
+                    format!("unknown rate control {c} (default, history, state)"),
+                )
+            })?,
+        };
+        let c = &self.shared.config;
+        let line = if control == RateControlKind::Default {
+            10e9
+        } else {
+            1e9
+        };
+        let config = UdpConfig {
+            control,
+            max_rate: n.rate.map_or(line, |r| r as f64),
+            start_rate: n
+                .start
+                .map_or(UdpConfig::default().start_rate, |r| r as f64),
+            ports: c.udp_ports.clone(),
+            timeout: c.data_timeout,
+            force_buffers: c.tune.control.forced(),
+            ..UdpConfig::default()
+        };
+        let text = format!("Network stack: udp, {} rate control", config.control);
+        self.udp = Some(config);
+        Ok(Reply::new(200, text))
+    }
+
     /// `CKSM`: hashes the file off the runtime's threads (a large file takes seconds).
     pub(super) async fn cksm(&mut self, c: Cksm) -> Result<Flow, Reply> {
         let (file, _) = self.shared.sandbox.open_read(&self.path(&c.path))?;

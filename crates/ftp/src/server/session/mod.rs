@@ -14,6 +14,7 @@ use super::data::DataSpec;
 use super::transfer::{Event, Running};
 use super::Shared;
 use fatpipe_net::mode_e::Kept;
+use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::drs::{sbuf_text, DrsOpts};
 use fatpipe_proto::gridftp::{ChecksumAlg, Parallelism};
@@ -52,6 +53,7 @@ const FEATURES: &[&str] = &[
     "PARALLEL",
     "REST STREAM",
     "SBUF",
+    "SETNETSTACK tcp,udp",
     "SIZE",
     "TVFS",
     "UTF8",
@@ -127,6 +129,8 @@ struct Session {
     kept: Option<Kept>,
     /// `ALLO`: the size the next upload announced.
     allo: Option<u64>,
+    /// `SITE SETNETSTACK udp`: MODE S binary transfers move over the UDP channel.
+    udp: Option<UdpConfig>,
 }
 
 /// Runs a session on an accepted control connection until the client leaves or is sent away.
@@ -170,6 +174,7 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         reuse: false,
         kept: None,
         allo: None,
+        udp: None,
     };
     tracing::info!(session = id, %peer, "connected");
     s.send(Reply::new(220, "fatpipe FTP server ready"));
@@ -454,6 +459,7 @@ impl Session {
                 self.kept = None;
                 Reply::new(226, "No transfer to abort")
             }
+            Command::Site(arg) => self.site(&arg)?,
             Command::Retr(arg) => return self.retr(&arg),
             Command::Stor(arg) => return self.store(&arg, false),
             Command::Appe(arg) => return self.store(&arg, true),
@@ -534,7 +540,7 @@ fn on_off(value: &str) -> Result<bool, Reply> {
 }
 
 fn help() -> Reply {
-    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF CKSM ERET ESTO";
+    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF CKSM ERET ESTO SITE";
     Reply::multi(
         214,
         "The following commands are recognized:",

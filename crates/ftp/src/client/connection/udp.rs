@@ -1,0 +1,120 @@
+//! The UDP data channel on the client side: `SITE SETNETSTACK udp` with a fatpipe server, and
+//! MODE S binary transfers whose bytes then move as UDP packets beside the data connection.
+
+use super::{receive_error, send_error, Connection};
+use anyhow::Context;
+use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
+use fatpipe_net::{Mover, Pump};
+use fatpipe_proto::gridftp::parse_transfer_notes;
+use fatpipe_proto::udp::{NetStack, SETNETSTACK};
+use fatpipe_proto::{Command, TransferType};
+use fatpipe_tune::Role;
+use std::fs::File;
+use std::io::Seek;
+use std::sync::Arc;
+
+impl Connection {
+    /// Moves MODE S binary transfers over the UDP channel from now on, as `udp` says (this
+    /// end's side; `stack` is what the server is told). Returns why not when the server cannot.
+    pub fn use_udp(&mut self, stack: &NetStack, udp: UdpConfig) -> anyhow::Result<Option<String>> {
+        self.udp = None;
+        if !self.has_feature(SETNETSTACK) {
+            return Ok(Some(format!(
+                "{} has no UDP data channel (no SETNETSTACK feature)",
+                self.peer
+            )));
+        }
+        let r = self.command(&Command::Site(format!("{SETNETSTACK} {stack}")))?;
+        if !r.is_success() {
+            return Ok(Some(format!(
+                "{} refused the UDP data channel: {r}",
+                self.peer
+            )));
+        }
+        self.udp = Some(udp);
+        Ok(None)
+    }
+
+    /// Whether transfers move over the UDP channel.
+    pub fn uses_udp(&self) -> bool {
+        self.udp.is_some()
+    }
+
+    /// What the UDP channel of the latest transfer did (`udp: …`), if it ran.
+    pub fn last_udp(&self) -> Option<&str> {
+        self.last_udp.as_deref()
+    }
+
+    /// Downloads `path` from `offset` into `file` at its current position: over the UDP channel
+    /// when it is on, else as [`Connection::retrieve`] does.
+    pub fn retrieve_file(
+        &mut self,
+        path: &str,
+        offset: u64,
+        mut file: &File,
+        pump: &Arc<Pump>,
+    ) -> anyhow::Result<u64> {
+        self.last_udp = None;
+        let Some(config) = self.udp.clone() else {
+            return self.retrieve(path, offset, &mut file, pump);
+        };
+        self.set_type(TransferType::Image)?;
+        let at = file
+            .stream_position()
+            .context("cannot tell the local file's position")?;
+        let make = move |link| {
+            Box::new(UdpReceiver {
+                link,
+                file,
+                offset: at,
+                limit: u64::MAX,
+                config,
+            }) as Box<dyn Mover + '_>
+        };
+        let retr = Command::Retr(path.into());
+        let (moved, fin) =
+            self.run_mode_s(retr, offset, Some(Role::Receiver), pump, make, |e| {
+                receive_error(path, e)
+            })?;
+        // The sender (the server) says what its channel did.
+        self.last_udp = parse_transfer_notes(&fin)
+            .udp
+            .or_else(|| moved.udp.map(|u| u.to_string()));
+        Ok(moved.bytes)
+    }
+
+    /// Uploads `file` from its current position to `path` at `offset`: over the UDP channel
+    /// when it is on, else as [`Connection::store`] does.
+    pub fn store_file(
+        &mut self,
+        path: &str,
+        offset: u64,
+        mut file: &File,
+        pump: &Arc<Pump>,
+    ) -> anyhow::Result<u64> {
+        self.last_udp = None;
+        let Some(config) = self.udp.clone() else {
+            return self.store(path, offset, file, pump);
+        };
+        self.set_type(TransferType::Image)?;
+        let at = file
+            .stream_position()
+            .context("cannot tell the local file's position")?;
+        let len = file.metadata().context("cannot read the local file")?.len();
+        let make = move |link| {
+            Box::new(UdpSender {
+                link,
+                file,
+                offset: at,
+                length: len.saturating_sub(at),
+                config,
+            }) as Box<dyn Mover + '_>
+        };
+        let stor = Command::Stor(path.into());
+        let (moved, _) = self.run_mode_s(stor, offset, Some(Role::Sender), pump, make, |e| {
+            send_error(path, e)
+        })?;
+        self.last_udp = moved.udp.map(|u| u.to_string());
+        Ok(moved.bytes)
+    }
+}

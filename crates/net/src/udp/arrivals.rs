@@ -1,0 +1,221 @@
+//! The UDP receiver's books: a bitmap per segment of what arrived, what changed since the last
+//! report, and the one-way delay seen. No I/O: the receive loop feeds it packet headers.
+//! Bounded: only segments within [`WINDOW`] of the lowest unfinished one are accepted.
+
+use super::ledger::WINDOW;
+use fatpipe_proto::udp::{segment_len, DataHeader, Report, SegmentBits, SEGMENT};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What became of one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Take {
+    /// New data: write it.
+    New,
+    /// Already here.
+    Duplicate,
+    /// Not this transfer's (wrong token, past the end, or beyond the window).
+    Foreign,
+}
+
+/// The receiver's books for one transfer.
+pub struct Arrivals {
+    token: u64,
+    total: u64,
+    /// Segments still missing packets (and completed ones until they are reported).
+    segments: BTreeMap<u64, (Vec<u8>, u64)>,
+    changed: BTreeSet<u64>,
+    /// Complete segments at or above `low`.
+    done: BTreeSet<u64>,
+    /// Segments below this one are complete.
+    low: u64,
+    max_tx: u64,
+    received: u64,
+    foreign: u32,
+    have: u64,
+    /// Lowest one-way delay of the transfer and of the current report interval (wrapping µs).
+    base_delay: Option<u32>,
+    interval_delay: Option<u32>,
+}
+
+impl Arrivals {
+    /// Books for `total` packets carrying `token`.
+    pub fn new(token: u64, total: u64) -> Arrivals {
+        Arrivals {
+            token,
+            total,
+            segments: BTreeMap::new(),
+            changed: BTreeSet::new(),
+            done: BTreeSet::new(),
+            low: 0,
+            max_tx: 0,
+            received: 0,
+            foreign: 0,
+            have: 0,
+            base_delay: None,
+            interval_delay: None,
+        }
+    }
+
+    /// Whether every packet is here.
+    pub fn complete(&self) -> bool {
+        self.have >= self.total
+    }
+
+    /// Packets dropped as not this transfer's.
+    pub fn foreign(&self) -> u32 {
+        self.foreign
+    }
+
+    /// Books one packet that arrived at `now_us` (this end's clock, wrapping microseconds).
+    pub fn take(&mut self, h: &DataHeader, now_us: u32) -> Take {
+        let s = h.index / SEGMENT;
+        if h.token != self.token || h.index >= self.total || s >= self.low.saturating_add(WINDOW) {
+            self.foreign = self.foreign.saturating_add(1);
+            return Take::Foreign;
+        }
+        self.received += 1;
+        self.max_tx = self.max_tx.max(h.tx);
+        let delay = now_us.wrapping_sub(h.sent_us);
+        // Delays compare by wrapping difference (the two clocks have unrelated origins).
+        let lower = |a: Option<u32>| a.is_none_or(|b| (delay.wrapping_sub(b) as i32) < 0);
+        if lower(self.base_delay) {
+            self.base_delay = Some(delay);
+        }
+        if lower(self.interval_delay) {
+            self.interval_delay = Some(delay);
+        }
+        if s < self.low || self.done.contains(&s) && !self.segments.contains_key(&s) {
+            return Take::Duplicate;
+        }
+        let len = segment_len(s, self.total);
+        let (bits, count) = self
+            .segments
+            .entry(s)
+            .or_insert_with(|| (vec![0; len.div_ceil(8) as usize], 0));
+        let i = (h.index % SEGMENT) as usize;
+        let Some(byte) = bits.get_mut(i / 8) else {
+            return Take::Foreign;
+        };
+        if *byte & (1 << (i % 8)) != 0 {
+            return Take::Duplicate;
+        }
+        *byte |= 1 << (i % 8);
+        *count += 1;
+        if *count >= len {
+            self.done.insert(s);
+        }
+        self.have += 1;
+        self.changed.insert(s);
+        Take::New
+    }
+
+    /// The report of what changed since the last one (at most the segments a report carries;
+    /// the rest wait for the next); `written` is the bytes on disk so far, `at_us` this end's
+    /// clock.
+    pub fn report(&mut self, written: u64, at_us: u64) -> Report {
+        let queue_us = match (self.interval_delay.take(), self.base_delay) {
+            (Some(d), Some(b)) => d.wrapping_sub(b).min(i32::MAX as u32),
+            _ => 0,
+        };
+        let take: Vec<u64> = self
+            .changed
+            .iter()
+            .take(fatpipe_proto::udp::MAX_REPORT_SEGMENTS)
+            .copied()
+            .collect();
+        let mut segments = Vec::with_capacity(take.len());
+        for s in take {
+            self.changed.remove(&s);
+            if let Some((bits, _)) = self.segments.get(&s) {
+                segments.push(SegmentBits {
+                    segment: s,
+                    bits: bits.clone(),
+                });
+            }
+        }
+        // Complete segments leave the books once reported.
+        let len = |s: u64| segment_len(s, self.total);
+        self.segments
+            .retain(|&s, (_, count)| *count < len(s) || self.changed.contains(&s));
+        while self.done.remove(&self.low) {
+            self.low += 1;
+        }
+        Report {
+            at_us,
+            max_tx: self.max_tx,
+            received: self.received,
+            written,
+            queue_us,
+            foreign: self.foreign,
+            segments,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(index: u64, tx: u64) -> DataHeader {
+        DataHeader {
+            token: 7,
+            tx,
+            index,
+            sent_us: 0,
+        }
+    }
+
+    #[test]
+    fn books_new_duplicate_and_foreign_packets() {
+        let mut a = Arrivals::new(7, 25_000);
+        assert_eq!(a.take(&h(3, 1), 100), Take::New);
+        assert_eq!(a.take(&h(3, 2), 100), Take::Duplicate);
+        let wrong = DataHeader {
+            token: 8,
+            ..h(4, 3)
+        };
+        assert_eq!(a.take(&wrong, 100), Take::Foreign);
+        assert_eq!(a.take(&h(25_000, 4), 100), Take::Foreign, "past the end");
+        let far = WINDOW * SEGMENT;
+        let mut big = Arrivals::new(7, far * 2);
+        assert_eq!(big.take(&h(far, 1), 0), Take::Foreign, "beyond the window");
+        assert_eq!(a.foreign(), 2);
+        let r = a.report(1442, 0);
+        assert_eq!((r.max_tx, r.received, r.foreign), (2, 2, 2));
+        assert_eq!(r.segments.len(), 1);
+        assert!(r.segments[0].has(3) && !r.segments[0].has(4));
+        assert!(
+            a.report(1442, 0).segments.is_empty(),
+            "nothing changed since"
+        );
+    }
+
+    #[test]
+    fn completes_and_moves_the_window() {
+        let total = 2 * SEGMENT + 5;
+        let mut a = Arrivals::new(7, total);
+        for i in 0..total {
+            a.take(&h(i, i + 1), 0);
+        }
+        assert!(a.complete());
+        let r = a.report(0, 0);
+        assert_eq!(r.segments.len(), 3);
+        assert!(a.segments.is_empty());
+        assert_eq!(a.take(&h(0, 1), 0), Take::Duplicate);
+    }
+
+    #[test]
+    fn queueing_delay_is_the_interval_low_over_the_transfer_low() {
+        let mut a = Arrivals::new(7, 100);
+        // The sender's clock is far from ours: only differences count, across the wrap too.
+        let sent = |i: u64, at: u32| DataHeader {
+            sent_us: at,
+            ..h(i, i + 1)
+        };
+        a.take(&sent(0, u32::MAX - 10), 1_000);
+        assert_eq!(a.report(0, 0).queue_us, 0);
+        a.take(&sent(1, u32::MAX - 10), 6_000);
+        a.take(&sent(2, u32::MAX - 10), 4_000);
+        assert_eq!(a.report(0, 0).queue_us, 3_000);
+    }
+}

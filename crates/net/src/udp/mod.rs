@@ -1,0 +1,300 @@
+//! The UDP data channel (FOBS, shared/seeds/fobs.txt): the file's bytes in UDP packets paced by a
+//! rate controller, the receiver's per-segment bitmaps back over the transfer's TCP data
+//! connection, lost packets resent selectively. Two movers, [`UdpSender`] and [`UdpReceiver`],
+//! behind the same [`Mover`](crate::Mover) trait as the TCP ones; the books they keep are pure
+//! ([`ledger`], [`arrivals`]) and the rate laws are `fatpipe_tune::rate`'s.
+//!
+//! On the TCP connection: the sender says how long the transfer is (`Hello`), the receiver
+//! answers with its UDP port and the transfer's token (`Ready`), then reports every
+//! [`REPORT_EVERY`] until it has every byte (`Done`). When no packet gets through within
+//! [`PROBE`], the sender says `Fallback` and sends the bytes over the TCP connection itself.
+
+pub mod arrivals;
+pub mod ledger;
+mod receive;
+mod send;
+
+pub use receive::UdpReceiver;
+pub use send::UdpSender;
+
+use crate::PumpError;
+use fatpipe_proto::udp::Message;
+use fatpipe_tune::rate::RateControlKind;
+use std::fmt;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::ops::RangeInclusive;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+/// How often the receiver reports.
+pub const REPORT_EVERY: Duration = Duration::from_millis(10);
+/// How long the sender waits for a first packet to get through before falling back to TCP.
+pub const PROBE: Duration = Duration::from_secs(2);
+/// The UDP socket buffers asked for (16 MiB: 130 ms at 1 Gbit/s of bursts absorbed).
+const SOCKET_BUFFER: u64 = 16 << 20;
+
+/// How a UDP transfer runs.
+#[derive(Debug, Clone)]
+pub struct UdpConfig {
+    /// UDP payload per data packet, header included.
+    pub packet: u16,
+    /// The sender's rate controller.
+    pub control: RateControlKind,
+    /// The most the sender sends, bits/s (the seed's controllers scale their steps by it).
+    pub max_rate: f64,
+    /// The rate to start at, bits/s.
+    pub start_rate: f64,
+    /// Ports the receiver may bind (any when `None`).
+    pub ports: Option<RangeInclusive<u16>>,
+    /// Longest silence from the peer before the transfer fails.
+    pub timeout: Duration,
+    /// Root may set socket buffers past `net.core.rmem_max`/`wmem_max`.
+    pub force_buffers: bool,
+}
+
+impl Default for UdpConfig {
+    fn default() -> Self {
+        UdpConfig {
+            packet: fatpipe_proto::udp::PACKET,
+            control: RateControlKind::Default,
+            max_rate: 10e9,
+            start_rate: 10e6,
+            ports: None,
+            timeout: Duration::from_secs(60),
+            force_buffers: true,
+        }
+    }
+}
+
+/// What a UDP transfer did, for its summary and the final reply.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UdpSummary {
+    /// The rate controller.
+    pub control: String,
+    /// Packets the transfer needed (the seed's N).
+    pub packets: u64,
+    /// Packets sent, resends included (the seed's T).
+    pub transmissions: u64,
+    /// The rate at the end, bits/s, and the controller's state then.
+    pub last_rate: f64,
+    /// See `last_rate`.
+    pub state: String,
+    /// Packets the receiver dropped as not this transfer's.
+    pub foreign: u32,
+    /// No packet got through: the bytes went over the TCP connection.
+    pub fell_back: bool,
+}
+
+impl UdpSummary {
+    /// The seed's loss percentage R = (T − N) / N.
+    pub fn loss_percent(&self) -> f64 {
+        if self.packets == 0 {
+            return 0.0;
+        }
+        100.0 * self.transmissions.saturating_sub(self.packets) as f64 / self.packets as f64
+    }
+}
+
+impl fmt::Display for UdpSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.fell_back {
+            return f.write_str("udp: no packet got through within 2 s; the data went over TCP");
+        }
+        write!(
+            f,
+            "udp: {} rate control, {} packets, {} resent (R = {:.2} %), last {:.0} Mbit/s ({})",
+            self.control,
+            self.packets,
+            self.transmissions.saturating_sub(self.packets),
+            self.loss_percent(),
+            self.last_rate / 1e6,
+            self.state
+        )
+    }
+}
+
+/// The TCP connection beside the packets: messages in both directions.
+struct Link {
+    sock: TcpStream,
+    buf: Vec<u8>,
+    /// Bytes queued by [`Link::offer`] that the socket has not taken yet.
+    out: Vec<u8>,
+    /// Last time anything arrived.
+    heard: Instant,
+}
+
+/// Most bytes read from the connection at once.
+const READ: usize = 256 << 10;
+
+impl Link {
+    fn new(sock: TcpStream) -> Link {
+        Link {
+            sock,
+            buf: Vec::new(),
+            out: Vec::new(),
+            heard: Instant::now(),
+        }
+    }
+
+    /// Sends a message, waiting until the socket has taken it (and what was offered before).
+    fn send(&mut self, m: &Message) -> io::Result<()> {
+        let pending = std::mem::take(&mut self.out);
+        self.sock.write_all(&pending)?;
+        self.sock.write_all(&m.encode())
+    }
+
+    /// Whether everything offered has gone to the socket.
+    fn idle(&self) -> bool {
+        self.out.is_empty()
+    }
+
+    /// Queues a message and sends what the socket takes without waiting: a receive loop must
+    /// never stall on its reports (a TCP connection recovering from loss takes nothing for a
+    /// while, and meanwhile packets would overflow the UDP socket).
+    fn offer(&mut self, m: &Message) -> io::Result<()> {
+        self.out.extend_from_slice(&m.encode());
+        self.push()
+    }
+
+    /// Sends what the socket takes of the queued bytes, without waiting.
+    fn push(&mut self) -> io::Result<()> {
+        while !self.out.is_empty() {
+            match nix::sys::socket::send(
+                std::os::fd::AsRawFd::as_raw_fd(&self.sock),
+                &self.out,
+                nix::sys::socket::MsgFlags::MSG_DONTWAIT | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+            ) {
+                Ok(n) => {
+                    self.out.drain(..n);
+                }
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The next complete message already buffered.
+    fn buffered(&mut self) -> io::Result<Option<Message>> {
+        match Message::decode(&self.buf) {
+            Ok(Some((m, used))) => {
+                self.buf.drain(..used);
+                Ok(Some(m))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(io::Error::new(ErrorKind::InvalidData, e)),
+        }
+    }
+
+    /// Reads what the socket has without waiting; the messages complete so far.
+    fn poll(&mut self) -> io::Result<Vec<Message>> {
+        let mut chunk = vec![0u8; READ];
+        loop {
+            match nix::sys::socket::recv(
+                std::os::fd::AsRawFd::as_raw_fd(&self.sock),
+                &mut chunk,
+                nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "the peer closed the data connection",
+                    ))
+                }
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    self.heard = Instant::now();
+                    if n < chunk.len() {
+                        break;
+                    }
+                }
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut out = Vec::new();
+        while let Some(m) = self.buffered()? {
+            out.push(m);
+        }
+        Ok(out)
+    }
+
+    /// Waits up to `timeout` for the next message.
+    fn wait(&mut self, timeout: Duration) -> io::Result<Message> {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(m) = self.buffered()? {
+                return Ok(m);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    ErrorKind::TimedOut,
+                    "no message from the peer within the --timeout",
+                ));
+            }
+            self.sock.set_read_timeout(Some(left))?;
+            let mut chunk = vec![0u8; READ];
+            match self.sock.read(&mut chunk) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "the peer closed the data connection",
+                    ))
+                }
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    self.heard = Instant::now();
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// A message that has no place at this point of the exchange.
+fn unexpected(m: &Message) -> io::Error {
+    let name = match m {
+        Message::Hello { .. } => "Hello",
+        Message::Ready { .. } => "Ready",
+        Message::Report(_) => "Report",
+        Message::Done { .. } => "Done",
+        Message::Fallback { .. } => "Fallback",
+    };
+    io::Error::new(
+        ErrorKind::InvalidData,
+        format!("unexpected {name} message on the UDP channel's connection"),
+    )
+}
+
+/// Sets a UDP socket's buffers as large as this host lets it.
+fn size_buffers(sock: &std::net::UdpSocket, force: bool) {
+    let ask = fatpipe_tune::law::Buffers {
+        rcvbuf: Some(SOCKET_BUFFER),
+        sndbuf: Some(SOCKET_BUFFER),
+    };
+    match crate::buffers::BufferControl::new(force).apply(sock.as_fd(), &ask) {
+        Ok(short) => {
+            for s in short {
+                tracing::debug!("UDP socket: {s}");
+            }
+        }
+        Err(e) => tracing::debug!("cannot size the UDP socket's buffers: {e}"),
+    }
+}
+
+/// A network failure of the side that `sending` says this end is, as the pumps report it.
+fn net(sending: bool) -> impl Fn(io::Error) -> PumpError {
+    move |e| {
+        if sending {
+            PumpError::Write(e)
+        } else {
+            PumpError::Read(e)
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! The receiving end of a UDP transfer: one loop that takes batches of packets (`recvmmsg`, with
+//! receive offload where the kernel has it), writes new data at its place in the file (runs of
+//! adjacent packets in one write), and reports every [`REPORT_EVERY`](super::REPORT_EVERY).
+
+use super::arrivals::{Arrivals, Take};
+use super::{net, size_buffers, unexpected, Link, UdpConfig, UdpSummary, REPORT_EVERY};
+use crate::mode_e::OnStream;
+use crate::{Moved, Mover, Pump, PumpError};
+use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
+use quinn_udp::{RecvMeta, UdpSocketState};
+use std::fs::File;
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, ErrorKind, IoSliceMut, Read};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Receive buffers per `recvmmsg` (without receive offload, one packet each).
+const BUFFERS: usize = 32;
+/// Bytes per receive buffer (a whole offloaded batch).
+const BUFFER: usize = 64 << 10;
+/// Largest run of adjacent packets written at once.
+const RUN: usize = 1 << 20;
+
+/// Receives a UDP transfer into `file` from `offset`; `link` is the transfer's TCP data
+/// connection, where the sender says how long the transfer is and takes the reports.
+pub struct UdpReceiver<'a> {
+    /// The TCP data connection.
+    pub link: TcpStream,
+    /// The file.
+    pub file: &'a File,
+    /// Where the transfer starts in the file.
+    pub offset: u64,
+    /// Most bytes the transfer may bring (the sender's announced length past it is an error).
+    pub limit: u64,
+    /// Ports, buffers, timeout.
+    pub config: UdpConfig,
+}
+
+impl Mover for UdpReceiver<'_> {
+    fn run(self: Box<Self>, pump: &Arc<Pump>, _on_link: &OnStream) -> Result<Moved, PumpError> {
+        let r = PumpError::Read;
+        pump.attach(&self.link).map_err(r)?;
+        let s = *self;
+        let mut link = Link::new(s.link.try_clone().map_err(r)?);
+        let (packet, length) = match link.wait(s.config.timeout).map_err(r)? {
+            Message::Hello { packet, length } => (packet, length),
+            m => return Err(r(unexpected(&m))),
+        };
+        if !PACKET_RANGE.contains(&packet) {
+            return Err(r(io::Error::new(
+                ErrorKind::InvalidData,
+                format!("the sender asked for {packet}-byte packets"),
+            )));
+        }
+        if length > s.limit {
+            return Err(PumpError::Write(io::Error::new(
+                ErrorKind::FileTooLarge,
+                format!(
+                    "the sender announced {length} bytes, past the {} allowed",
+                    s.limit
+                ),
+            )));
+        }
+        // Reports are small and must not wait for the previous one's ACK (Nagle).
+        s.link.set_nodelay(true).map_err(r)?;
+        let local = s.link.local_addr().map_err(r)?.ip();
+        let sock = bind(local, s.config.ports.as_ref()).map_err(r)?;
+        size_buffers(&sock, s.config.force_buffers);
+        let state = UdpSocketState::new((&sock).into()).map_err(r)?;
+        let token = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let port = sock.local_addr().map_err(r)?.port();
+        link.send(&Message::Ready { port, token }).map_err(r)?;
+        let payload = u64::from(packet) - HEADER as u64;
+        let mut run = Receiving {
+            file: s.file,
+            offset: s.offset,
+            length,
+            payload,
+            arrivals: Arrivals::new(token, packets(length, payload)),
+            link,
+            sock,
+            state,
+            run: Vec::with_capacity(RUN),
+            run_at: 0,
+            written: 0,
+            timeout: s.config.timeout,
+            start: Instant::now(),
+        };
+        let fell_back = run.go(pump)?;
+        Ok(Moved {
+            bytes: length,
+            streams: 1,
+            reused: 0,
+            udp: Some(UdpSummary {
+                packets: packets(length, payload),
+                foreign: run.arrivals.foreign(),
+                fell_back,
+                ..UdpSummary::default()
+            }),
+        })
+    }
+}
+
+/// A UDP socket on `ip`, at a port of `ports` when given.
+fn bind(ip: IpAddr, ports: Option<&std::ops::RangeInclusive<u16>>) -> io::Result<UdpSocket> {
+    let Some(range) = ports else {
+        return UdpSocket::bind(SocketAddr::new(ip, 0));
+    };
+    let mut last = io::Error::new(ErrorKind::AddrInUse, "the UDP port range is empty");
+    for port in range.clone() {
+        match UdpSocket::bind(SocketAddr::new(ip, port)) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(io::Error::new(
+        last.kind(),
+        format!(
+            "no free UDP port in {}-{}: {last}",
+            range.start(),
+            range.end()
+        ),
+    ))
+}
+
+/// One UDP receive in progress.
+struct Receiving<'a> {
+    file: &'a File,
+    offset: u64,
+    length: u64,
+    payload: u64,
+    arrivals: Arrivals,
+    link: Link,
+    sock: UdpSocket,
+    state: UdpSocketState,
+    /// Adjacent new data not yet written, and where it starts in the transfer.
+    run: Vec<u8>,
+    run_at: u64,
+    written: u64,
+    timeout: Duration,
+    start: Instant,
+}
+
+impl Receiving<'_> {
+    /// Receives until every byte is written; returns whether the sender fell back to TCP.
+    fn go(&mut self, pump: &Pump) -> Result<bool, PumpError> {
+        let r = net(false);
+        let mut bufs = vec![vec![0u8; BUFFER]; BUFFERS];
+        let mut meta = vec![RecvMeta::default(); BUFFERS];
+        let mut next_report = Instant::now() + REPORT_EVERY;
+        let mut heard = Instant::now();
+        while !self.arrivals.complete() {
+            pump.check()?;
+            let mut wait = next_report.saturating_duration_since(Instant::now());
+            if !self.link.idle() {
+                // A report is stuck in the queue: look again soon, without spinning.
+                wait = wait.max(Duration::from_millis(1));
+            }
+            let fds = [self.sock.as_fd(), self.link.sock.as_fd()];
+            crate::wake::ready(&fds, false, wait).map_err(&r)?;
+            for _ in 0..64 {
+                let mut slices: Vec<IoSliceMut<'_>> =
+                    bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+                match self.state.recv((&self.sock).into(), &mut slices, &mut meta) {
+                    Ok(n) => {
+                        heard = Instant::now();
+                        for (m, b) in meta.iter().zip(bufs.iter()).take(n) {
+                            self.take(&b[..m.len.min(b.len())], m.stride.max(1), pump)?;
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    // An ICMP error from an earlier send of the peer's: not ours to fail on.
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+                    Err(e) => return Err(r(e)),
+                }
+            }
+            // The sender says nothing here but that UDP does not get through.
+            if let Some(m) = self.link.poll().map_err(&r)?.into_iter().next() {
+                let Message::Fallback { offset } = m else {
+                    return Err(r(unexpected(&m)));
+                };
+                self.fall_back(offset, pump)?;
+                return Ok(true);
+            }
+            let now = Instant::now();
+            self.link.push().map_err(&r)?;
+            // A report waits while the previous one is still queued: what changed meanwhile
+            // goes into the next.
+            if (now >= next_report || self.arrivals.complete()) && self.link.idle() {
+                self.flush()?;
+                let at = self.start.elapsed().as_micros() as u64;
+                let report = self.arrivals.report(self.written, at);
+                self.link.offer(&Message::Report(report)).map_err(&r)?;
+                next_report = now + REPORT_EVERY;
+            }
+            if now.duration_since(heard) > self.timeout {
+                return Err(r(io::Error::new(
+                    ErrorKind::TimedOut,
+                    "no data within the --timeout",
+                )));
+            }
+        }
+        self.flush()?;
+        self.link
+            .send(&Message::Done {
+                bytes: self.written,
+            })
+            .map_err(&r)?;
+        self.wait_for_close();
+        Ok(false)
+    }
+
+    /// Books the packets of one received buffer (`stride` bytes each, the last maybe fewer).
+    fn take(&mut self, data: &[u8], stride: usize, pump: &Pump) -> Result<(), PumpError> {
+        let now_us = self.start.elapsed().as_micros() as u32;
+        for packet in data.chunks(stride) {
+            let Some((h, body)) = DataHeader::parse(packet) else {
+                continue;
+            };
+            // A packet whose size does not match its place is not the sender's.
+            let at = h.index.saturating_mul(self.payload);
+            let want = self.payload.min(self.length.saturating_sub(at));
+            if body.len() as u64 != want {
+                let foreign = DataHeader {
+                    token: !h.token,
+                    ..h
+                };
+                self.arrivals.take(&foreign, now_us);
+                continue;
+            }
+            if self.arrivals.take(&h, now_us) == Take::New {
+                self.put(at, body)?;
+                pump.add(body.len());
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds new data at `at` to the run of adjacent data, writing the run when it breaks.
+    fn put(&mut self, at: u64, body: &[u8]) -> Result<(), PumpError> {
+        let end = self.run_at + self.run.len() as u64;
+        if self.run.is_empty() || at != end || self.run.len() + body.len() > RUN {
+            self.flush()?;
+            self.run_at = at;
+        }
+        self.run.extend_from_slice(body);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), PumpError> {
+        if self.run.is_empty() {
+            return Ok(());
+        }
+        self.file
+            .write_all_at(&self.run, self.offset + self.run_at)
+            .map_err(PumpError::Write)?;
+        self.written += self.run.len() as u64;
+        self.run.clear();
+        Ok(())
+    }
+
+    /// The sender could not reach this end over UDP: the bytes from `from` on come over the
+    /// TCP connection, after whatever followed the fallback message in its buffer.
+    fn fall_back(&mut self, from: u64, pump: &Pump) -> Result<(), PumpError> {
+        let r = net(false);
+        let mut at = from;
+        let pending = std::mem::take(&mut self.link.buf);
+        let n = pending.len().min(self.length.saturating_sub(at) as usize);
+        self.file
+            .write_all_at(&pending[..n], self.offset + at)
+            .map_err(PumpError::Write)?;
+        pump.add(n);
+        at += n as u64;
+        let mut chunk = vec![0u8; RUN];
+        self.link
+            .sock
+            .set_read_timeout(Some(self.timeout))
+            .map_err(&r)?;
+        while at < self.length {
+            pump.check()?;
+            let n = match self.link.sock.read(&mut chunk) {
+                Ok(0) => {
+                    return Err(r(io::Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "the sender closed the data connection early",
+                    )))
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(r(e)),
+            };
+            let n = n.min((self.length - at) as usize);
+            self.file
+                .write_all_at(&chunk[..n], self.offset + at)
+                .map_err(PumpError::Write)?;
+            pump.add(n);
+            at += n as u64;
+        }
+        self.written = self.length;
+        self.link
+            .send(&Message::Done { bytes: self.length })
+            .map_err(&r)?;
+        self.wait_for_close();
+        Ok(())
+    }
+
+    /// Waits briefly for the sender to close the connection after `Done`, so that neither end
+    /// reports a reset for the other's last message.
+    fn wait_for_close(&mut self) {
+        let _ = self
+            .link
+            .sock
+            .set_read_timeout(Some(Duration::from_secs(2)));
+        let mut b = [0u8; 4096];
+        for _ in 0..1024 {
+            match self.link.sock.read(&mut b) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    }
+}

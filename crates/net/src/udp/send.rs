@@ -1,0 +1,422 @@
+//! The sending end of a UDP transfer: one loop that reads the receiver's reports, lets the
+//! controller set the rate, and sends batches of packets (resends first) as the rate allows,
+//! each batch one `sendmsg` with UDP segmentation offload where the kernel has it.
+
+use super::ledger::Ledger;
+use super::{net, size_buffers, unexpected, Link, UdpConfig, UdpSummary, PROBE};
+use crate::mode_e::OnStream;
+use crate::{Moved, Mover, Pump, PumpError};
+use fatpipe_proto::udp::{packets, DataHeader, Message, Report, HEADER, PACKET_RANGE};
+use fatpipe_tune::rate::{Feedback, RateControl, RateLimits};
+use quinn_udp::{Transmit, UdpSocketState};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, ErrorKind};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most packets in one batch (one `sendmsg`).
+const BATCH: usize = 32;
+/// Longest the loop waits before looking at the reports again.
+const TICK: Duration = Duration::from_millis(1);
+/// A batch covers about this much time at the current rate (fewer, larger sends: the loop and
+/// the system calls cost per batch, not per packet).
+const BATCH_TIME: f64 = 0.0005;
+/// Batches whose send times are kept for the tail's loss detection (a few round trips).
+const SEND_LOG: usize = 1 << 16;
+/// Sending time the token bucket keeps when the loop falls behind, s.
+const BURST_TIME: f64 = 0.004;
+
+/// Sends `length` bytes of `file` from `offset` as UDP packets; `link` is the transfer's TCP
+/// data connection, which carries the receiver's reports.
+pub struct UdpSender<'a> {
+    /// The TCP data connection.
+    pub link: TcpStream,
+    /// The file.
+    pub file: &'a File,
+    /// Where the transfer starts in the file.
+    pub offset: u64,
+    /// Bytes to send.
+    pub length: u64,
+    /// Packet size, controller, limits.
+    pub config: UdpConfig,
+}
+
+impl Mover for UdpSender<'_> {
+    fn run(self: Box<Self>, pump: &Arc<Pump>, _on_link: &OnStream) -> Result<Moved, PumpError> {
+        pump.attach(&self.link).map_err(PumpError::Write)?;
+        let s = *self;
+        let mut link = Link::new(s.link.try_clone().map_err(PumpError::Write)?);
+        let packet = s
+            .config
+            .packet
+            .clamp(*PACKET_RANGE.start(), *PACKET_RANGE.end());
+        let hello = Message::Hello {
+            packet,
+            length: s.length,
+        };
+        link.send(&hello).map_err(PumpError::Write)?;
+        let port = match link.wait(s.config.timeout).map_err(PumpError::Write)? {
+            Message::Ready { port, token } => (port, token),
+            m => return Err(PumpError::Write(unexpected(&m))),
+        };
+        let mut run = Sending::start(&s, packet, port, link)?;
+        let summary = run.go(pump)?;
+        Ok(Moved {
+            bytes: s.length,
+            streams: 1,
+            reused: 0,
+            udp: Some(summary),
+        })
+    }
+}
+
+/// One UDP send in progress.
+struct Sending<'a> {
+    file: &'a File,
+    offset: u64,
+    length: u64,
+    payload: u64,
+    packet: usize,
+    token: u64,
+    config: UdpConfig,
+    link: Link,
+    sock: UdpSocket,
+    state: UdpSocketState,
+    to: SocketAddr,
+    ledger: Ledger,
+    control: Box<dyn RateControl>,
+    start: Instant,
+    rtt: Duration,
+    /// File data of the batch being built.
+    data: Vec<u8>,
+    /// When each batch went out: (time, the next transmission number after it).
+    sends: VecDeque<(Instant, u64)>,
+    /// The latest round trip of a data packet and its report (the queue included).
+    data_rtt: Duration,
+}
+
+impl<'a> Sending<'a> {
+    fn start(
+        s: &UdpSender<'a>,
+        packet: u16,
+        (port, token): (u16, u64),
+        link: Link,
+    ) -> Result<Sending<'a>, PumpError> {
+        let w = PumpError::Write;
+        s.link.set_nodelay(true).map_err(w)?;
+        let local = s.link.local_addr().map_err(w)?;
+        let to = SocketAddr::new(s.link.peer_addr().map_err(w)?.ip(), port);
+        let sock = UdpSocket::bind(SocketAddr::new(local.ip(), 0)).map_err(w)?;
+        sock.connect(to).map_err(w)?;
+        size_buffers(&sock, s.config.force_buffers);
+        let state = UdpSocketState::new((&sock).into()).map_err(w)?;
+        let payload = u64::from(packet) - HEADER as u64;
+        let rtt = crate::tcpinfo::tcp_stats(s.link.as_fd())
+            .ok()
+            .map(|t| Duration::from_micros(u64::from(t.min_rtt_us.max(t.rtt_us))))
+            .filter(|d| !d.is_zero())
+            .unwrap_or(Duration::from_millis(100));
+        let limits = RateLimits {
+            start: s.config.start_rate,
+            max: s.config.max_rate,
+        };
+        Ok(Sending {
+            file: s.file,
+            offset: s.offset,
+            length: s.length,
+            payload,
+            packet: usize::from(packet),
+            token,
+            control: s.config.control.build(limits, token),
+            config: s.config.clone(),
+            link,
+            sock,
+            state,
+            to,
+            ledger: Ledger::new(packets(s.length, payload)),
+            start: Instant::now(),
+            rtt,
+            data: Vec::new(),
+            sends: VecDeque::new(),
+            data_rtt: rtt,
+        })
+    }
+
+    fn go(&mut self, pump: &Pump) -> Result<UdpSummary, PumpError> {
+        let w = PumpError::Write;
+        let batch_bytes = (BATCH * self.packet) as f64;
+        let mut tokens = batch_bytes;
+        let mut filled = Instant::now();
+        let mut last: Option<(Instant, Report)> = None;
+        let mut done = self.ledger.complete() && self.length == 0;
+        let mut batch = Vec::with_capacity(BATCH * self.packet);
+        let mut written = 0u64;
+        let mut through = false;
+        let mut tail = false;
+        while !done {
+            pump.check()?;
+            for m in self.link.poll().map_err(w)? {
+                match m {
+                    Message::Report(r) => {
+                        let now = Instant::now();
+                        through |= r.received > 0;
+                        self.on_report(&r, last.as_ref(), now)?;
+                        if r.written > written {
+                            pump.add((r.written - written) as usize);
+                            written = r.written;
+                        }
+                        last = Some((now, r));
+                    }
+                    Message::Done { .. } => done = true,
+                    m => return Err(w(unexpected(&m))),
+                }
+            }
+            if done {
+                break;
+            }
+            let now = Instant::now();
+            if !through && now.duration_since(self.start) > PROBE {
+                return self.fall_back(pump);
+            }
+            if now.duration_since(self.link.heard) > self.config.timeout {
+                return Err(w(io::Error::new(
+                    ErrorKind::TimedOut,
+                    "no report from the receiver within the --timeout",
+                )));
+            }
+            let bytes_per_s = self.control.rate() / 8.0;
+            // Time the loop lost (the scheduler, a full socket) is made up, within a few ms.
+            let burst = batch_bytes.max(bytes_per_s * BURST_TIME);
+            tokens = (tokens + bytes_per_s * now.duration_since(filled).as_secs_f64()).min(burst);
+            filled = now;
+            let want = (bytes_per_s * BATCH_TIME / self.packet as f64).clamp(1.0, BATCH as f64);
+            if tokens < want * self.packet as f64 {
+                let wait = (want * self.packet as f64 - tokens) / bytes_per_s.max(1.0);
+                self.wait(Duration::from_secs_f64(wait).min(TICK), false)?;
+                continue;
+            }
+            let n = ((tokens / self.packet as f64) as usize).min(BATCH);
+            let sent = self.fill(&mut batch, n).map_err(PumpError::Read)?;
+            if sent == 0 {
+                if !tail && self.ledger.all_sent_once() {
+                    tail = true;
+                    tracing::debug!(
+                        "udp: every packet sent once after {:.2} s",
+                        self.start.elapsed().as_secs_f64()
+                    );
+                }
+                // Everything is out: at the tail nothing later arrives to show a loss, so what
+                // is still missing a round trip (and a quarter) after it was sent is sent again.
+                let age = self.data_rtt + self.data_rtt / 4 + Duration::from_millis(10);
+                let sends = &mut self.sends;
+                while sends.len() > 1 && sends[1].0 + age <= now {
+                    sends.pop_front();
+                }
+                if let Some(&(at, tx)) = sends.front().filter(|(at, _)| *at + age <= now) {
+                    // Twice each: a lost resend here costs another round trip and more.
+                    self.ledger.find_lost(tx, 2);
+                    sends.retain(|s| s.0 > at);
+                }
+                self.wait(TICK, false)?;
+                continue;
+            }
+            self.transmit(&batch, pump)?;
+            self.sends.push_back((now, self.ledger.next_tx()));
+            if self.sends.len() > SEND_LOG {
+                self.sends.pop_front();
+            }
+            tokens -= batch.len() as f64;
+        }
+        tracing::debug!(
+            "udp: the receiver has everything after {:.2} s",
+            self.start.elapsed().as_secs_f64()
+        );
+        // The receiver has everything: closing the connection ends the transfer at both ends.
+        let _ = self.link.sock.shutdown(std::net::Shutdown::Write);
+        Ok(self.summary(false))
+    }
+
+    fn on_report(
+        &mut self,
+        r: &Report,
+        last: Option<&(Instant, Report)>,
+        now: Instant,
+    ) -> Result<(), PumpError> {
+        let t = now.duration_since(self.start);
+        let done = self
+            .ledger
+            .on_report(r)
+            .map_err(|e| PumpError::Write(io::Error::new(ErrorKind::InvalidData, e)))?;
+        for seg in done {
+            self.control.on_segment(t, &seg);
+        }
+        // The batch that carried the highest transmission the receiver got: a round trip.
+        let i = self.sends.partition_point(|s| s.1 <= r.max_tx);
+        if let Some((at, _)) = self.sends.get(i) {
+            self.data_rtt = now.duration_since(*at).max(self.rtt / 2);
+        }
+        // Intervals by the receiver's clock: reports may arrive bunched.
+        let (since, before) = match last {
+            Some((_, b)) => (
+                Duration::from_micros(r.at_us.saturating_sub(b.at_us)),
+                (b.received, b.max_tx),
+            ),
+            None => (Duration::from_micros(r.at_us), (0, 0)),
+        };
+        let delivered = r.received.saturating_sub(before.0);
+        let fb = Feedback {
+            now: t,
+            interval: since,
+            delivered,
+            lost: r.max_tx.saturating_sub(before.1).saturating_sub(delivered),
+            queue: Duration::from_micros(u64::from(r.queue_us)),
+            rtt: self.rtt,
+            packet: self.packet as u32,
+        };
+        let (state, rate) = (self.control.state(), self.control.rate());
+        self.control.on_feedback(&fb);
+        if self.control.rate() != rate {
+            tracing::trace!(
+                "udp rate {:.0} → {:.0} Mbit/s: delivered {:.0} Mbit/s over {:?}, loss {:.2} %, queue {} µs, rtt {:?}",
+                rate / 1e6,
+                self.control.rate() / 1e6,
+                fb.delivered_rate() / 1e6,
+                fb.interval,
+                100.0 * fb.loss(),
+                r.queue_us,
+                self.rtt
+            );
+        }
+        if self.control.state() != state {
+            tracing::debug!(
+                "udp rate control: {} → {} at {:.0} Mbit/s (loss {:.2} %, queue {} µs)",
+                state,
+                self.control.state(),
+                self.control.rate() / 1e6,
+                100.0 * fb.loss(),
+                r.queue_us
+            );
+        }
+        Ok(())
+    }
+
+    /// Builds up to `n` packets into `batch` (resends first; a short last packet goes last,
+    /// as segmentation offload requires); returns how many.
+    fn fill(&mut self, batch: &mut Vec<u8>, n: usize) -> io::Result<usize> {
+        batch.clear();
+        let mut picked = Vec::with_capacity(n);
+        while picked.len() < n {
+            match self.ledger.next_packet() {
+                Some(i) => picked.push(i),
+                None => break,
+            }
+        }
+        let short = |i: u64| (i + 1) * self.payload > self.length;
+        picked.sort_by_key(|&i| short(i));
+        let sent_us = self.start.elapsed().as_micros() as u32;
+        // Adjacent packets (the first sends) are read from the file in one call.
+        let mut k = 0;
+        while k < picked.len() {
+            let run = picked[k..]
+                .windows(2)
+                .take_while(|w| w[1] == w[0] + 1)
+                .count()
+                + 1;
+            let first = picked[k] * self.payload;
+            let end = ((picked[k] + run as u64) * self.payload).min(self.length);
+            self.data.resize((end - first) as usize, 0);
+            self.file
+                .read_exact_at(&mut self.data, self.offset + first)?;
+            for (j, chunk) in self.data.chunks(self.payload as usize).enumerate() {
+                let i = picked[k + j];
+                let mut head = [0u8; HEADER];
+                DataHeader {
+                    token: self.token,
+                    tx: self.ledger.sent(i),
+                    index: i,
+                    sent_us,
+                }
+                .write(&mut head);
+                batch.extend_from_slice(&head);
+                batch.extend_from_slice(chunk);
+            }
+            k += run;
+        }
+        Ok(picked.len())
+    }
+
+    /// Sends one batch, waiting while the socket's buffer is full.
+    fn transmit(&mut self, batch: &[u8], pump: &Pump) -> Result<(), PumpError> {
+        let segment = self.packet.min(batch.len());
+        let max = self.state.max_gso_segments().max(1) * segment;
+        for part in batch.chunks(max) {
+            let t = Transmit {
+                destination: self.to,
+                ecn: None,
+                contents: part,
+                segment_size: (part.len() > segment).then_some(segment),
+                src_ip: None,
+            };
+            loop {
+                pump.check()?;
+                match self.state.try_send((&self.sock).into(), &t) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.wait(TICK, true)?,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    // The receiver's port is closed: it gave up; its reason comes on the link.
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => break,
+                    Err(e) => return Err(PumpError::Write(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits up to `wait` for a report (or, with `write`, for room in the socket's buffer).
+    fn wait(&self, wait: Duration, write: bool) -> Result<(), PumpError> {
+        let fd = if write {
+            self.sock.as_fd()
+        } else {
+            self.link.sock.as_fd()
+        };
+        crate::wake::ready(&[fd], write, wait)
+            .map(|_| ())
+            .map_err(PumpError::Write)
+    }
+
+    /// No packet got through: the bytes go over the TCP connection instead.
+    fn fall_back(&mut self, pump: &Pump) -> Result<UdpSummary, PumpError> {
+        tracing::warn!("no UDP packet reached the receiver within 2 s: sending over TCP");
+        let w = net(true);
+        self.link
+            .send(&Message::Fallback { offset: 0 })
+            .map_err(&w)?;
+        pump.send_range(self.file, self.offset, self.length, &self.link.sock)?;
+        // Reports the receiver sent before it read the fallback come first.
+        loop {
+            match self.link.wait(self.config.timeout).map_err(&w)? {
+                Message::Done { .. } => break,
+                Message::Report(_) => {}
+                m => return Err(w(unexpected(&m))),
+            }
+        }
+        let _ = self.link.sock.shutdown(std::net::Shutdown::Write);
+        Ok(self.summary(true))
+    }
+
+    fn summary(&self, fell_back: bool) -> UdpSummary {
+        UdpSummary {
+            control: self.config.control.to_string(),
+            packets: packets(self.length, self.payload),
+            transmissions: self.ledger.transmissions,
+            last_rate: self.control.rate(),
+            state: self.control.state().to_string(),
+            foreign: 0,
+            fell_back,
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Rate control of the UDP data channel (FOBS, shared/seeds/fobs.txt): how fast the sender puts
+//! packets on the path, decided from what the receiver reports. Three controllers behind one
+//! trait, pure (feedback and time in, a rate out): the seed's two ([`history`], per chunk with
+//! learned odds of an increase hurting; [`state`], Green/Yellow/Red per segment) and fatpipe's
+//! own ([`steady`]), which tells random loss from congestion by the queueing delay.
+
+pub mod history;
+pub mod state;
+pub mod steady;
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// What the receiver's reports said over one interval, as the sender sums them up.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Feedback {
+    /// Time since the transfer started.
+    pub now: Duration,
+    /// How long the interval was.
+    pub interval: Duration,
+    /// Packets the receiver got in the interval (resends and duplicates included).
+    pub delivered: u64,
+    /// Packets sent before the last one the receiver got that it did not get, in the interval.
+    pub lost: u64,
+    /// Queueing delay: the lowest one-way delay in the interval above the lowest of the transfer.
+    pub queue: Duration,
+    /// The path's round trip (the feedback connection's lowest RTT).
+    pub rtt: Duration,
+    /// Bytes per packet on the wire (UDP payload).
+    pub packet: u32,
+}
+
+impl Feedback {
+    /// The rate that reached the receiver, bits/s.
+    pub fn delivered_rate(&self) -> f64 {
+        let secs = self.interval.as_secs_f64();
+        if secs <= 0.0 {
+            return 0.0;
+        }
+        self.delivered as f64 * f64::from(self.packet) * 8.0 / secs
+    }
+
+    /// Lost packets over packets sent in the interval (0 when nothing was sent).
+    pub fn loss(&self) -> f64 {
+        let all = self.delivered + self.lost;
+        if all == 0 {
+            0.0
+        } else {
+            self.lost as f64 / all as f64
+        }
+    }
+
+    /// Adds a later interval's feedback to this one.
+    pub fn absorb(&mut self, later: &Feedback) {
+        if self.interval.is_zero() && self.delivered == 0 && self.lost == 0 {
+            *self = *later;
+            return;
+        }
+        self.now = later.now;
+        self.interval += later.interval;
+        self.delivered += later.delivered;
+        self.lost += later.lost;
+        self.queue = self.queue.min(later.queue);
+        self.rtt = later.rtt;
+        self.packet = later.packet;
+    }
+}
+
+/// One segment's first pass: how many of its packets were sent once, and how many of those
+/// were lost (its packet-loss signature, counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SegmentLoss {
+    /// The segment.
+    pub segment: u64,
+    /// Its packets.
+    pub packets: u64,
+    /// Packets lost on their first send.
+    pub lost: u64,
+}
+
+impl SegmentLoss {
+    /// The loss fraction of the segment's first pass.
+    pub fn fraction(&self) -> f64 {
+        if self.packets == 0 {
+            0.0
+        } else {
+            self.lost as f64 / self.packets as f64
+        }
+    }
+}
+
+/// Bounds and starting point of a controller, bits/s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimits {
+    /// The rate to start at.
+    pub start: f64,
+    /// The line rate: the most the sender sends; the seed's controllers scale their steps by it.
+    pub max: f64,
+}
+
+/// Lowest rate any controller sends at, bits/s.
+pub const MIN_RATE: f64 = 1e6;
+
+/// A rate controller: feedback in, the sending rate out.
+pub trait RateControl: Send {
+    /// Takes a report interval's feedback.
+    fn on_feedback(&mut self, _fb: &Feedback) {}
+    /// Takes a segment whose first pass is over.
+    fn on_segment(&mut self, _now: Duration, _seg: &SegmentLoss) {}
+    /// The rate to send at now, bits/s.
+    fn rate(&self) -> f64;
+    /// The controller's state, for progress and telemetry.
+    fn state(&self) -> &'static str;
+}
+
+/// Which controller a UDP transfer runs (`--udp-rate-control`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RateControlKind {
+    /// fatpipe's own ([`steady`]).
+    #[default]
+    Default,
+    /// The seed's history-based controller ([`history`]).
+    History,
+    /// The seed's state-based controller ([`state`]).
+    State,
+}
+
+impl RateControlKind {
+    /// Reads a name as the option takes it.
+    pub fn parse(s: &str) -> Option<RateControlKind> {
+        match s {
+            "default" | "steady" => Some(RateControlKind::Default),
+            "history" => Some(RateControlKind::History),
+            "state" => Some(RateControlKind::State),
+            _ => None,
+        }
+    }
+
+    /// A controller of this kind; `seed` drives the history controller's coin.
+    pub fn build(self, limits: RateLimits, seed: u64) -> Box<dyn RateControl> {
+        match self {
+            RateControlKind::Default => Box::new(steady::Steady::new(limits)),
+            RateControlKind::History => Box::new(history::History::new(
+                limits,
+                history::Odds::default(),
+                seed,
+            )),
+            RateControlKind::State => Box::new(state::States::new(limits)),
+        }
+    }
+}
+
+impl fmt::Display for RateControlKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RateControlKind::Default => "default",
+            RateControlKind::History => "history",
+            RateControlKind::State => "state",
+        })
+    }
+}
+
+/// Keeps a rate within the limits and above [`MIN_RATE`].
+fn bounded(rate: f64, limits: &RateLimits) -> f64 {
+    rate.min(limits.max).max(MIN_RATE.min(limits.max))
+}
+
+#[cfg(test)]
+pub(crate) mod testing;

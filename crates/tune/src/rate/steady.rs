@@ -1,0 +1,235 @@
+//! fatpipe's own rate controller for the UDP channel. Random loss is not a signal here: a
+//! lossy path drops packets at the same share whatever the rate, and slowing down would only
+//! lose the transfer time. Congestion shows otherwise: the one-way delay rises as a queue
+//! builds, or (a policer, no queue) the loss grows well past the share seen at lower rates.
+//!
+//! Once per round trip it looks at what the receiver got. Start-up doubles the rate until the
+//! delivered rate stops growing by a quarter per round trip (three in a row) or a queue shows; then it sends at
+//! the bottleneck estimate (the highest delivered rate of the last ten round trips, the random
+//! loss share added back), probing 25 % above it one round trip in four and draining below it
+//! the next. At a sign of congestion it falls to 90 % of what the receiver got, and the
+//! estimate starts again from there.
+
+use super::{bounded, Feedback, RateControl, RateLimits};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Loss over the lowest of the recent intervals that marks congestion without delay.
+const LOSS_JUMP: f64 = 0.05;
+/// Below this loss an interval is never congested by loss alone.
+const LOSS_MIN: f64 = 0.10;
+/// Round trips the lowest recent loss and the highest delivered rate are taken over.
+const WINDOW: usize = 10;
+/// Start-up goes on while the delivered rate grows by this much per round trip.
+const STARTUP_GROWTH: f64 = 1.25;
+/// The probing cycle: rate over the bottleneck estimate, one entry per round trip.
+const CYCLE: [f64; 4] = [1.25, 0.9, 1.0, 1.0];
+/// Round trips without growth that end start-up (the delivered rate lags the sent one by one).
+const PLATEAU: u32 = 3;
+/// Back-off: the share of the delivered rate sent after a sign of congestion.
+const BACKOFF: f64 = 0.9;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Startup,
+    Cruise,
+    Backoff,
+}
+
+/// The default controller's state.
+#[derive(Debug, Clone)]
+pub struct Steady {
+    limits: RateLimits,
+    rate: f64,
+    phase: Phase,
+    pending: Feedback,
+    losses: VecDeque<f64>,
+    delivered: VecDeque<f64>,
+    cycle: usize,
+    /// The queueing delay of the previous round trip.
+    last_queue: Duration,
+    /// Start-up: round trips in a row the delivered rate did not grow.
+    flat: u32,
+}
+
+impl Steady {
+    /// A controller starting at `limits.start`.
+    pub fn new(limits: RateLimits) -> Steady {
+        Steady {
+            limits,
+            rate: bounded(limits.start, &limits),
+            phase: Phase::Startup,
+            pending: Feedback::default(),
+            losses: VecDeque::new(),
+            delivered: VecDeque::new(),
+            cycle: 0,
+            last_queue: Duration::ZERO,
+            flat: 0,
+        }
+    }
+
+    /// The queueing delay that means a queue is building: a tenth of the round trip, within
+    /// 4–25 ms (a path's own jitter stays below it).
+    fn queue_limit(rtt: Duration) -> Duration {
+        (rtt / 10).clamp(Duration::from_millis(4), Duration::from_millis(25))
+    }
+
+    /// The bottleneck estimate: the highest delivered rate of the window.
+    fn bottleneck(&self) -> f64 {
+        self.delivered.iter().copied().fold(0.0, f64::max)
+    }
+
+    fn remember(q: &mut VecDeque<f64>, v: f64) {
+        q.push_back(v);
+        if q.len() > WINDOW {
+            q.pop_front();
+        }
+    }
+
+    fn decide(&mut self, f: &Feedback) {
+        let loss = f.loss();
+        let floor = self.losses.iter().copied().fold(loss, f64::min);
+        Self::remember(&mut self.losses, loss);
+        let limit = Self::queue_limit(f.rtt);
+        // What crossed the bottleneck, the path's own random loss added back.
+        let delivered = f.delivered_rate() / (1.0 - floor.min(0.5));
+        let before = self.bottleneck();
+        // A queue that is draining (after a back-off) is no new sign, nor the one the last
+        // round trip's probe built.
+        let probed = self.phase == Phase::Cruise && self.cycle == 0;
+        let queued = f.queue > limit
+            && f.queue.as_secs_f64() >= 0.9 * self.last_queue.as_secs_f64()
+            && !probed;
+        self.last_queue = f.queue;
+        let congested = queued || (loss > LOSS_MIN && loss > floor + LOSS_JUMP);
+        if congested {
+            self.rate = self.rate.min(delivered) * BACKOFF;
+            self.delivered.clear();
+            Self::remember(&mut self.delivered, delivered * BACKOFF);
+            self.phase = Phase::Backoff;
+        } else {
+            // A round trip the sender had less to send than the rate allows (the tail of the
+            // transfer, resends only) says nothing about the path.
+            if delivered >= 0.5 * self.rate || self.phase == Phase::Startup {
+                Self::remember(&mut self.delivered, delivered);
+            }
+            match self.phase {
+                Phase::Startup if self.flat < PLATEAU => {
+                    if delivered >= before * STARTUP_GROWTH {
+                        self.flat = 0;
+                    } else {
+                        self.flat += 1;
+                    }
+                    // The receiver's rate lags one round trip behind the sender's.
+                    self.rate = (self.rate * 2.0).min(4.0 * delivered.max(self.limits.start));
+                }
+                Phase::Startup => {
+                    self.phase = Phase::Cruise;
+                    self.cycle = 1;
+                    self.rate = self.bottleneck() * CYCLE[1];
+                }
+                Phase::Cruise | Phase::Backoff => {
+                    self.phase = Phase::Cruise;
+                    self.cycle = (self.cycle + 1) % CYCLE.len();
+                    // Probing waits until the queue has drained.
+                    let gain = if f.queue > limit / 2 {
+                        0.95
+                    } else {
+                        CYCLE[self.cycle]
+                    };
+                    self.rate = self.bottleneck() * gain;
+                }
+            }
+        }
+        self.rate = bounded(self.rate, &self.limits);
+    }
+}
+
+impl RateControl for Steady {
+    fn on_feedback(&mut self, fb: &Feedback) {
+        self.pending.absorb(fb);
+        let every = self.pending.rtt.max(Duration::from_millis(10));
+        // In start-up a queue ends the round trip at once: the rate doubles every round trip.
+        let early = self.phase == Phase::Startup && fb.queue > Self::queue_limit(fb.rtt);
+        if self.pending.interval >= every || early {
+            let f = std::mem::take(&mut self.pending);
+            self.decide(&f);
+        }
+    }
+
+    fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    fn state(&self) -> &'static str {
+        match self.phase {
+            Phase::Startup => "startup",
+            Phase::Cruise => "cruise",
+            Phase::Backoff => "backoff",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rate::testing::UdpPath;
+
+    fn limits() -> RateLimits {
+        RateLimits {
+            start: 10e6,
+            max: 10e9,
+        }
+    }
+
+    #[test]
+    fn holds_the_line_rate_through_random_loss() {
+        for loss in [0.0, 0.01, 0.05] {
+            let mut path = UdpPath::new(1e9, 0.1, loss);
+            let mut c = Steady::new(limits());
+            let run = path.run(&mut c, 20.0);
+            let goodput = run.goodput_after(5.0);
+            assert!(
+                goodput > 0.9e9 * (1.0 - loss),
+                "{loss}: goodput {goodput:.3e}"
+            );
+            assert!(run.overflow_share_after(5.0) < 0.01, "{loss}: {:?}", run);
+        }
+    }
+
+    #[test]
+    fn starts_up_by_doubling_and_settles_at_the_bottleneck() {
+        let mut path = UdpPath::new(1e9, 0.1, 0.01);
+        let mut c = Steady::new(limits());
+        let run = path.run(&mut c, 4.0);
+        let at = |t: f64| run.trace.iter().find(|s| s.0 >= t).map_or(0.0, |s| s.1);
+        // From 10 Mbit/s to the gigabit in about seven round trips.
+        assert!(at(0.5) < 0.2e9 && at(1.0) > 0.8e9, "{:?}", run.trace);
+        let (_, _, state, _) = run.trace[run.trace.len() - 1];
+        assert_ne!(state, "startup");
+        let settled: Vec<f64> = run.trace.iter().filter(|s| s.0 > 2.0).map(|s| s.1).collect();
+        assert!(settled.iter().all(|&r| r > 0.7e9 && r < 1.3e9), "{settled:?}");
+    }
+
+    #[test]
+    fn yields_to_a_queue_it_did_not_build() {
+        // A competing flow takes 600 Mbit/s of the gigabit: this one settles into the rest.
+        let mut path = UdpPath::new(1e9, 0.1, 0.0);
+        path.cross = 0.6e9;
+        let mut c = Steady::new(limits());
+        let run = path.run(&mut c, 20.0);
+        let goodput = run.goodput_after(5.0);
+        assert!(goodput > 0.3e9 && goodput < 0.42e9, "{goodput:.3e}");
+    }
+
+    #[test]
+    fn backs_off_from_a_policer_that_drops_without_queueing() {
+        // No buffer: excess is dropped at once, and the loss grows with the rate.
+        let mut path = UdpPath::new(200e6, 0.05, 0.0);
+        path.buffer = 0.0;
+        let mut c = Steady::new(limits());
+        let run = path.run(&mut c, 20.0);
+        assert!(run.goodput_after(5.0) > 0.15e9, "{:?}", run);
+        assert!(run.overflow_share_after(5.0) < 0.15, "{:?}", run);
+    }
+}

@@ -1,0 +1,155 @@
+//! A fluid model of a path for the rate controllers' tests: a bottleneck of `capacity` bits/s
+//! with a drop-tail queue, random loss after it, optional cross traffic, and the receiver's
+//! feedback reaching the sender one round trip late.
+
+use super::{Feedback, RateControl, SegmentLoss};
+use crate::rate::MIN_RATE;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Packets per segment (as the UDP channel's wire format has it).
+const SEGMENT: u64 = 10_000;
+
+/// Bytes per packet in the model.
+const PACKET: f64 = 1470.0;
+
+/// The path.
+pub struct UdpPath {
+    /// Bottleneck rate, bits/s.
+    pub capacity: f64,
+    /// Base round trip, s.
+    pub rtt: f64,
+    /// Random loss after the bottleneck.
+    pub loss: f64,
+    /// Queue, bits (one BDP unless set).
+    pub buffer: f64,
+    /// Competing traffic that never backs off, bits/s.
+    pub cross: f64,
+}
+
+/// What a run moved, per millisecond: time (s), bits sent, delivered, dropped at the full queue.
+#[derive(Default)]
+pub struct Run {
+    steps: Vec<(f64, f64, f64, f64)>,
+    /// Every 100 ms: time (s), the controller's rate (bit/s) and state, the queue (s).
+    pub trace: Vec<(f64, f64, &'static str, f64)>,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "goodput after 5 s {:.3e} bit/s, dropped at the queue after 5 s {:.2} %",
+            self.goodput_after(5.0),
+            100.0 * self.overflow_share_after(5.0)
+        )
+    }
+}
+
+impl Run {
+    fn after(&self, t: f64) -> impl Iterator<Item = &(f64, f64, f64, f64)> {
+        self.steps.iter().filter(move |s| s.0 >= t)
+    }
+
+    /// Delivered bits/s after `t` s.
+    pub fn goodput_after(&self, t: f64) -> f64 {
+        let (bits, n) = self
+            .after(t)
+            .fold((0.0, 0usize), |(b, n), s| (b + s.2, n + 1));
+        bits / (n as f64 * 0.001).max(1e-9)
+    }
+
+    /// Share of what was sent after `t` s that the full queue dropped.
+    pub fn overflow_share_after(&self, t: f64) -> f64 {
+        let (sent, over) = self
+            .after(t)
+            .fold((0.0, 0.0), |(a, b), s| (a + s.1, b + s.3));
+        over / sent.max(1.0)
+    }
+}
+
+impl UdpPath {
+    /// A path with a one-BDP queue and no cross traffic.
+    pub fn new(capacity: f64, rtt: f64, loss: f64) -> UdpPath {
+        UdpPath {
+            capacity,
+            rtt,
+            loss,
+            buffer: capacity * rtt,
+            cross: 0.0,
+        }
+    }
+
+    /// Runs `c` for `secs` seconds.
+    pub fn run(&mut self, c: &mut dyn RateControl, secs: f64) -> Run {
+        let dt = 0.001;
+        let mut run = Run::default();
+        let mut queue = 0.0f64;
+        let mut pending: VecDeque<(f64, Feedback)> = VecDeque::new();
+        let mut segments: VecDeque<(f64, SegmentLoss)> = VecDeque::new();
+        let mut report = (0.0, 0.0, 0.0); // delivered, lost packets, lowest queue (s)
+        let mut report_queue = f64::MAX;
+        let mut seg = (0u64, 0.0f64, 0.0f64); // index, packets sent, packets lost
+        let (mut t, mut last_report) = (0.0, 0.0);
+        while t < secs {
+            t += dt;
+            let ours = c.rate().max(MIN_RATE) * dt;
+            let cross = self.cross * dt;
+            queue += ours + cross;
+            let served = queue.min(self.capacity * dt);
+            queue -= served;
+            let over = (queue - self.buffer).max(0.0);
+            queue -= over;
+            let share = ours / (ours + cross).max(1e-9);
+            let (our_over, our_served) = (over * share, served * share);
+            let delivered = our_served * (1.0 - self.loss);
+            let lost = our_over + our_served * self.loss;
+            run.steps.push((t, ours, delivered, our_over));
+            if run.steps.len() % 100 == 0 {
+                run.trace
+                    .push((t, c.rate(), c.state(), queue / self.capacity));
+            }
+            report.0 += delivered / (PACKET * 8.0);
+            report.1 += lost / (PACKET * 8.0);
+            report_queue = report_queue.min(queue / self.capacity);
+            seg.1 += ours / (PACKET * 8.0);
+            seg.2 += lost / (PACKET * 8.0);
+            if seg.1 >= SEGMENT as f64 {
+                let s = SegmentLoss {
+                    segment: seg.0,
+                    packets: SEGMENT,
+                    lost: (seg.2 * SEGMENT as f64 / seg.1) as u64,
+                };
+                segments.push_back((t + self.rtt, s));
+                seg = (seg.0 + 1, 0.0, 0.0);
+            }
+            if t - last_report >= 0.01 {
+                let fb = Feedback {
+                    now: Duration::ZERO,
+                    interval: Duration::from_secs_f64(t - last_report),
+                    delivered: report.0 as u64,
+                    lost: report.1 as u64,
+                    queue: Duration::from_secs_f64(report_queue),
+                    rtt: Duration::from_secs_f64(self.rtt),
+                    packet: PACKET as u32,
+                };
+                pending.push_back((t + self.rtt, fb));
+                report = (0.0, 0.0, 0.0);
+                report_queue = f64::MAX;
+                last_report = t;
+            }
+            while pending.front().is_some_and(|(at, _)| *at <= t) {
+                if let Some((_, mut fb)) = pending.pop_front() {
+                    fb.now = Duration::from_secs_f64(t);
+                    c.on_feedback(&fb);
+                }
+            }
+            while segments.front().is_some_and(|(at, _)| *at <= t) {
+                if let Some((_, s)) = segments.pop_front() {
+                    c.on_segment(Duration::from_secs_f64(t), &s);
+                }
+            }
+        }
+        run
+    }
+}
