@@ -157,3 +157,151 @@ fn a_sender_announcing_more_than_allowed_is_refused() {
     assert!(sent.is_err());
     assert_eq!(dst.metadata().unwrap().len(), 0);
 }
+
+/// A hand-driven peer: the test speaks the feedback messages itself.
+struct Peer {
+    sock: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Peer {
+    fn next(&mut self) -> fatpipe_proto::udp::Message {
+        use std::io::Read;
+        let mut b = [0u8; 65536];
+        loop {
+            if let Ok(Some((m, used))) = fatpipe_proto::udp::Message::decode(&self.buf) {
+                self.buf.drain(..used);
+                return m;
+            }
+            let n = self.sock.read(&mut b).unwrap();
+            assert!(n > 0, "the mover closed the connection");
+            self.buf.extend_from_slice(&b[..n]);
+        }
+    }
+
+    fn send(&mut self, m: &fatpipe_proto::udp::Message) {
+        self.sock.write_all(&m.encode()).unwrap();
+    }
+}
+
+#[test]
+fn a_receiver_drops_foreign_and_malformed_packets_and_keeps_the_file_right() {
+    use fatpipe_proto::udp::{DataHeader, Message, HEADER};
+    let dst = tempfile::tempfile().unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut peer = Peer {
+        sock: TcpStream::connect(l.local_addr().unwrap()).unwrap(),
+        buf: Vec::new(),
+    };
+    let (b, _) = l.accept().unwrap();
+    let data = pattern(3000);
+    let got = std::thread::scope(|s| {
+        let recv = s.spawn(|| {
+            Box::new(UdpReceiver {
+                link: b,
+                file: &dst,
+                offset: 0,
+                limit: u64::MAX,
+                config: config(RateControlKind::Default),
+            })
+            .run(&Arc::new(Pump::default()), &no_links())
+        });
+        peer.send(&Message::Hello {
+            packet: 1470,
+            length: 3000,
+        });
+        let Message::Ready { port, token } = peer.next() else {
+            panic!("no Ready")
+        };
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.connect(("127.0.0.1", port)).unwrap();
+        let packet = |token: u64, tx: u64, index: u64, body: &[u8]| {
+            let mut head = [0u8; HEADER];
+            DataHeader {
+                token,
+                tx,
+                index,
+                sent_us: 0,
+            }
+            .write(&mut head);
+            [&head[..], body].concat()
+        };
+        // Another token, a place past the end, a body of the wrong size, a runt: all dropped.
+        udp.send(&packet(token ^ 1, 1, 0, &[0xAA; 1442])).unwrap();
+        udp.send(&packet(token, 2, 9, &[0xAA; 1442])).unwrap();
+        udp.send(&packet(token, 3, 0, &[0xAA; 100])).unwrap();
+        udp.send(&[1, 2, 3]).unwrap();
+        // The real packets, the last one short, one of them twice.
+        for (i, body) in data.chunks(1442).enumerate() {
+            let p = packet(token, 10 + i as u64, i as u64, body);
+            udp.send(&p).unwrap();
+            udp.send(&p).unwrap();
+        }
+        loop {
+            match peer.next() {
+                Message::Done { bytes } => break assert_eq!(bytes, 3000),
+                Message::Report(_) => {}
+                m => panic!("{m:?}"),
+            }
+        }
+        drop(peer);
+        recv.join().unwrap()
+    });
+    let moved = got.unwrap();
+    let foreign = moved.udp.map(|u| u.foreign).unwrap_or_default();
+    assert!(foreign >= 3, "{foreign}");
+    use std::os::unix::fs::FileExt;
+    let mut out = vec![0u8; 3000];
+    dst.read_exact_at(&mut out, 0).unwrap();
+    assert!(out == data);
+    assert_eq!(dst.metadata().unwrap().len(), 3000);
+}
+
+#[test]
+fn a_sender_fails_cleanly_on_a_report_of_packets_it_never_sent() {
+    use fatpipe_proto::udp::{Message, Report, SegmentBits};
+    let src = tempfile::tempfile().unwrap();
+    src.set_len(10 << 20).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let mut peer = Peer {
+        sock: l.accept().unwrap().0,
+        buf: Vec::new(),
+    };
+    let sent = std::thread::scope(|s| {
+        let send = s.spawn(|| {
+            let mut c = config(RateControlKind::Default);
+            c.start_rate = 1e6;
+            Box::new(UdpSender {
+                link: a,
+                file: &src,
+                offset: 0,
+                length: 10 << 20,
+                config: c,
+            })
+            .run(&Arc::new(Pump::default()), &no_links())
+        });
+        let Message::Hello { .. } = peer.next() else {
+            panic!("no Hello")
+        };
+        let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = sink.local_addr().unwrap().port();
+        peer.send(&Message::Ready { port, token: 5 });
+        // Every packet of segment 0 "arrived": far more than was sent at 1 Mbit/s.
+        let r = Report {
+            received: 1,
+            segments: vec![SegmentBits {
+                segment: 0,
+                bits: vec![0xff; 1250],
+            }],
+            ..Report::default()
+        };
+        peer.send(&Message::Report(r));
+        send.join().unwrap()
+    });
+    // An impossible report is an error of the transfer, never a crash.
+    assert!(
+        matches!(sent, Err(PumpError::Write(ref e)) if e.to_string().contains("the receiver reported")),
+        "{sent:?}"
+    );
+}

@@ -99,7 +99,8 @@ impl UdpSummary {
 impl fmt::Display for UdpSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.fell_back {
-            return f.write_str("udp: no packet got through within 2 s; the data went over TCP");
+            return f
+                .write_str("udp: UDP did not get through to the receiver; the data went over TCP");
         }
         write!(
             f,
@@ -128,7 +129,19 @@ struct Link {
 const READ: usize = 256 << 10;
 
 impl Link {
+    /// The link over the transfer's data connection. Reports are small and frequent: they go
+    /// out at once (no Nagle), and the connection runs bbr where it may, so that random loss on
+    /// the way back does not starve them (cubic would carry less than the reports need at a
+    /// few percent of loss).
     fn new(sock: TcpStream) -> Link {
+        if let Err(e) = sock.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY on the UDP channel's connection: {e}");
+        }
+        let mut problems = Vec::new();
+        crate::congestion::choose(sock.as_fd(), Some("bbr"), &mut problems);
+        for p in problems {
+            tracing::debug!("UDP channel's connection: {p}");
+        }
         Link {
             sock,
             buf: Vec::new(),
@@ -217,7 +230,12 @@ impl Link {
         }
         let mut out = Vec::new();
         while let Some(m) = self.buffered()? {
+            // After a fallback the connection carries the file's bytes, not messages.
+            let last = matches!(m, Message::Fallback { .. });
             out.push(m);
+            if last {
+                break;
+            }
         }
         Ok(out)
     }

@@ -64,8 +64,6 @@ impl Mover for UdpReceiver<'_> {
                 ),
             )));
         }
-        // Reports are small and must not wait for the previous one's ACK (Nagle).
-        s.link.set_nodelay(true).map_err(r)?;
         let local = s.link.local_addr().map_err(r)?.ip();
         let sock = bind(local, s.config.ports.as_ref()).map_err(r)?;
         size_buffers(&sock, s.config.force_buffers);

@@ -63,8 +63,31 @@ impl Mover for UdpSender<'_> {
             Message::Ready { port, token } => (port, token),
             m => return Err(PumpError::Write(unexpected(&m))),
         };
-        let mut run = Sending::start(&s, packet, port, link)?;
-        let summary = run.go(pump)?;
+        let udp = match open(&s.link, port.0, s.config.force_buffers) {
+            Ok(udp) => udp,
+            Err(e) => {
+                tracing::warn!("cannot send UDP to the receiver ({e}): sending over TCP");
+                fall_back(&mut link, &s, pump)?;
+                return Ok(Moved {
+                    bytes: s.length,
+                    streams: 1,
+                    reused: 0,
+                    udp: Some(UdpSummary {
+                        control: s.config.control.to_string(),
+                        fell_back: true,
+                        ..UdpSummary::default()
+                    }),
+                });
+            }
+        };
+        let mut run = Sending::start(&s, packet, port.1, link, udp);
+        let summary = match run.go(pump)? {
+            Some(summary) => summary,
+            None => {
+                fall_back(&mut run.link, &s, pump)?;
+                run.summary(true)
+            }
+        };
         Ok(Moved {
             bytes: s.length,
             streams: 1,
@@ -99,21 +122,46 @@ struct Sending<'a> {
     data_rtt: Duration,
 }
 
+/// The sending UDP socket, connected to the receiver's `port` at the peer's address of `link`.
+fn open(
+    link: &TcpStream,
+    port: u16,
+    force: bool,
+) -> io::Result<(UdpSocket, UdpSocketState, SocketAddr)> {
+    let local = link.local_addr()?;
+    let to = SocketAddr::new(link.peer_addr()?.ip(), port);
+    let sock = UdpSocket::bind(SocketAddr::new(local.ip(), 0))?;
+    sock.connect(to)?;
+    size_buffers(&sock, force);
+    let state = UdpSocketState::new((&sock).into())?;
+    Ok((sock, state, to))
+}
+
+/// UDP does not get through: the bytes go over the TCP connection instead, from the start.
+fn fall_back(link: &mut Link, s: &UdpSender<'_>, pump: &Pump) -> Result<(), PumpError> {
+    let w = net(true);
+    link.send(&Message::Fallback { offset: 0 }).map_err(&w)?;
+    pump.send_range(s.file, s.offset, s.length, &link.sock)?;
+    // Reports the receiver sent before it read the fallback come first.
+    loop {
+        match link.wait(s.config.timeout).map_err(&w)? {
+            Message::Done { .. } => break,
+            Message::Report(_) => {}
+            m => return Err(w(unexpected(&m))),
+        }
+    }
+    let _ = link.sock.shutdown(std::net::Shutdown::Write);
+    Ok(())
+}
+
 impl<'a> Sending<'a> {
     fn start(
         s: &UdpSender<'a>,
         packet: u16,
-        (port, token): (u16, u64),
+        token: u64,
         link: Link,
-    ) -> Result<Sending<'a>, PumpError> {
-        let w = PumpError::Write;
-        s.link.set_nodelay(true).map_err(w)?;
-        let local = s.link.local_addr().map_err(w)?;
-        let to = SocketAddr::new(s.link.peer_addr().map_err(w)?.ip(), port);
-        let sock = UdpSocket::bind(SocketAddr::new(local.ip(), 0)).map_err(w)?;
-        sock.connect(to).map_err(w)?;
-        size_buffers(&sock, s.config.force_buffers);
-        let state = UdpSocketState::new((&sock).into()).map_err(w)?;
+        (sock, state, to): (UdpSocket, UdpSocketState, SocketAddr),
+    ) -> Sending<'a> {
         let payload = u64::from(packet) - HEADER as u64;
         let rtt = crate::tcpinfo::tcp_stats(s.link.as_fd())
             .ok()
@@ -124,7 +172,7 @@ impl<'a> Sending<'a> {
             start: s.config.start_rate,
             max: s.config.max_rate,
         };
-        Ok(Sending {
+        Sending {
             file: s.file,
             offset: s.offset,
             length: s.length,
@@ -143,10 +191,12 @@ impl<'a> Sending<'a> {
             data: Vec::new(),
             sends: VecDeque::new(),
             data_rtt: rtt,
-        })
+        }
     }
 
-    fn go(&mut self, pump: &Pump) -> Result<UdpSummary, PumpError> {
+    /// Sends until the receiver has everything; `None` when UDP does not get through (no
+    /// packet arrived within [`PROBE`], or the system refuses to send it).
+    fn go(&mut self, pump: &Pump) -> Result<Option<UdpSummary>, PumpError> {
         let w = PumpError::Write;
         let batch_bytes = (BATCH * self.packet) as f64;
         let mut tokens = batch_bytes;
@@ -180,7 +230,8 @@ impl<'a> Sending<'a> {
             }
             let now = Instant::now();
             if !through && now.duration_since(self.start) > PROBE {
-                return self.fall_back(pump);
+                tracing::warn!("no UDP packet reached the receiver within 2 s: sending over TCP");
+                return Ok(None);
             }
             if now.duration_since(self.link.heard) > self.config.timeout {
                 return Err(w(io::Error::new(
@@ -224,7 +275,10 @@ impl<'a> Sending<'a> {
                 self.wait(TICK, false)?;
                 continue;
             }
-            self.transmit(&batch, pump)?;
+            if let Err(e) = self.transmit(&batch, pump)? {
+                tracing::warn!("cannot send UDP to the receiver ({e}): sending over TCP");
+                return Ok(None);
+            }
             self.sends.push_back((now, self.ledger.next_tx()));
             if self.sends.len() > SEND_LOG {
                 self.sends.pop_front();
@@ -237,7 +291,7 @@ impl<'a> Sending<'a> {
         );
         // The receiver has everything: closing the connection ends the transfer at both ends.
         let _ = self.link.sock.shutdown(std::net::Shutdown::Write);
-        Ok(self.summary(false))
+        Ok(Some(self.summary(false)))
     }
 
     fn on_report(
@@ -349,8 +403,9 @@ impl<'a> Sending<'a> {
         Ok(picked.len())
     }
 
-    /// Sends one batch, waiting while the socket's buffer is full.
-    fn transmit(&mut self, batch: &[u8], pump: &Pump) -> Result<(), PumpError> {
+    /// Sends one batch, waiting while the socket's buffer is full; the inner error is the
+    /// system refusing to send UDP there (a route or a filter).
+    fn transmit(&mut self, batch: &[u8], pump: &Pump) -> Result<io::Result<()>, PumpError> {
         let segment = self.packet.min(batch.len());
         let max = self.state.max_gso_segments().max(1) * segment;
         for part in batch.chunks(max) {
@@ -369,11 +424,11 @@ impl<'a> Sending<'a> {
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     // The receiver's port is closed: it gave up; its reason comes on the link.
                     Err(e) if e.kind() == ErrorKind::ConnectionRefused => break,
-                    Err(e) => return Err(PumpError::Write(e)),
+                    Err(e) => return Ok(Err(e)),
                 }
             }
         }
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// Waits up to `wait` for a report (or, with `write`, for room in the socket's buffer).
@@ -386,26 +441,6 @@ impl<'a> Sending<'a> {
         crate::wake::ready(&[fd], write, wait)
             .map(|_| ())
             .map_err(PumpError::Write)
-    }
-
-    /// No packet got through: the bytes go over the TCP connection instead.
-    fn fall_back(&mut self, pump: &Pump) -> Result<UdpSummary, PumpError> {
-        tracing::warn!("no UDP packet reached the receiver within 2 s: sending over TCP");
-        let w = net(true);
-        self.link
-            .send(&Message::Fallback { offset: 0 })
-            .map_err(&w)?;
-        pump.send_range(self.file, self.offset, self.length, &self.link.sock)?;
-        // Reports the receiver sent before it read the fallback come first.
-        loop {
-            match self.link.wait(self.config.timeout).map_err(&w)? {
-                Message::Done { .. } => break,
-                Message::Report(_) => {}
-                m => return Err(w(unexpected(&m))),
-            }
-        }
-        let _ = self.link.sock.shutdown(std::net::Shutdown::Write);
-        Ok(self.summary(true))
     }
 
     fn summary(&self, fell_back: bool) -> UdpSummary {

@@ -23,7 +23,7 @@ const WINDOW: usize = 10;
 /// Start-up goes on while the delivered rate grows by this much per round trip.
 const STARTUP_GROWTH: f64 = 1.25;
 /// The probing cycle: rate over the bottleneck estimate, one entry per round trip.
-const CYCLE: [f64; 4] = [1.25, 0.9, 1.0, 1.0];
+const CYCLE: [f64; 4] = [1.25, 0.75, 1.0, 1.0];
 /// Round trips without growth that end start-up (the delivered rate lags the sent one by one).
 const PLATEAU: u32 = 3;
 /// Back-off: the share of the delivered rate sent after a sign of congestion.
@@ -207,8 +207,16 @@ mod tests {
         assert!(at(0.5) < 0.2e9 && at(1.0) > 0.8e9, "{:?}", run.trace);
         let (_, _, state, _) = run.trace[run.trace.len() - 1];
         assert_ne!(state, "startup");
-        let settled: Vec<f64> = run.trace.iter().filter(|s| s.0 > 2.0).map(|s| s.1).collect();
-        assert!(settled.iter().all(|&r| r > 0.7e9 && r < 1.3e9), "{settled:?}");
+        let settled: Vec<f64> = run
+            .trace
+            .iter()
+            .filter(|s| s.0 > 2.0)
+            .map(|s| s.1)
+            .collect();
+        assert!(
+            settled.iter().all(|&r| r > 0.7e9 && r < 1.3e9),
+            "{settled:?}"
+        );
     }
 
     #[test]

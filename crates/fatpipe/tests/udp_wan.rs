@@ -1,0 +1,147 @@
+//! The UDP data channel across an emulated lossy path (`fatpipe testbed`, needs root, as CI
+//! has): 20 ms, 200 Mbit/s, 2 % random loss each way. Downloads and uploads arrive intact with
+//! each rate controller, lost packets are resent (and counted), and where UDP does not get
+//! through (a namespace that drops it) the copy falls back to TCP and says so.
+
+mod common;
+use common::*;
+use std::process::Command;
+
+/// A server on side a of testbed `tb`, with anonymous writes.
+fn server(tb: &Testbed) -> FatpipeServer {
+    let root = tempfile::tempdir().unwrap();
+    random_file(&root.path().join("f.bin"), 24 << 20, 16);
+    let mut c = tb.fatpipe("a", &["serve", "--anonymous-write", "--root"]);
+    c.arg(root.path()).args(["--listen", "198.18.0.1:0"]);
+    FatpipeServer::spawn(c, root)
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
+    let tb = Testbed::up(
+        "fpudp",
+        &["--rtt", "20ms", "--rate", "200mbit", "--loss", "0.02"],
+    );
+    let srv = server(&tb);
+    let work = tempfile::tempdir().unwrap();
+    for control in ["default", "history", "state"] {
+        let dst = work.path().join(format!("{control}.bin"));
+        let out = run_ok(&mut tb.fatpipe(
+            "b",
+            &[
+                "cp",
+                "--quiet",
+                "--json",
+                "--transport",
+                "udp",
+                "--udp-rate-control",
+                control,
+                "--udp-rate",
+                "200mbit",
+                &srv.url("f.bin"),
+                dst.to_str().unwrap(),
+            ],
+        ));
+        assert_same(&srv.path("f.bin"), &dst);
+        let file = &json(&out)["files"][0];
+        let udp = file["udp"].as_str().unwrap_or_default();
+        assert!(
+            udp.starts_with(&format!("udp: {control} rate control")),
+            "{file}"
+        );
+        // 2 % of the packets are lost on the way: the sender resent some, and said so.
+        assert!(!udp.contains(" 0 resent"), "{udp}");
+        assert!(file["verified"].as_str().is_some(), "{file}");
+    }
+    // Upload: this end sends, the server receives by UDP and verifies.
+    let src = work.path().join("up.bin");
+    random_file(&src, 12 << 20, 17);
+    let out = run_ok(&mut tb.fatpipe(
+        "b",
+        &[
+            "cp",
+            "--quiet",
+            "--json",
+            "--transport",
+            "udp",
+            src.to_str().unwrap(),
+            &srv.url("up.bin"),
+        ],
+    ));
+    assert_same(&src, &srv.path("up.bin"));
+    let udp = json(&out)["files"][0]["udp"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(udp.starts_with("udp: default rate control"), "{udp}");
+}
+
+/// Downloads `f.bin` from a server on side a over UDP; returns what the copy said of it.
+fn fallback_copy(tb: &Testbed) -> String {
+    let srv = server(tb);
+    let work = tempfile::tempdir().unwrap();
+    let dst = work.path().join("f.bin");
+    let out = run_ok(&mut tb.fatpipe(
+        "b",
+        &[
+            "cp",
+            "--json",
+            "--transport",
+            "udp",
+            &srv.url("f.bin"),
+            dst.to_str().unwrap(),
+        ],
+    ));
+    assert_same(&srv.path("f.bin"), &dst);
+    let file = &json(&out)["files"][0];
+    assert!(file["verified"].as_str().is_some(), "{file}");
+    file["udp"].as_str().unwrap_or_default().to_string()
+}
+
+fn ip(args: &[&str]) {
+    run_ok(Command::new("ip").args(args));
+}
+
+#[test]
+fn where_udp_is_dropped_the_copy_falls_back_to_tcp_and_says_so() {
+    // The receiving side drops every UDP packet that arrives, silently, as a firewall would
+    // (the rule goes before the local table's): no packet gets through the 2 s probe.
+    let tb = Testbed::up("fpudpx", &["--rtt", "10ms", "--rate", "200mbit"]);
+    ip(&[
+        "-n", "fpudpx-b", "rule", "add", "pref", "1", "lookup", "local",
+    ]);
+    ip(&["-n", "fpudpx-b", "rule", "del", "pref", "0"]);
+    ip(&[
+        "-n",
+        "fpudpx-b",
+        "rule",
+        "add",
+        "pref",
+        "0",
+        "iif",
+        "fp0",
+        "ipproto",
+        "udp",
+        "blackhole",
+    ]);
+    let said = fallback_copy(&tb);
+    assert!(said.contains("the data went over TCP"), "{said}");
+    drop(tb);
+    // The sending side's routes refuse UDP outright: the fallback is immediate.
+    let tb = Testbed::up("fpudpy", &["--rtt", "10ms", "--rate", "200mbit"]);
+    ip(&[
+        "-n",
+        "fpudpy-a",
+        "rule",
+        "add",
+        "ipproto",
+        "udp",
+        "blackhole",
+    ]);
+    let said = fallback_copy(&tb);
+    assert!(said.contains("the data went over TCP"), "{said}");
+}
