@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The UDP data channel (docs/udp.md), each case with `fatpipe lab` on fresh emulated paths.
 # Results go to results/udp/.
-# Usage: bench/udp-experiments.sh [lossy|fairness|seed ...]   (default: lossy)
+# Usage: bench/udp-experiments.sh [lossy|seed|cpu ...]   (default: lossy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q -p fatpipe
@@ -21,10 +21,43 @@ lossy() {  # 100 ms, 1 Gbit/s, 1-BDP queue, random loss each way, 1 GiB: UDP vs 
     done
 }
 
-seed() {  # the seed's controllers on the seed's long-haul path (64 ms), 1 % loss, 1 GiB
-    "$bin" lab --rtt 64ms --rate 1gbit --loss 0.01 --size 1G --timeout 4m --profile stock --runs 1 \
-        --tool fatpipe-udp --tool fatpipe-udp:history --tool fatpipe-udp:state --out /tmp/udp-seed
-    cp /tmp/udp-seed/results.md "$out/seed-controllers.md"
+seed() {  # the seed's controllers on its short- and long-haul paths (8 and 64 ms)
+    # 0.1 % random loss: below the seed's 0.5 % threshold, as its paths mostly were.
+    "$bin" lab --rtt 8ms --rtt 64ms --rate 1gbit --loss 0.001 --size 1G --timeout 4m --profile stock \
+        --runs 1 --tool fatpipe-udp:history --tool fatpipe-udp:state --tool fatpipe-udp \
+        --tool fatpipe:drs/pauto --out /tmp/udp-seed
+    # TCP as the seed's host had it: 64 KiB buffers, one stream (64 MiB: it moves ~8 Mbit/s at 64 ms)
+    "$bin" lab --rtt 8ms --rtt 64ms --rate 1gbit --loss 0.001 --size 64M --timeout 4m --profile stock \
+        --runs 1 --tool fatpipe:stock/p1 --out /tmp/udp-seed-stock
+    # 1 % random loss, above the threshold: the seed's controllers read it as congestion.
+    "$bin" lab --rtt 64ms --rate 1gbit --loss 0.01 --size 256M --timeout 2m --profile stock \
+        --runs 1 --tool fatpipe-udp:history --tool fatpipe-udp:state --tool fatpipe-udp \
+        --out /tmp/udp-seed-lossy || true
+    cat /tmp/udp-seed/results.md /tmp/udp-seed-stock/results.md /tmp/udp-seed-lossy/results.md \
+        > "$out/seed-controllers.md"
+}
+
+cpu() {  # CPU seconds per GiB at both ends, loopback, 1 GiB download to /dev/null, TCP vs UDP
+    dir=$(mktemp -d); trap 'kill "$srv" 2>/dev/null; rm -rf "$dir"' RETURN
+    head -c 1G /dev/urandom > "$dir/f"
+    "$bin" serve --anonymous --root "$dir" --listen 127.0.0.1:0 > "$dir/log" 2>&1 & srv=$!
+    for _ in $(seq 50); do grep -q listening "$dir/log" && break; sleep 0.1; done
+    addr=$(sed -n 's/.*listening on \([^,]*\),.*/\1/p' "$dir/log")
+    ticks() { awk '{print $14 + $15}' "/proc/$srv/stat"; }
+    hz=$(getconf CLK_TCK)
+    {
+        echo "| transport | client CPU s (user + sys) | server CPU s | wall s |"
+        echo "|---|---|---|---|"
+        for t in tcp udp tcp udp; do
+            before=$(ticks)
+            c=$( { /usr/bin/time -f "%U %S %e" "$bin" cp -q --no-verify --transport "$t" \
+                "ftp://$addr/f" /dev/null; } 2>&1 | tail -1)
+            s=$(( $(ticks) - before ))
+            read -r u y e <<< "$c"
+            awk -v t="$t" -v c="$u + $y" -v u="$u" -v y="$y" -v s="$s" -v hz="$hz" -v e="$e" \
+                'BEGIN { printf "| %s | %.2f | %.2f | %s |\n", t, u + y, s / hz, e }'
+        done
+    } | tee "$out/cpu-loopback.md"
 }
 
 for e in "${@:-lossy}"; do

@@ -157,6 +157,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     if carried.is_some() {
         tune.cc = carried.clone();
     }
+    let stats = tune.stats.clone();
     let opts = CopyOptions {
         recursive: a.recursive,
         resume: a.resume,
@@ -177,7 +178,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         } else {
             Verify::Auto
         },
-        udp: (a.transport == "udp").then(|| udp_choice(&a)),
+        udp: (a.transport == "udp").then(|| udp_choice(&a, stats)),
     };
     let progress = Progress::new(a.quiet)?;
     let started = Instant::now();
@@ -249,7 +250,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// `--transport udp`: what the server is told and this end's side of the channel.
-fn udp_choice(a: &Args) -> (NetStack, UdpConfig) {
+fn udp_choice(a: &Args, stats: Option<fatpipe_net::telemetry::StatsFile>) -> (NetStack, UdpConfig) {
     let control = a.udp_rate_control;
     let line = match control {
         RateControlKind::Default => 10e9,
@@ -267,6 +268,7 @@ fn udp_choice(a: &Args) -> (NetStack, UdpConfig) {
         max_rate,
         timeout: a.timeout,
         force_buffers: !a.tune.no_force_buffers,
+        stats,
         ..UdpConfig::default()
     };
     (stack, config)

@@ -1,5 +1,7 @@
-//! `fatpipe plot`: draws a `--stats` file (see `fatpipe_lab::plot::stats`).
+//! `fatpipe plot`: draws a `--stats` file (see `fatpipe_lab::plot::stats`, and `udp` for a
+//! UDP transfer's rate decisions and packet-loss signatures).
 
+use fatpipe_lab::plot::udp::UdpEvents;
 use fatpipe_lab::plot::{parse_dims, stats};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +9,8 @@ use std::process::ExitCode;
 /// Options of `fatpipe plot`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A stats file written by `cp --stats` or `serve --stats`.
+    /// A stats file written by `cp --stats` or `serve --stats` (of a UDP transfer: its rate
+    /// decisions, queueing delay and packet-loss signatures are drawn).
     stats: PathBuf,
     /// The picture to write: .svg or .png.
     #[arg(short, long)]
@@ -26,7 +29,10 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    stats::draw_file(&a.stats, &a.out, a.tuning.as_deref(), &a.true_bdp, a.size)?;
+    match UdpEvents::load(&a.stats)? {
+        Some(udp) => udp.draw(&a.out, a.size)?,
+        None => stats::draw_file(&a.stats, &a.out, a.tuning.as_deref(), &a.true_bdp, a.size)?,
+    }
     say!("fatpipe plot: wrote {}", a.out.display());
     Ok(ExitCode::SUCCESS)
 }

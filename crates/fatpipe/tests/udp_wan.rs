@@ -7,12 +7,12 @@ mod common;
 use common::*;
 use std::process::Command;
 
-/// A server on side a of testbed `tb`, with anonymous writes.
-fn server(tb: &Testbed) -> FatpipeServer {
+/// A server on side a of testbed `tb`, with anonymous writes and `extra` options.
+fn server(tb: &Testbed, extra: &[&str]) -> FatpipeServer {
     let root = tempfile::tempdir().unwrap();
     random_file(&root.path().join("f.bin"), 24 << 20, 16);
     let mut c = tb.fatpipe("a", &["serve", "--anonymous-write", "--root"]);
-    c.arg(root.path()).args(["--listen", "198.18.0.1:0"]);
+    c.arg(root.path()).args(["--listen", "198.18.0.1:0"]).args(extra);
     FatpipeServer::spawn(c, root)
 }
 
@@ -26,8 +26,9 @@ fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
         "fpudp",
         &["--rtt", "20ms", "--rate", "200mbit", "--loss", "0.02"],
     );
-    let srv = server(&tb);
     let work = tempfile::tempdir().unwrap();
+    let stats = work.path().join("server.jsonl");
+    let srv = server(&tb, &["--stats", stats.to_str().unwrap()]);
     for control in ["default", "history", "state"] {
         let dst = work.path().join(format!("{control}.bin"));
         let out = run_ok(&mut tb.fatpipe(
@@ -57,6 +58,24 @@ fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
         assert!(!udp.contains(" 0 resent"), "{udp}");
         assert!(file["verified"].as_str().is_some(), "{file}");
     }
+    // The sending server wrote its rate decisions and the packet-loss signatures, which plot.
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&stats)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |kind: &str| events.iter().filter(|e| e["event"] == kind).count();
+    assert!(of("rate") > 0 && of("segment") > 0, "{events:?}");
+    let lost: usize = events
+        .iter()
+        .filter(|e| e["event"] == "segment")
+        .map(|e| e["lost"].as_array().map_or(0, |l| l.len()))
+        .sum();
+    assert!(lost > 0, "2 % loss, yet no packet lost in any signature");
+    let pic = work.path().join("udp.svg");
+    run_ok(fatpipe_cmd(&["plot"]).arg(&stats).arg("-o").arg(&pic));
+    let svg = std::fs::read_to_string(&pic).unwrap();
+    assert!(svg.contains("Packet-loss signatures") && svg.contains("UDP rate decisions"));
     // Upload: this end sends, the server receives by UDP and verifies.
     let src = work.path().join("up.bin");
     random_file(&src, 12 << 20, 17);
@@ -82,7 +101,7 @@ fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
 
 /// Downloads `f.bin` from a server on side a over UDP; returns what the copy said of it.
 fn fallback_copy(tb: &Testbed) -> String {
-    let srv = server(tb);
+    let srv = server(tb, &[]);
     let work = tempfile::tempdir().unwrap();
     let dst = work.path().join("f.bin");
     let out = run_ok(&mut tb.fatpipe(

@@ -55,7 +55,8 @@ impl StatsFile {
         }));
     }
 
-    fn log(&self, e: &Event) {
+    /// Appends any event; a failure is only logged.
+    pub fn log(&self, e: &Event) {
         if let Err(err) = self.write(e) {
             tracing::warn!("cannot write stats: {err}");
         }

@@ -15,6 +15,10 @@ pub enum Event {
     Streams(StreamsEvent),
     /// A transfer's senders changed their congestion control.
     Cc(CcEvent),
+    /// A UDP sender's rate controller decided a new rate.
+    Rate(RateEvent),
+    /// A UDP segment's first pass is over: its packet-loss signature.
+    Segment(SegmentEvent),
 }
 
 impl Event {
@@ -24,7 +28,9 @@ impl Event {
         let v: serde_json::Value = serde_json::from_str(line)?;
         match v.get("event").and_then(|e| e.as_str()) {
             None => serde_json::from_value(v).map(|r| Some(Event::Sample(Box::new(r)))),
-            Some("sample" | "streams" | "cc") => serde_json::from_value(v).map(Some),
+            Some("sample" | "streams" | "cc" | "rate" | "segment") => {
+                serde_json::from_value(v).map(Some)
+            }
             Some(_) => Ok(None),
         }
     }
@@ -96,6 +102,45 @@ pub struct CcEvent {
     pub cc: String,
     /// Why.
     pub reason: String,
+}
+
+/// A UDP sender's rate decision, with the feedback it was made on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RateEvent {
+    /// Wall-clock time, seconds since the Unix epoch.
+    pub unix_s: f64,
+    /// Seconds since the transfer started.
+    pub t: f64,
+    /// `client` or `server`.
+    pub end: String,
+    /// The controller (`default`, `history`, `state`).
+    pub control: String,
+    /// Its state after the decision.
+    pub state: String,
+    /// The sending rate from now on, Mbit/s.
+    pub rate_mbit: f64,
+    /// What reached the receiver in the last report interval, Mbit/s.
+    pub delivered_mbit: f64,
+    /// Loss share of that interval.
+    pub loss: f64,
+    /// The receiver's queueing delay then, ms.
+    pub queue_ms: f64,
+}
+
+/// The packet-loss signature of one UDP segment (10,000 packets): which were lost on their
+/// first send (the seed's bitmaps, as its visualiser drew them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentEvent {
+    /// Wall-clock time, seconds since the Unix epoch.
+    pub unix_s: f64,
+    /// `client` or `server`.
+    pub end: String,
+    /// The segment's number in the transfer.
+    pub segment: u64,
+    /// Its packets.
+    pub packets: u64,
+    /// Indices (within the segment) of the packets lost on their first send.
+    pub lost: Vec<u32>,
 }
 
 /// A change of a transfer's stream count (`-p auto`).

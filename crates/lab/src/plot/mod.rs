@@ -1,8 +1,10 @@
-//! Figures: what `fatpipe plot` draws from a stats file ([`stats`]) and `fatpipe plot-lab`
-//! from a lab's results ([`results`]), with the plotters plumbing they share.
+//! Figures: what `fatpipe plot` draws from a stats file ([`stats`] for TCP connections, [`udp`]
+//! for the UDP channel) and `fatpipe plot-lab` from a lab's results ([`results`]), with the
+//! plotters plumbing they share.
 
 pub mod results;
 pub mod stats;
+pub mod udp;
 
 use anyhow::{bail, Context};
 use plotters::coord::Shift;

@@ -58,6 +58,16 @@ impl Segment {
     }
 }
 
+/// A segment that has all its packets: its first pass's loss, and which packets that lost (its
+/// packet-loss signature).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retired {
+    /// The count, for the rate controller.
+    pub loss: SegmentLoss,
+    /// Indices within the segment of the packets lost on their first send.
+    pub lost: Vec<u32>,
+}
+
 /// A malformed or impossible report: an error for the transfer, never a crash.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LedgerError {
@@ -152,7 +162,7 @@ impl Ledger {
 
     /// Takes a report: marks what arrived, queues what was lost, and returns the segments that
     /// are now complete with their first pass's loss.
-    pub fn on_report(&mut self, r: &Report) -> Result<Vec<SegmentLoss>, LedgerError> {
+    pub fn on_report(&mut self, r: &Report) -> Result<Vec<Retired>, LedgerError> {
         for b in &r.segments {
             let Some(seg) = self.segments.get_mut(&b.segment) else {
                 // A segment already complete (or not yet begun, which is an error below).
@@ -199,7 +209,7 @@ impl Ledger {
     }
 
     /// Drops the segments that have all their packets.
-    fn retire(&mut self) -> Vec<SegmentLoss> {
+    fn retire(&mut self) -> Vec<Retired> {
         let done: Vec<u64> = self
             .segments
             .iter()
@@ -208,10 +218,16 @@ impl Ledger {
             .collect();
         done.into_iter()
             .filter_map(|s| self.segments.remove(&s).map(|seg| (s, seg)))
-            .map(|(segment, seg)| SegmentLoss {
-                segment,
-                packets: seg.len,
-                lost: seg.lost_first,
+            .map(|(segment, seg)| Retired {
+                loss: SegmentLoss {
+                    segment,
+                    packets: seg.len,
+                    lost: seg.lost_first,
+                },
+                lost: (0..seg.len as usize)
+                    .filter(|&i| bit(&seg.resent, i))
+                    .map(|i| i as u32)
+                    .collect(),
             })
             .collect()
     }
@@ -261,10 +277,13 @@ mod tests {
         let done = l.on_report(&r).unwrap_or_default();
         assert_eq!(
             done,
-            vec![SegmentLoss {
-                segment: 0,
-                packets: 100,
-                lost: 2
+            vec![Retired {
+                loss: SegmentLoss {
+                    segment: 0,
+                    packets: 100,
+                    lost: 2
+                },
+                lost: vec![10, 20]
             }]
         );
         assert!(l.complete());
@@ -309,7 +328,7 @@ mod tests {
             ..Report::default()
         };
         let done = l.on_report(&r).unwrap_or_default();
-        assert_eq!(done[0].lost, 1);
+        assert_eq!((done[0].loss.lost, &done[0].lost[..]), (1, &[0][..]));
     }
 
     #[test]

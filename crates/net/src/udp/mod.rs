@@ -51,6 +51,10 @@ pub struct UdpConfig {
     pub timeout: Duration,
     /// Root may set socket buffers past `net.core.rmem_max`/`wmem_max`.
     pub force_buffers: bool,
+    /// Where the sender writes its rate decisions and packet-loss signatures (`--stats`).
+    pub stats: Option<crate::telemetry::StatsFile>,
+    /// `client` or `server`, for the telemetry.
+    pub end: &'static str,
 }
 
 impl Default for UdpConfig {
@@ -63,6 +67,8 @@ impl Default for UdpConfig {
             ports: None,
             timeout: Duration::from_secs(60),
             force_buffers: true,
+            stats: None,
+            end: "client",
         }
     }
 }

@@ -7,7 +7,9 @@ use super::{net, size_buffers, unexpected, Link, UdpConfig, UdpSummary, PROBE};
 use crate::mode_e::OnStream;
 use crate::{Moved, Mover, Pump, PumpError};
 use fatpipe_proto::udp::{packets, DataHeader, Message, Report, HEADER, PACKET_RANGE};
+use crate::telemetry::unix_now;
 use fatpipe_tune::rate::{Feedback, RateControl, RateLimits};
+use fatpipe_tune::telemetry::{Event, RateEvent, SegmentEvent};
 use quinn_udp::{Transmit, UdpSocketState};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -306,7 +308,16 @@ impl<'a> Sending<'a> {
             .on_report(r)
             .map_err(|e| PumpError::Write(io::Error::new(ErrorKind::InvalidData, e)))?;
         for seg in done {
-            self.control.on_segment(t, &seg);
+            self.control.on_segment(t, &seg.loss);
+            if let Some(stats) = &self.config.stats {
+                stats.log(&Event::Segment(SegmentEvent {
+                    unix_s: unix_now(),
+                    end: self.config.end.into(),
+                    segment: seg.loss.segment,
+                    packets: seg.loss.packets,
+                    lost: seg.lost,
+                }));
+            }
         }
         // The batch that carried the highest transmission the receiver got: a round trip.
         let i = self.sends.partition_point(|s| s.1 <= r.max_tx);
@@ -334,6 +345,19 @@ impl<'a> Sending<'a> {
         let (state, rate) = (self.control.state(), self.control.rate());
         self.control.on_feedback(&fb);
         if self.control.rate() != rate {
+            if let Some(stats) = &self.config.stats {
+                stats.log(&Event::Rate(RateEvent {
+                    unix_s: unix_now(),
+                    t: t.as_secs_f64(),
+                    end: self.config.end.into(),
+                    control: self.config.control.to_string(),
+                    state: self.control.state().into(),
+                    rate_mbit: self.control.rate() / 1e6,
+                    delivered_mbit: fb.delivered_rate() / 1e6,
+                    loss: fb.loss(),
+                    queue_ms: f64::from(r.queue_us) / 1e3,
+                }));
+            }
             tracing::trace!(
                 "udp rate {:.0} → {:.0} Mbit/s: delivered {:.0} Mbit/s over {:?}, loss {:.2} %, queue {} µs, rtt {:?}",
                 rate / 1e6,

@@ -51,6 +51,8 @@ impl Session {
             ports: c.udp_ports.clone(),
             timeout: c.data_timeout,
             force_buffers: c.tune.control.forced(),
+            stats: c.tune.stats.clone(),
+            end: "server",
             ..UdpConfig::default()
         };
         let text = format!("Network stack: udp, {} rate control", config.control);

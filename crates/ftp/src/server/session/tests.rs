@@ -102,10 +102,33 @@ fn feat_names_the_gridftp_extensions_and_checksums() {
     assert_eq!(r.code, 211);
     let text = r.lines.join("\n");
     for f in [
-        "PARALLEL", "DCREUSE", "ERET", "ESTO", "DRS", "SBUF", "CKSM MD5",
+        "PARALLEL",
+        "DCREUSE",
+        "ERET",
+        "ESTO",
+        "DRS",
+        "SBUF",
+        "CKSM MD5",
+        "SETNETSTACK",
     ] {
         assert!(text.contains(f), "{f} missing from {text}");
     }
+}
+
+#[test]
+fn setnetstack_chooses_udp_with_a_known_controller_and_refuses_the_rest() {
+    let mut c = Control::new(Anonymous::ReadOnly);
+    assert_eq!(c.ask("SITE SETNETSTACK udp").code, 530, "needs a login");
+    let mut c = Control::logged_in(Anonymous::ReadOnly);
+    let r = c.ask("SITE SETNETSTACK udp control=history rate=1000000000");
+    assert_eq!(r.code, 200);
+    assert!(r.text().contains("history"), "{r}");
+    assert_eq!(c.ask("SITE SETNETSTACK udp control=psychic").code, 501);
+    assert_eq!(c.ask("SITE SETNETSTACK udp rate=10").code, 501);
+    assert_eq!(c.ask("SITE SETNETSTACK udt").code, 501);
+    assert_eq!(c.ask("SITE SETNETSTACK tcp").code, 200);
+    assert_eq!(c.ask("SITE CHMOD 777 x").code, 504);
+    assert_eq!(c.ask("SITE").code, 501);
 }
 
 #[test]
