@@ -12,7 +12,9 @@ fn server(tb: &Testbed, extra: &[&str]) -> FatpipeServer {
     let root = tempfile::tempdir().unwrap();
     random_file(&root.path().join("f.bin"), 24 << 20, 16);
     let mut c = tb.fatpipe("a", &["serve", "--anonymous-write", "--root"]);
-    c.arg(root.path()).args(["--listen", "198.18.0.1:0"]).args(extra);
+    c.arg(root.path())
+        .args(["--listen", "198.18.0.1:0"])
+        .args(extra);
     FatpipeServer::spawn(c, root)
 }
 

@@ -25,7 +25,11 @@ impl UdpEvents {
             rates: Vec::new(),
             segments: Vec::new(),
         };
-        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        for (i, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
             match Event::parse(line)
                 .with_context(|| format!("{}:{}: not a stats record", path.display(), i + 1))?
             {

@@ -5,9 +5,9 @@
 use super::ledger::Ledger;
 use super::{net, size_buffers, unexpected, Link, UdpConfig, UdpSummary, PROBE};
 use crate::mode_e::OnStream;
+use crate::telemetry::unix_now;
 use crate::{Moved, Mover, Pump, PumpError};
 use fatpipe_proto::udp::{packets, DataHeader, Message, Report, HEADER, PACKET_RANGE};
-use crate::telemetry::unix_now;
 use fatpipe_tune::rate::{Feedback, RateControl, RateLimits};
 use fatpipe_tune::telemetry::{Event, RateEvent, SegmentEvent};
 use quinn_udp::{Transmit, UdpSocketState};
