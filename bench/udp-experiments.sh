@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The UDP data channel (docs/udp.md), each case with `fatpipe lab` on fresh emulated paths.
 # Results go to results/udp/.
-# Usage: bench/udp-experiments.sh [lossy|seed|cpu ...]   (default: lossy)
+# Usage: bench/udp-experiments.sh [lossy|seed|fairness|cpu ...]   (default: lossy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q -p fatpipe
@@ -35,6 +35,45 @@ seed() {  # the seed's controllers on its short- and long-haul paths (8 and 64 m
         --out /tmp/udp-seed-lossy || true
     cat /tmp/udp-seed/results.md /tmp/udp-seed-stock/results.md /tmp/udp-seed-lossy/results.md \
         > "$out/seed-controllers.md"
+}
+
+fairness() {  # issue 16's experiment 3: a long cubic flow, then a UDP transfer beside it
+    # 100 ms, 1 Gbit/s, 1-BDP queue, tuned profile (the cubic flow has large buffers); both
+    # flows go b -> a. Prints cubic's rate before and while the UDP transfer runs, and the sum.
+    local tb=fair dir
+    dir=$(mktemp -d)
+    "$bin" testbed up --name $tb --rtt 100ms --rate 1gbit --profile tuned
+    trap '"$bin" testbed down --name '$tb' >/dev/null 2>&1; rm -rf "$dir"' RETURN
+    head -c 2G /dev/urandom > "$dir/f"
+    "$bin" testbed exec b --name $tb -- iperf3 -s -1 > /dev/null 2>&1 &
+    "$bin" testbed exec b --name $tb -- "$bin" serve --anonymous --root "$dir" \
+        --listen 198.18.0.2:2812 > "$dir/serve.log" 2>&1 &
+    local srv=$!
+    trap 'kill '$srv' 2>/dev/null; "$bin" testbed down --name '$tb' >/dev/null 2>&1; rm -rf "$dir"' RETURN
+    sleep 1
+    "$bin" testbed exec a --name $tb -- iperf3 -c 198.18.0.2 -R -C cubic -t 45 -i 1 -J \
+        > "$dir/iperf3.json" &
+    local cubic=$!
+    sleep 12
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$bin" testbed exec a --name $tb -- "$bin" cp -q --json --transport udp --no-verify \
+        ftp://198.18.0.2:2812/f /dev/null > "$dir/cp.json"
+    t1=$(date +%s.%N)
+    wait $cubic
+    local start
+    start=$(jq '.start.timestamp.timesecs' "$dir/iperf3.json")
+    jq -r --argjson s "$start" --argjson a "$t0" --argjson b "$t1" '
+        [.intervals[].sum | {t: ($s + .end), m: (.bits_per_second / 1e6)}] as $iv
+        | ($iv | map(select(.t > $s + 3 and .t <= $a)) | map(.m) | add / length) as $alone
+        | ($iv | map(select(.t > $a + 1 and .t <= $b)) | map(.m) | add / length) as $beside
+        | "cubic alone: \($alone | floor) Mbit/s; cubic beside UDP: \($beside | floor) Mbit/s"' \
+        "$dir/iperf3.json" | tee "$out/fairness.md"
+    local bytes secs
+    bytes=$(jq '.bytes' "$dir/cp.json")
+    secs=$(echo "$t1 - $t0" | bc)
+    echo "UDP transfer beside it: $(echo "$bytes * 8 / $secs / 1000000" | bc) Mbit/s over ${secs} s (whole command)" \
+        | tee -a "$out/fairness.md"
 }
 
 cpu() {  # CPU seconds per GiB at both ends, loopback, 1 GiB download to /dev/null, TCP vs UDP

@@ -5,7 +5,7 @@ use crate::tuning::{self, TuneArgs};
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer, Verify};
 use fatpipe_ftp::client::path_memory::{self, PathMemory};
 use fatpipe_ftp::client::{Credentials, Location, Streams};
-use fatpipe_net::udp::UdpConfig;
+use fatpipe_net::udp::{UdpConfig, UdpStatus};
 use fatpipe_net::Pump;
 use fatpipe_proto::udp::NetStack;
 use fatpipe_tune::rate::RateControlKind;
@@ -180,7 +180,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         },
         udp: (a.transport == "udp").then(|| udp_choice(&a, stats)),
     };
-    let progress = Progress::new(a.quiet)?;
+    let progress = Progress::new(a.quiet, opts.udp.as_ref().and_then(|u| u.1.status.clone()))?;
     let started = Instant::now();
     let results = std::thread::scope(|s| {
         s.spawn(|| progress.tick_until_done());
@@ -269,6 +269,7 @@ fn udp_choice(a: &Args, stats: Option<fatpipe_net::telemetry::StatsFile>) -> (Ne
         timeout: a.timeout,
         force_buffers: !a.tune.no_force_buffers,
         stats,
+        status: Some(Default::default()),
         ..UdpConfig::default()
     };
     (stack, config)
@@ -424,6 +425,8 @@ fn auto_lines(results: &[FileResult]) -> Vec<String> {
 /// kept for `--resume`) and the files not yet begun. A second Ctrl-C ends the process at once.
 struct Progress {
     bar: ProgressBar,
+    /// The UDP channel's rate controller, as the sender last told it.
+    udp: Option<Arc<Mutex<UdpStatus>>>,
     current: Mutex<Option<(Arc<Pump>, u64)>>,
     done: AtomicBool,
     signalled: Arc<AtomicBool>,
@@ -440,14 +443,14 @@ impl Drop for Finished<'_> {
 }
 
 impl Progress {
-    fn new(quiet: bool) -> anyhow::Result<Self> {
+    fn new(quiet: bool, udp: Option<Arc<Mutex<UdpStatus>>>) -> anyhow::Result<Self> {
         let bar = if quiet {
             ProgressBar::hidden()
         } else {
             ProgressBar::new(0)
         };
         let style = ProgressStyle::with_template(
-            "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+            "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} {prefix}",
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ");
@@ -459,6 +462,7 @@ impl Progress {
         }
         Ok(Progress {
             bar,
+            udp,
             current: Mutex::new(None),
             done: AtomicBool::new(false),
             signalled,
@@ -479,6 +483,10 @@ impl Progress {
                     }
                     self.bar.set_position(already + pump.bytes());
                 }
+            }
+            if let Some(udp) = &self.udp {
+                let status = udp.lock().map(|s| s.to_string()).unwrap_or_default();
+                self.bar.set_prefix(status);
             }
             // Short, so that the command ends as soon as the copy does.
             std::thread::sleep(Duration::from_millis(20));

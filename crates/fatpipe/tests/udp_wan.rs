@@ -74,6 +74,14 @@ fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
         .map(|e| e["lost"].as_array().map_or(0, |l| l.len()))
         .sum();
     assert!(lost > 0, "2 % loss, yet no packet lost in any signature");
+    // The server remembers what the path taught: `state` (the last run) starts near the rate
+    // the runs before it ended at, not at half of the 200 Mbit/s line rate as it would afresh.
+    let first_state = events
+        .iter()
+        .find(|e| e["event"] == "rate" && e["control"] == "state")
+        .and_then(|e| e["rate_mbit"].as_f64())
+        .unwrap_or(0.0);
+    assert!(first_state > 120.0, "state started at {first_state} Mbit/s");
     let pic = work.path().join("udp.svg");
     run_ok(fatpipe_cmd(&["plot"]).arg(&stats).arg("-o").arg(&pic));
     let svg = std::fs::read_to_string(&pic).unwrap();

@@ -145,7 +145,20 @@ pub enum Message {
         /// Where the stream of bytes starts in the transfer.
         offset: u64,
     },
+    /// Sender → receiver, a few times a second: how the rate controller sees the transfer, for
+    /// the receiving user's progress line.
+    Status {
+        /// The sending rate, bits/s.
+        rate: u64,
+        /// Recent loss, parts per million of the packets sent.
+        loss_ppm: u32,
+        /// The controller's state (at most [`MAX_STATE`] bytes).
+        state: String,
+    },
 }
+
+/// Longest controller state a status message carries.
+pub const MAX_STATE: usize = 32;
 
 /// A message that breaks the format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -166,6 +179,7 @@ const READY: u8 = 2;
 const REPORT: u8 = 3;
 const DONE: u8 = 4;
 const FALLBACK: u8 = 5;
+const STATUS: u8 = 6;
 
 impl Message {
     /// The message framed for the connection: type, body length (32 bits), body.
@@ -207,6 +221,21 @@ impl Message {
                 body.extend_from_slice(&offset.to_be_bytes());
                 FALLBACK
             }
+            Message::Status {
+                rate,
+                loss_ppm,
+                state,
+            } => {
+                let mut end = state.len().min(MAX_STATE);
+                while !state.is_char_boundary(end) {
+                    end -= 1;
+                }
+                body.extend_from_slice(&rate.to_be_bytes());
+                body.extend_from_slice(&loss_ppm.to_be_bytes());
+                body.push(end as u8);
+                body.extend_from_slice(&state.as_bytes()[..end]);
+                STATUS
+            }
         };
         let mut out = Vec::with_capacity(5 + body.len());
         out.push(kind);
@@ -220,7 +249,7 @@ impl Message {
         let Some((&kind, rest)) = buf.split_first() else {
             return Ok(None);
         };
-        if !(HELLO..=FALLBACK).contains(&kind) {
+        if !(HELLO..=STATUS).contains(&kind) {
             return Err(WireError::UnknownType(kind));
         }
         let Some((len, rest)) = rest.split_first_chunk::<4>() else {
@@ -247,9 +276,24 @@ impl Message {
             DONE => Message::Done {
                 bytes: r.u64("done")?,
             },
-            _ => Message::Fallback {
+            FALLBACK => Message::Fallback {
                 offset: r.u64("fallback")?,
             },
+            _ => {
+                let (rate, loss_ppm) = (r.u64("status")?, r.u32("status")?);
+                let n = r.take(1, "status")?[0] as usize;
+                if n > MAX_STATE {
+                    return Err(WireError::Malformed("status"));
+                }
+                let state = std::str::from_utf8(r.take(n, "status")?)
+                    .map_err(|_| WireError::Malformed("status"))?
+                    .to_string();
+                Message::Status {
+                    rate,
+                    loss_ppm,
+                    state,
+                }
+            }
         };
         if !r.0.is_empty() {
             return Err(WireError::Malformed("trailing bytes in a"));
@@ -426,6 +470,13 @@ mod tests {
             report,
             any::<u64>().prop_map(|bytes| Message::Done { bytes }),
             any::<u64>().prop_map(|offset| Message::Fallback { offset }),
+            (any::<u64>(), any::<u32>(), "[a-z]{0,32}").prop_map(|(rate, loss_ppm, state)| {
+                Message::Status {
+                    rate,
+                    loss_ppm,
+                    state,
+                }
+            }),
         ]
     }
 

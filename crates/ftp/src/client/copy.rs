@@ -139,7 +139,15 @@ pub fn copy(
         conn.set_tuning(t.clone())?;
     }
     match &opts.udp {
-        Some((stack, udp)) => match conn.use_udp(stack, udp.clone())? {
+        // The files of one copy share what the path taught their sender (uploads; a server
+        // keeps its own per client).
+        Some((stack, udp)) => match conn.use_udp(
+            stack,
+            UdpConfig {
+                memory: Some(Default::default()),
+                ..udp.clone()
+            },
+        )? {
             None => {}
             Some(why) => {
                 tracing::warn!("{why}: the data goes over TCP");

@@ -12,9 +12,11 @@ use anyhow::Context;
 use auth::{Anonymous, Users};
 use fatpipe_net::buffers::BufferControl;
 use fatpipe_net::TunerConfig;
+use fatpipe_tune::rate::RateMemory;
 use limits::HostLimits;
 use sandbox::Sandbox;
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -114,9 +116,34 @@ struct Shared {
     hosts: Mutex<HostLimits>,
     /// The threads that check passwords.
     verifier: Verifier,
+    /// What UDP transfers taught the sender about the path to each client address.
+    udp_paths: Mutex<HashMap<IpAddr, (Instant, SharedMemory)>>,
 }
 
+/// One path's [`RateMemory`], shared by the transfers over it.
+type SharedMemory = Arc<Mutex<RateMemory>>;
+
+/// How long what a path taught is trusted, and how many paths are remembered.
+const UDP_PATH_TRUST: Duration = Duration::from_secs(3600);
+const UDP_PATHS: usize = 4096;
+
 impl Shared {
+    /// What UDP transfers taught the sender about the path to `ip`, shared with the next ones
+    /// (forgotten after an hour; the oldest go first when many clients came).
+    fn udp_memory(&self, ip: IpAddr) -> SharedMemory {
+        let mut paths = self.udp_paths.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        paths.retain(|_, (at, _)| now.duration_since(*at) < UDP_PATH_TRUST);
+        if paths.len() >= UDP_PATHS && !paths.contains_key(&ip) {
+            if let Some(oldest) = paths.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| *k) {
+                paths.remove(&oldest);
+            }
+        }
+        let entry = paths.entry(ip).or_insert_with(|| (now, Arc::default()));
+        entry.0 = now;
+        entry.1.clone()
+    }
+
     fn hosts(&self) -> std::sync::MutexGuard<'_, HostLimits> {
         self.hosts.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -157,6 +184,7 @@ impl Server {
                 next_session: AtomicU64::new(1),
                 hosts: Mutex::new(hosts),
                 verifier,
+                udp_paths: Mutex::new(HashMap::new()),
             }),
         })
     }

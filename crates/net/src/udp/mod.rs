@@ -19,12 +19,13 @@ pub use send::UdpSender;
 
 use crate::PumpError;
 use fatpipe_proto::udp::Message;
-use fatpipe_tune::rate::RateControlKind;
+use fatpipe_tune::rate::{RateControlKind, RateMemory};
 use std::fmt;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::ops::RangeInclusive;
 use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often the receiver reports.
@@ -55,6 +56,44 @@ pub struct UdpConfig {
     pub stats: Option<crate::telemetry::StatsFile>,
     /// `client` or `server`, for the telemetry.
     pub end: &'static str,
+    /// What earlier transfers over this path taught the sender (its start, `history`'s odds);
+    /// the sender brings it up to date when it ends.
+    pub memory: Option<Arc<Mutex<RateMemory>>>,
+    /// Where either end keeps the rate controller's latest view, for a progress line.
+    pub status: Option<Arc<Mutex<UdpStatus>>>,
+}
+
+/// The rate controller's latest view of a running transfer (the sender's, told to the receiver).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UdpStatus {
+    /// The sending rate, bits/s.
+    pub rate: f64,
+    /// Recent loss share.
+    pub loss: f64,
+    /// The controller's state (empty until the first word from the sender).
+    pub state: String,
+}
+
+impl fmt::Display for UdpStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.state.is_empty() {
+            return Ok(());
+        }
+        write!(
+            f,
+            "udp {:.0} Mbit/s, {}, loss {:.2} %",
+            self.rate / 1e6,
+            self.state,
+            100.0 * self.loss
+        )
+    }
+}
+
+/// Puts `s` in `slot`, if there is one.
+fn tell(slot: &Option<Arc<Mutex<UdpStatus>>>, s: UdpStatus) {
+    if let Some(slot) = slot {
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = s;
+    }
 }
 
 impl Default for UdpConfig {
@@ -69,6 +108,8 @@ impl Default for UdpConfig {
             force_buffers: true,
             stats: None,
             end: "client",
+            memory: None,
+            status: None,
         }
     }
 }
@@ -289,6 +330,7 @@ fn unexpected(m: &Message) -> io::Error {
         Message::Report(_) => "Report",
         Message::Done { .. } => "Done",
         Message::Fallback { .. } => "Fallback",
+        Message::Status { .. } => "Status",
     };
     io::Error::new(
         ErrorKind::InvalidData,

@@ -3,7 +3,9 @@
 //! adjacent packets in one write), and reports every [`REPORT_EVERY`](super::REPORT_EVERY).
 
 use super::arrivals::{Arrivals, Take};
-use super::{net, size_buffers, unexpected, Link, UdpConfig, UdpSummary, REPORT_EVERY};
+use super::{
+    net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, REPORT_EVERY,
+};
 use crate::mode_e::OnStream;
 use crate::{Moved, Mover, Pump, PumpError};
 use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
@@ -14,7 +16,7 @@ use std::io::{self, ErrorKind, IoSliceMut, Read};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Receive buffers per `recvmmsg` (without receive offload, one packet each).
@@ -88,6 +90,7 @@ impl Mover for UdpReceiver<'_> {
             written: 0,
             timeout: s.config.timeout,
             start: Instant::now(),
+            status: s.config.status.clone(),
         };
         let fell_back = run.go(pump)?;
         Ok(Moved {
@@ -142,6 +145,7 @@ struct Receiving<'a> {
     written: u64,
     timeout: Duration,
     start: Instant,
+    status: Option<Arc<Mutex<UdpStatus>>>,
 }
 
 impl Receiving<'_> {
@@ -178,13 +182,28 @@ impl Receiving<'_> {
                     Err(e) => return Err(r(e)),
                 }
             }
-            // The sender says nothing here but that UDP does not get through.
-            if let Some(m) = self.link.poll().map_err(&r)?.into_iter().next() {
-                let Message::Fallback { offset } = m else {
-                    return Err(r(unexpected(&m)));
-                };
-                self.fall_back(offset, pump)?;
-                return Ok(true);
+            // The sender's word: how its controller sees the transfer, or that UDP does not
+            // get through.
+            for m in self.link.poll().map_err(&r)? {
+                match m {
+                    Message::Status {
+                        rate,
+                        loss_ppm,
+                        state,
+                    } => tell(
+                        &self.status,
+                        UdpStatus {
+                            rate: rate as f64,
+                            loss: f64::from(loss_ppm) / 1e6,
+                            state,
+                        },
+                    ),
+                    Message::Fallback { offset } => {
+                        self.fall_back(offset, pump)?;
+                        return Ok(true);
+                    }
+                    m => return Err(r(unexpected(&m))),
+                }
             }
             let now = Instant::now();
             self.link.push().map_err(&r)?;

@@ -3,7 +3,7 @@
 //! each batch one `sendmsg` with UDP segmentation offload where the kernel has it.
 
 use super::ledger::Ledger;
-use super::{net, size_buffers, unexpected, Link, UdpConfig, UdpSummary, PROBE};
+use super::{net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, PROBE};
 use crate::mode_e::OnStream;
 use crate::telemetry::unix_now;
 use crate::{Moved, Mover, Pump, PumpError};
@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 /// Most packets in one batch (one `sendmsg`).
 const BATCH: usize = 32;
+/// How often the receiver is told how the controller sees the transfer.
+const STATUS_EVERY: Duration = Duration::from_millis(250);
 /// Longest the loop waits before looking at the reports again.
 const TICK: Duration = Duration::from_millis(1);
 /// A batch covers about this much time at the current rate (fewer, larger sends: the loop and
@@ -122,6 +124,9 @@ struct Sending<'a> {
     sends: VecDeque<(Instant, u64)>,
     /// The latest round trip of a data packet and its report (the queue included).
     data_rtt: Duration,
+    /// Recent loss share (smoothed over about ten reports), and when the receiver is next told.
+    loss: f64,
+    next_status: Instant,
 }
 
 /// The sending UDP socket, connected to the receiver's `port` at the peer's address of `link`.
@@ -137,6 +142,15 @@ fn open(
     size_buffers(&sock, force);
     let state = UdpSocketState::new((&sock).into())?;
     Ok((sock, state, to))
+}
+
+/// What the path taught earlier transfers, if anything.
+fn recall(config: &UdpConfig) -> fatpipe_tune::rate::RateMemory {
+    config
+        .memory
+        .as_ref()
+        .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()).clone())
+        .unwrap_or_default()
 }
 
 /// UDP does not get through: the bytes go over the TCP connection instead, from the start.
@@ -181,7 +195,7 @@ impl<'a> Sending<'a> {
             payload,
             packet: usize::from(packet),
             token,
-            control: s.config.control.build(limits, token),
+            control: s.config.control.build(limits, &recall(&s.config), token),
             config: s.config.clone(),
             link,
             sock,
@@ -193,6 +207,8 @@ impl<'a> Sending<'a> {
             data: Vec::new(),
             sends: VecDeque::new(),
             data_rtt: rtt,
+            loss: 0.0,
+            next_status: Instant::now(),
         }
     }
 
@@ -293,6 +309,7 @@ impl<'a> Sending<'a> {
         );
         // The receiver has everything: closing the connection ends the transfer at both ends.
         let _ = self.link.sock.shutdown(std::net::Shutdown::Write);
+        self.remember();
         Ok(Some(self.summary(false)))
     }
 
@@ -303,6 +320,8 @@ impl<'a> Sending<'a> {
         now: Instant,
     ) -> Result<(), PumpError> {
         let t = now.duration_since(self.start);
+        // Decisions come from segments (the seed's controllers) or from the feedback (ours).
+        let (state, rate) = (self.control.state(), self.control.rate());
         let done = self
             .ledger
             .on_report(r)
@@ -342,8 +361,23 @@ impl<'a> Sending<'a> {
             rtt: self.rtt,
             packet: self.packet as u32,
         };
-        let (state, rate) = (self.control.state(), self.control.rate());
         self.control.on_feedback(&fb);
+        self.loss = 0.9 * self.loss + 0.1 * fb.loss();
+        if now >= self.next_status {
+            self.next_status = now + STATUS_EVERY;
+            let s = UdpStatus {
+                rate: self.control.rate(),
+                loss: self.loss,
+                state: self.control.state().into(),
+            };
+            let m = Message::Status {
+                rate: s.rate as u64,
+                loss_ppm: (s.loss * 1e6) as u32,
+                state: s.state.clone(),
+            };
+            tell(&self.config.status, s);
+            self.link.offer(&m).map_err(PumpError::Write)?;
+        }
         if self.control.rate() != rate {
             if let Some(stats) = &self.config.stats {
                 stats.log(&Event::Rate(RateEvent {
@@ -465,6 +499,21 @@ impl<'a> Sending<'a> {
         crate::wake::ready(&[fd], write, wait)
             .map(|_| ())
             .map_err(PumpError::Write)
+    }
+
+    /// Keeps what this transfer learned of the path for the next one: the rate it ended at
+    /// (unless it never left start-up: a short file says nothing) and `history`'s odds.
+    fn remember(&self) {
+        let Some(m) = &self.config.memory else {
+            return;
+        };
+        let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+        if self.control.state() != "startup" {
+            m.rate = Some(self.control.rate());
+        }
+        if let Some(odds) = self.control.odds() {
+            m.odds = odds.clone();
+        }
     }
 
     fn summary(&self, fell_back: bool) -> UdpSummary {

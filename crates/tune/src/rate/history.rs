@@ -57,12 +57,18 @@ pub struct History {
 }
 
 impl History {
-    /// A controller starting at half the line rate (the seed gives no start-up) or
-    /// `limits.start` if higher, with the path's `odds` so far; `seed` seeds its coin.
+    /// A controller starting at `limits.start` (a remembered rate), or half the line rate if
+    /// none is given (the seed gives no start-up), with the path's `odds` so far; `seed` seeds
+    /// its coin.
     pub fn new(limits: RateLimits, odds: Odds, seed: u64) -> History {
+        let start = if limits.start > 0.0 {
+            limits.start
+        } else {
+            limits.max / 2.0
+        };
         History {
             limits,
-            rate: bounded(limits.start.max(limits.max / 2.0), &limits),
+            rate: bounded(start, &limits),
             chunk: (0, 0, 0),
             raised_from: None,
             last_loss: 0.0,
@@ -130,6 +136,10 @@ impl RateControl for History {
 
     fn state(&self) -> &'static str {
         self.state
+    }
+
+    fn odds(&self) -> Option<&Odds> {
+        Some(&self.odds)
     }
 }
 

@@ -93,7 +93,7 @@ impl SegmentLoss {
 /// Bounds and starting point of a controller, bits/s.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateLimits {
-    /// The rate to start at.
+    /// The rate to start at (the seed's controllers: half of `max` when 0).
     pub start: f64,
     /// The line rate: the most the sender sends; the seed's controllers scale their steps by it.
     pub max: f64,
@@ -101,6 +101,17 @@ pub struct RateLimits {
 
 /// Lowest rate any controller sends at, bits/s.
 pub const MIN_RATE: f64 = 1e6;
+
+/// What a path taught its UDP sender, kept for the next transfer over it (the seed's second kind
+/// of history): the rate the last transfer ended at (the seed's "next optimal rate is often
+/// close to the last one") and `history`'s odds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RateMemory {
+    /// The rate the last transfer ended at, bits/s.
+    pub rate: Option<f64>,
+    /// What increases from each rate led to.
+    pub odds: history::Odds,
+}
 
 /// A rate controller: feedback in, the sending rate out.
 pub trait RateControl: Send {
@@ -112,6 +123,10 @@ pub trait RateControl: Send {
     fn rate(&self) -> f64;
     /// The controller's state, for progress and telemetry.
     fn state(&self) -> &'static str;
+    /// What the controller learned that outlives the transfer, beyond its rate.
+    fn odds(&self) -> Option<&history::Odds> {
+        None
+    }
 }
 
 /// Which controller a UDP transfer runs (`--udp-rate-control`).
@@ -138,16 +153,27 @@ impl RateControlKind {
         }
     }
 
-    /// A controller of this kind; `seed` drives the history controller's coin.
-    pub fn build(self, limits: RateLimits, seed: u64) -> Box<dyn RateControl> {
+    /// A controller of this kind, starting from what `memory` holds of the path; `seed`
+    /// drives the history controller's coin. The seed's controllers start at the remembered
+    /// rate; the default one at half of it (it doubles from there in one round trip).
+    pub fn build(self, limits: RateLimits, memory: &RateMemory, seed: u64) -> Box<dyn RateControl> {
+        let steady = RateLimits {
+            start: memory
+                .rate
+                .map_or(limits.start, |r| (r / 2.0).max(limits.start)),
+            ..limits
+        };
+        // The seed's controllers have no start-up: half the line rate when nothing is known.
+        let seeds = RateLimits {
+            start: memory.rate.unwrap_or(0.0),
+            ..limits
+        };
         match self {
-            RateControlKind::Default => Box::new(steady::Steady::new(limits)),
-            RateControlKind::History => Box::new(history::History::new(
-                limits,
-                history::Odds::default(),
-                seed,
-            )),
-            RateControlKind::State => Box::new(state::States::new(limits)),
+            RateControlKind::Default => Box::new(steady::Steady::new(steady)),
+            RateControlKind::History => {
+                Box::new(history::History::new(seeds, memory.odds.clone(), seed))
+            }
+            RateControlKind::State => Box::new(state::States::new(seeds)),
         }
     }
 }
@@ -169,3 +195,35 @@ fn bounded(rate: f64, limits: &RateLimits) -> f64 {
 
 #[cfg(test)]
 pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controllers_start_from_what_the_path_taught() {
+        let limits = RateLimits {
+            start: 10e6,
+            max: 1e9,
+        };
+        let fresh = RateMemory::default();
+        let known = RateMemory {
+            rate: Some(800e6),
+            ..RateMemory::default()
+        };
+        let start = |k: RateControlKind, m: &RateMemory| k.build(limits, m, 1).rate();
+        assert_eq!(start(RateControlKind::Default, &fresh), 10e6);
+        assert_eq!(start(RateControlKind::Default, &known), 400e6);
+        assert_eq!(start(RateControlKind::History, &fresh), 500e6);
+        assert_eq!(start(RateControlKind::History, &known), 800e6);
+        assert_eq!(start(RateControlKind::State, &known), 800e6);
+        assert!(RateControlKind::History
+            .build(limits, &known, 1)
+            .odds()
+            .is_some());
+        assert!(RateControlKind::Default
+            .build(limits, &known, 1)
+            .odds()
+            .is_none());
+    }
+}

@@ -49,11 +49,17 @@ pub struct States {
 }
 
 impl States {
-    /// A controller starting in Yellow at half the line rate (or `limits.start` if higher).
+    /// A controller starting in Yellow at `limits.start` (a remembered rate), or half the line
+    /// rate if none is given.
     pub fn new(limits: RateLimits) -> States {
+        let start = if limits.start > 0.0 {
+            limits.start
+        } else {
+            limits.max / 2.0
+        };
         States {
             limits,
-            rate: bounded(limits.start.max(limits.max / 2.0), &limits),
+            rate: bounded(start, &limits),
             light: Light::Yellow,
             good_in_yellow: 0,
         }

@@ -53,6 +53,7 @@ impl Session {
             force_buffers: c.tune.control.forced(),
             stats: c.tune.stats.clone(),
             end: "server",
+            memory: Some(self.shared.udp_memory(self.peer.ip())),
             ..UdpConfig::default()
         };
         let text = format!("Network stack: udp, {} rate control", config.control);
