@@ -47,7 +47,7 @@ fairness() {  # issue 16's experiment 3: a long cubic flow, then a UDP transfer 
     head -c 2G /dev/urandom > "$dir/f"
     "$bin" testbed exec b --name $tb -- iperf3 -s -1 > /dev/null 2>&1 &
     "$bin" testbed exec b --name $tb -- "$bin" serve --anonymous --root "$dir" \
-        --listen 198.18.0.2:2812 > "$dir/serve.log" 2>&1 &
+        --listen 198.18.0.2:2812 --stats "$dir/udp.jsonl" > "$dir/serve.log" 2>&1 &
     local srv=$!
     trap 'kill '$srv' 2>/dev/null; "$bin" testbed down --name '$tb' >/dev/null 2>&1; rm -rf "$dir"' RETURN
     sleep 1
@@ -74,6 +74,8 @@ fairness() {  # issue 16's experiment 3: a long cubic flow, then a UDP transfer 
     secs=$(echo "$t1 - $t0" | bc)
     echo "UDP transfer beside it: $(echo "$bytes * 8 / $secs / 1000000" | bc) Mbit/s over ${secs} s (whole command)" \
         | tee -a "$out/fairness.md"
+    cp "$dir/udp.jsonl" /tmp/fairness-udp.jsonl
+    "$bin" plot "$dir/udp.jsonl" -o "$out/fairness.svg"
 }
 
 cpu() {  # CPU seconds per GiB at both ends, loopback, 1 GiB download to /dev/null, TCP vs UDP

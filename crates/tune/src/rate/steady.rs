@@ -28,6 +28,18 @@ const CYCLE: [f64; 4] = [1.25, 0.75, 1.0, 1.0];
 const PLATEAU: u32 = 3;
 /// Back-off: the share of the delivered rate sent after a sign of congestion.
 const BACKOFF: f64 = 0.9;
+/// A queue someone else keeps full (a loss-based TCP flow fills any buffer) does not push the
+/// rate below this share of the highest bottleneck estimate since the last congestion loss.
+const SHARE_FLOOR: f64 = 0.25;
+/// Round trips the bottleneck estimate's trend is taken over, and the growth over them that
+/// means the path is giving more.
+const TREND: usize = 4;
+const GROWING: f64 = 1.1;
+/// Loss above this share is overload, whatever the queue says.
+const OVERLOAD: f64 = 0.3;
+/// Below this share of that estimate, with the queue empty, the rate grows every round trip
+/// (the competitor left).
+const RECOVER: f64 = 0.8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -50,6 +62,10 @@ pub struct Steady {
     last_queue: Duration,
     /// Start-up: round trips in a row the delivered rate did not grow.
     flat: u32,
+    /// The highest bottleneck estimate since the last loss that was congestion.
+    peak: f64,
+    /// The bottleneck estimate of the last few round trips (is the path giving more?).
+    trend: VecDeque<f64>,
 }
 
 impl Steady {
@@ -65,6 +81,8 @@ impl Steady {
             cycle: 0,
             last_queue: Duration::ZERO,
             flat: 0,
+            peak: 0.0,
+            trend: VecDeque::new(),
         }
     }
 
@@ -88,11 +106,11 @@ impl Steady {
 
     fn decide(&mut self, f: &Feedback) {
         let loss = f.loss();
-        let floor = self.losses.iter().copied().fold(loss, f64::min);
+        let loss_floor = self.losses.iter().copied().fold(loss, f64::min);
         Self::remember(&mut self.losses, loss);
         let limit = Self::queue_limit(f.rtt);
         // What crossed the bottleneck, the path's own random loss added back.
-        let delivered = f.delivered_rate() / (1.0 - floor.min(0.5));
+        let delivered = f.delivered_rate() / (1.0 - loss_floor.min(0.5));
         let before = self.bottleneck();
         // A queue that is draining (after a back-off) is no new sign, nor the one the last
         // round trip's probe built.
@@ -101,11 +119,20 @@ impl Steady {
             && f.queue.as_secs_f64() >= 0.9 * self.last_queue.as_secs_f64()
             && !probed;
         self.last_queue = f.queue;
-        let congested = queued || (loss > LOSS_MIN && loss > floor + LOSS_JUMP);
-        if congested {
-            self.rate = self.rate.min(delivered) * BACKOFF;
+        let lossy = loss > LOSS_MIN && loss > loss_floor + LOSS_JUMP;
+        if lossy || queued {
+            let mut rate = self.rate.min(delivered) * BACKOFF;
+            // Loss without a queue (a policer), or most packets lost at a full one (the path
+            // has far less room than the floor): the path itself has less room now. Loss at a
+            // queue shared with others is theirs as much as this flow's.
+            if (lossy && f.queue <= limit) || loss > OVERLOAD {
+                self.peak = rate;
+            } else {
+                rate = rate.max(SHARE_FLOOR * self.peak);
+            }
+            self.rate = rate;
             self.delivered.clear();
-            Self::remember(&mut self.delivered, delivered * BACKOFF);
+            Self::remember(&mut self.delivered, rate);
             self.phase = Phase::Backoff;
         } else {
             // A round trip the sender had less to send than the rate allows (the tail of the
@@ -113,6 +140,7 @@ impl Steady {
             if delivered >= 0.5 * self.rate || self.phase == Phase::Startup {
                 Self::remember(&mut self.delivered, delivered);
             }
+            self.peak = self.peak.max(self.bottleneck());
             match self.phase {
                 Phase::Startup if self.flat < PLATEAU => {
                     if delivered >= before * STARTUP_GROWTH {
@@ -131,15 +159,26 @@ impl Steady {
                 Phase::Cruise | Phase::Backoff => {
                     self.phase = Phase::Cruise;
                     self.cycle = (self.cycle + 1) % CYCLE.len();
-                    // Probing waits until the queue has drained.
+                    let btl = self.bottleneck();
+                    // The path gives more with every probe and no queue forms: someone left,
+                    // or the path grew; probe every round trip until it stops.
+                    let growing = self.trend.front().is_some_and(|&b| btl > GROWING * b);
+                    let empty = f.queue <= limit / 4;
                     let gain = if f.queue > limit / 2 {
+                        // Probing waits until the queue has drained.
                         0.95
+                    } else if empty && (growing || btl < RECOVER * self.peak) {
+                        CYCLE[0]
                     } else {
                         CYCLE[self.cycle]
                     };
-                    self.rate = self.bottleneck() * gain;
+                    self.rate = btl * gain;
                 }
             }
+        }
+        self.trend.push_back(self.bottleneck());
+        if self.trend.len() > TREND {
+            self.trend.pop_front();
         }
         self.rate = bounded(self.rate, &self.limits);
     }
@@ -217,6 +256,47 @@ mod tests {
             settled.iter().all(|&r| r > 0.7e9 && r < 1.3e9),
             "{settled:?}"
         );
+    }
+
+    #[test]
+    fn shares_with_a_loss_based_flow_without_stalling_and_takes_the_path_back_when_it_leaves() {
+        // A cubic-like flow fills the queue for 20 s (100 ms, 1 Gbit/s), then leaves.
+        let mut path = UdpPath::new(1e9, 0.1, 0.0);
+        path.tcp_until = Some(20.0);
+        let mut c = Steady::new(limits());
+        let run = path.run(&mut c, 30.0);
+        let beside = run
+            .trace
+            .iter()
+            .filter(|s| s.0 > 5.0 && s.0 < 20.0)
+            .map(|s| s.1)
+            .sum::<f64>()
+            / 150.0;
+        let tcp = run.tcp_bits / 20.0;
+        // The loss-based flow keeps most of the path; this one keeps a share, and together
+        // they fill it.
+        assert!(tcp > 0.3e9, "tcp {tcp:.3e}, udp {beside:.3e}");
+        assert!(beside > 0.15e9 && beside < 0.7e9, "udp {beside:.3e}");
+        // Within two seconds of its leaving, the path is this flow's again.
+        assert!(run.goodput_after(22.0) > 0.85e9, "{run:?}");
+    }
+
+    #[test]
+    fn follows_the_path_down_when_its_capacity_falls_below_the_floor() {
+        // 1 Gbit/s, then 100 Mbit/s from 5 s on: far below a quarter of the first estimate.
+        let mut path = UdpPath::new(1e9, 0.1, 0.0);
+        path.step = Some((5.0, 100e6));
+        let mut c = Steady::new(limits());
+        let run = path.run(&mut c, 20.0);
+        let late: Vec<f64> = run
+            .trace
+            .iter()
+            .filter(|s| s.0 > 12.0)
+            .map(|s| s.1)
+            .collect();
+        assert!(late.iter().all(|&r| r < 0.15e9), "{late:?}");
+        assert!(run.goodput_after(12.0) > 80e6, "{run:?}");
+        assert!(run.overflow_share_after(12.0) < 0.05, "{run:?}");
     }
 
     #[test]

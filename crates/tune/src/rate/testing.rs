@@ -25,12 +25,19 @@ pub struct UdpPath {
     pub buffer: f64,
     /// Competing traffic that never backs off, bits/s.
     pub cross: f64,
+    /// The capacity changes to this many bits/s at this time (s), the queue kept in seconds.
+    pub step: Option<(f64, f64)>,
+    /// A competing loss-based flow (cubic-like: +2 % of the capacity per round trip, × 0.7 after
+    /// a round trip with a drop), running until this time, s.
+    pub tcp_until: Option<f64>,
 }
 
 /// What a run moved, per millisecond: time (s), bits sent, delivered, dropped at the full queue.
 #[derive(Default)]
 pub struct Run {
     steps: Vec<(f64, f64, f64, f64)>,
+    /// Bits the competing loss-based flow got through.
+    pub tcp_bits: f64,
     /// Every 100 ms: time (s), the controller's rate (bit/s) and state, the queue (s).
     pub trace: Vec<(f64, f64, &'static str, f64)>,
 }
@@ -77,6 +84,8 @@ impl UdpPath {
             loss,
             buffer: capacity * rtt,
             cross: 0.0,
+            tcp_until: None,
+            step: None,
         }
     }
 
@@ -91,10 +100,27 @@ impl UdpPath {
         let mut report_queue = f64::MAX;
         let mut seg = (0u64, 0.0f64, 0.0f64); // index, packets sent, packets lost
         let (mut t, mut last_report) = (0.0, 0.0);
+        let (mut tcp, mut tcp_dropped, mut tcp_round) = (self.capacity * 0.1, false, 0.0);
         while t < secs {
             t += dt;
+            if let Some((_, capacity)) = self.step.filter(|(at, _)| t >= *at) {
+                self.buffer *= capacity / self.capacity;
+                self.capacity = capacity;
+                self.step = None;
+            }
             let ours = c.rate().max(MIN_RATE) * dt;
-            let cross = self.cross * dt;
+            let tcp_on = self.tcp_until.is_some_and(|end| t < end);
+            if tcp_on && t - tcp_round >= self.rtt {
+                tcp = if tcp_dropped {
+                    tcp * 0.7
+                } else {
+                    tcp + 0.02 * self.capacity
+                };
+                tcp_dropped = false;
+                tcp_round = t;
+            }
+            let theirs = if tcp_on { tcp * dt } else { 0.0 };
+            let cross = self.cross * dt + theirs;
             queue += ours + cross;
             let served = queue.min(self.capacity * dt);
             queue -= served;
@@ -102,6 +128,8 @@ impl UdpPath {
             queue -= over;
             let share = ours / (ours + cross).max(1e-9);
             let (our_over, our_served) = (over * share, served * share);
+            tcp_dropped |= over > 0.0 && theirs > 0.0;
+            run.tcp_bits += served * theirs / (ours + cross).max(1e-9);
             let delivered = our_served * (1.0 - self.loss);
             let lost = our_over + our_served * self.loss;
             run.steps.push((t, ours, delivered, our_over));
