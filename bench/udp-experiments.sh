@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The UDP data channel (docs/udp.md), each case with `fatpipe lab` on fresh emulated paths.
 # Results go to results/udp/.
-# Usage: bench/udp-experiments.sh [lossy|seed|fairness|cpu ...]   (default: lossy)
+# Usage: bench/udp-experiments.sh [lossy|seed|fairness|changing|cpu ...]   (default: lossy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q -p fatpipe
@@ -76,6 +76,20 @@ fairness() {  # issue 16's experiment 3: a long cubic flow, then a UDP transfer 
         | tee -a "$out/fairness.md"
     cp "$dir/udp.jsonl" /tmp/fairness-udp.jsonl
     "$bin" plot "$dir/udp.jsonl" -o "$out/fairness.svg"
+}
+
+changing() {  # issue 16's experiment 4: rate and delay step every 5 s (1 GiB, 1 % loss)
+    local sched
+    sched=$(mktemp)
+    printf '0s rate=1gbit rtt=100ms\n5s rate=300mbit rtt=40ms\n10s rate=1gbit rtt=150ms\nrepeat 15s\n' > "$sched"
+    rm -f /tmp/changing-udp.jsonl
+    "$bin" lab --rtt 100ms --rate 1gbit --loss 0.01 --schedule "$sched" --size 1G --timeout 4m \
+        --profile stock --runs 1 --tool fatpipe-udp --tool fatpipe:drs/pauto \
+        --fatpipe-args "--stats /tmp/changing-udp.jsonl" --out /tmp/udp-changing
+    cp /tmp/udp-changing/results.md "$out/changing.md"
+    # The stats file holds both tools' runs; the UDP run's rate events are what is drawn.
+    "$bin" plot /tmp/changing-udp.jsonl -o "$out/changing.svg"
+    rm -f "$sched"
 }
 
 cpu() {  # CPU seconds per GiB at both ends, loopback, 1 GiB download to /dev/null, TCP vs UDP

@@ -118,9 +118,9 @@ impl Ledger {
         self.next_tx
     }
 
-    /// Packets waiting to be resent.
-    pub fn resends_waiting(&self) -> usize {
-        self.resend.len()
+    /// Packets sent but not known to have arrived.
+    pub fn missing(&self) -> u64 {
+        self.segments.values().map(|s| s.len - s.acked_count).sum()
     }
 
     /// The next packet to send, resends first; `None` when nothing may go now.

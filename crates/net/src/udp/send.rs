@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 
 /// Most packets in one batch (one `sendmsg`).
 const BATCH: usize = 32;
+/// The round trip of data is the lowest sample over this span.
+const RTT_WINDOW: Duration = Duration::from_secs(1);
+/// Longest the sender stays silent while the receiver lacks packets.
+const STALL: Duration = Duration::from_secs(2);
 /// How often the receiver is told how the controller sees the transfer.
 const STATUS_EVERY: Duration = Duration::from_millis(250);
 /// Longest the loop waits before looking at the reports again.
@@ -122,8 +126,10 @@ struct Sending<'a> {
     data: Vec<u8>,
     /// When each batch went out: (time, the next transmission number after it).
     sends: VecDeque<(Instant, u64)>,
-    /// The latest round trip of a data packet and its report (the queue included).
+    /// The round trip of a data packet and its report (the queue included): the lowest of the
+    /// samples of the last [`RTT_WINDOW`].
     data_rtt: Duration,
+    rtts: VecDeque<(Instant, Duration)>,
     /// Recent loss share (smoothed over about ten reports), and when the receiver is next told.
     loss: f64,
     next_status: Instant,
@@ -207,6 +213,7 @@ impl<'a> Sending<'a> {
             data: Vec::new(),
             sends: VecDeque::new(),
             data_rtt: rtt,
+            rtts: VecDeque::new(),
             loss: 0.0,
             next_status: Instant::now(),
         }
@@ -225,6 +232,7 @@ impl<'a> Sending<'a> {
         let mut written = 0u64;
         let mut through = false;
         let mut tail = false;
+        let mut last_sent = Instant::now();
         while !done {
             pump.check()?;
             for m in self.link.poll().map_err(w)? {
@@ -271,6 +279,17 @@ impl<'a> Sending<'a> {
             let n = ((tokens / self.packet as f64) as usize).min(BATCH);
             let sent = self.fill(&mut batch, n).map_err(PumpError::Read)?;
             if sent == 0 {
+                // Nothing may go and nothing went for a while, though the receiver lacks
+                // packets: whatever it still lacks is sent again (a stall is never silent).
+                if now.duration_since(last_sent) > STALL {
+                    tracing::warn!(
+                        "udp: nothing sent for {:?} with {} packets missing at the receiver; sending them again",
+                        STALL,
+                        self.ledger.missing()
+                    );
+                    self.ledger.find_lost(self.ledger.next_tx(), 1);
+                    last_sent = now;
+                }
                 if !tail && self.ledger.all_sent_once() {
                     tail = true;
                     tracing::debug!(
@@ -297,6 +316,7 @@ impl<'a> Sending<'a> {
                 tracing::warn!("cannot send UDP to the receiver ({e}): sending over TCP");
                 return Ok(None);
             }
+            last_sent = now;
             self.sends.push_back((now, self.ledger.next_tx()));
             if self.sends.len() > SEND_LOG {
                 self.sends.pop_front();
@@ -338,10 +358,25 @@ impl<'a> Sending<'a> {
                 }));
             }
         }
-        // The batch that carried the highest transmission the receiver got: a round trip.
+        // The batch that carried the highest transmission the receiver got: a round trip, but
+        // only when that transmission is new (a report repeating an old one, at the tail, would
+        // make the round trip grow while nothing is sent); the lowest of the last second, as a
+        // report held back by a TCP retransmission says nothing of the path.
+        let advanced = last.is_none_or(|(_, b)| r.max_tx > b.max_tx);
         let i = self.sends.partition_point(|s| s.1 <= r.max_tx);
-        if let Some((at, _)) = self.sends.get(i) {
-            self.data_rtt = now.duration_since(*at).max(self.rtt / 2);
+        if let (true, Some((at, _))) = (advanced, self.sends.get(i)) {
+            self.rtts
+                .push_back((now, now.duration_since(*at).max(self.rtt / 2)));
+            while self
+                .rtts
+                .front()
+                .is_some_and(|(t, _)| now.duration_since(*t) > RTT_WINDOW)
+            {
+                self.rtts.pop_front();
+            }
+            if let Some(min) = self.rtts.iter().map(|(_, d)| *d).min() {
+                self.data_rtt = min;
+            }
         }
         // Intervals by the receiver's clock: reports may arrive bunched.
         let (since, before) = match last {

@@ -413,7 +413,9 @@ impl Connection {
         let conductor = Conductor::new(cfg, tuned.unwrap_or(Role::Receiver));
         let on_link = conductor.on_link();
         let mover = make(data);
-        let (moved, fin) = self.drive(&conductor, None, move || {
+        // A final reply that says the server gave up ends this side too (a UDP receiver would
+        // otherwise wait out its --timeout for packets that no longer come).
+        let (moved, fin) = self.drive(&conductor, Some(pump), move || {
             mover.run(pump, &on_link).map_err(failed)
         })?;
         let reply = fin.as_ref().ok().cloned();
