@@ -4,7 +4,7 @@
 
 use super::ledger::WINDOW;
 use fatpipe_proto::udp::{segment_len, DataHeader, Report, SegmentBits, SEGMENT};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// What became of one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,10 +32,15 @@ pub struct Arrivals {
     received: u64,
     foreign: u32,
     have: u64,
-    /// Lowest one-way delay of the transfer and of the current report interval (wrapping µs).
-    base_delay: Option<u32>,
+    /// Lowest one-way delay of the current report interval (wrapping µs), and those of the
+    /// intervals of the last [`BASE_WINDOW_US`] (the lowest is the path's own delay: a window,
+    /// not the whole transfer, so that a path whose delay grows is not read as a queue for good).
     interval_delay: Option<u32>,
+    lows: VecDeque<(u64, u32)>,
 }
+
+/// How long the path's own one-way delay is remembered, µs.
+pub const BASE_WINDOW_US: u64 = 3_000_000;
 
 impl Arrivals {
     /// Books for `total` packets carrying `token`.
@@ -51,8 +56,8 @@ impl Arrivals {
             received: 0,
             foreign: 0,
             have: 0,
-            base_delay: None,
             interval_delay: None,
+            lows: VecDeque::new(),
         }
     }
 
@@ -78,9 +83,6 @@ impl Arrivals {
         let delay = now_us.wrapping_sub(h.sent_us);
         // Delays compare by wrapping difference (the two clocks have unrelated origins).
         let lower = |a: Option<u32>| a.is_none_or(|b| (delay.wrapping_sub(b) as i32) < 0);
-        if lower(self.base_delay) {
-            self.base_delay = Some(delay);
-        }
         if lower(self.interval_delay) {
             self.interval_delay = Some(delay);
         }
@@ -113,9 +115,26 @@ impl Arrivals {
     /// the rest wait for the next); `written` is the bytes on disk so far, `at_us` this end's
     /// clock.
     pub fn report(&mut self, written: u64, at_us: u64) -> Report {
-        let queue_us = match (self.interval_delay.take(), self.base_delay) {
-            (Some(d), Some(b)) => d.wrapping_sub(b).min(i32::MAX as u32),
-            _ => 0,
+        let queue_us = match self.interval_delay.take() {
+            Some(d) => {
+                self.lows.push_back((at_us, d));
+                while self
+                    .lows
+                    .front()
+                    .is_some_and(|(t, _)| at_us.saturating_sub(*t) > BASE_WINDOW_US)
+                {
+                    self.lows.pop_front();
+                }
+                // The lowest: the furthest below this interval's by wrapping difference.
+                let base = self
+                    .lows
+                    .iter()
+                    .map(|(_, b)| *b)
+                    .max_by_key(|b| d.wrapping_sub(*b) as i32)
+                    .unwrap_or(d);
+                (d.wrapping_sub(base) as i32).max(0) as u32
+            }
+            None => 0,
         };
         let take: Vec<u64> = self
             .changed
@@ -205,7 +224,7 @@ mod tests {
     }
 
     #[test]
-    fn queueing_delay_is_the_interval_low_over_the_transfer_low() {
+    fn queueing_delay_is_the_interval_low_over_the_lowest_of_the_last_seconds() {
         let mut a = Arrivals::new(7, 100);
         // The sender's clock is far from ours: only differences count, across the wrap too.
         let sent = |i: u64, at: u32| DataHeader {
@@ -216,6 +235,11 @@ mod tests {
         assert_eq!(a.report(0, 0).queue_us, 0);
         a.take(&sent(1, u32::MAX - 10), 6_000);
         a.take(&sent(2, u32::MAX - 10), 4_000);
-        assert_eq!(a.report(0, 0).queue_us, 3_000);
+        assert_eq!(a.report(0, 10_000).queue_us, 3_000);
+        // The path's delay grew for good: after the window it is the path's, not a queue.
+        a.take(&sent(3, u32::MAX - 10), 4_000);
+        assert_eq!(a.report(0, 2_000_000).queue_us, 3_000);
+        a.take(&sent(4, u32::MAX - 10), 4_000);
+        assert_eq!(a.report(0, BASE_WINDOW_US + 20_000).queue_us, 0);
     }
 }
