@@ -7,15 +7,28 @@ mod common;
 use common::*;
 use std::process::Command;
 
+/// One test at a time: two emulated paths and their transfers on two cores would starve the
+/// receivers, and the seed's controllers read the drops as loss (`state` halves down to 1 %
+/// of the line rate, which made a run take minutes).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A server on side a of testbed `tb`, with anonymous writes and `extra` options.
 fn server(tb: &Testbed, extra: &[&str]) -> FatpipeServer {
     let root = tempfile::tempdir().unwrap();
-    random_file(&root.path().join("f.bin"), 24 << 20, 16);
+    random_file(&root.path().join("f.bin"), 12 << 20, 16);
     let mut c = tb.fatpipe("a", &["serve", "--anonymous-write", "--root"]);
     c.arg(root.path())
         .args(["--listen", "198.18.0.1:0"])
         .args(extra);
     FatpipeServer::spawn(c, root)
+}
+
+/// `fatpipe cp --quiet --json --transport udp ARGS… SRC DST` on side b; its JSON summary.
+fn udp_cp(tb: &Testbed, args: &[&str], src: &str, dst: &str) -> serde_json::Value {
+    let mut all = vec!["cp", "--quiet", "--json", "--transport", "udp"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&[src, dst]);
+    json(&run_ok(&mut tb.fatpipe("b", &all)))
 }
 
 fn json(out: &std::process::Output) -> serde_json::Value {
@@ -24,6 +37,7 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 
 #[test]
 fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tb = Testbed::up(
         "fpudp",
         &["--rtt", "20ms", "--rate", "200mbit", "--loss", "0.02"],
@@ -33,24 +47,10 @@ fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
     let srv = server(&tb, &["--stats", stats.to_str().unwrap()]);
     for control in ["default", "history", "state"] {
         let dst = work.path().join(format!("{control}.bin"));
-        let out = run_ok(&mut tb.fatpipe(
-            "b",
-            &[
-                "cp",
-                "--quiet",
-                "--json",
-                "--transport",
-                "udp",
-                "--udp-rate-control",
-                control,
-                "--udp-rate",
-                "200mbit",
-                &srv.url("f.bin"),
-                dst.to_str().unwrap(),
-            ],
-        ));
+        let args = ["--udp-rate-control", control, "--udp-rate", "200mbit"];
+        let out = udp_cp(&tb, &args, &srv.url("f.bin"), dst.to_str().unwrap());
         assert_same(&srv.path("f.bin"), &dst);
-        let file = &json(&out)["files"][0];
+        let file = &out["files"][0];
         let udp = file["udp"].as_str().unwrap_or_default();
         assert!(
             udp.starts_with(&format!("udp: {control} rate control")),
@@ -89,20 +89,9 @@ fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
     // Upload: this end sends, the server receives by UDP and verifies.
     let src = work.path().join("up.bin");
     random_file(&src, 12 << 20, 17);
-    let out = run_ok(&mut tb.fatpipe(
-        "b",
-        &[
-            "cp",
-            "--quiet",
-            "--json",
-            "--transport",
-            "udp",
-            src.to_str().unwrap(),
-            &srv.url("up.bin"),
-        ],
-    ));
+    let out = udp_cp(&tb, &[], src.to_str().unwrap(), &srv.url("up.bin"));
     assert_same(&src, &srv.path("up.bin"));
-    let udp = json(&out)["files"][0]["udp"]
+    let udp = out["files"][0]["udp"]
         .as_str()
         .unwrap_or_default()
         .to_string();
@@ -114,19 +103,9 @@ fn fallback_copy(tb: &Testbed) -> String {
     let srv = server(tb, &[]);
     let work = tempfile::tempdir().unwrap();
     let dst = work.path().join("f.bin");
-    let out = run_ok(&mut tb.fatpipe(
-        "b",
-        &[
-            "cp",
-            "--json",
-            "--transport",
-            "udp",
-            &srv.url("f.bin"),
-            dst.to_str().unwrap(),
-        ],
-    ));
+    let out = udp_cp(tb, &[], &srv.url("f.bin"), dst.to_str().unwrap());
     assert_same(&srv.path("f.bin"), &dst);
-    let file = &json(&out)["files"][0];
+    let file = &out["files"][0];
     assert!(file["verified"].as_str().is_some(), "{file}");
     file["udp"].as_str().unwrap_or_default().to_string()
 }
@@ -137,6 +116,7 @@ fn ip(args: &[&str]) {
 
 #[test]
 fn where_udp_is_dropped_the_copy_falls_back_to_tcp_and_says_so() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // The receiving side drops every UDP packet that arrives, silently, as a firewall would
     // (the rule goes before the local table's): no packet gets through the 2 s probe.
     let tb = Testbed::up("fpudpx", &["--rtt", "10ms", "--rate", "200mbit"]);

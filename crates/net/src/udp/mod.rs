@@ -21,7 +21,7 @@ use crate::PumpError;
 use fatpipe_proto::udp::Message;
 use fatpipe_tune::rate::{RateControlKind, RateMemory};
 use std::fmt;
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Write};
 use std::net::TcpStream;
 use std::ops::RangeInclusive;
 use std::os::fd::AsFd;
@@ -250,31 +250,7 @@ impl Link {
 
     /// Reads what the socket has without waiting; the messages complete so far.
     fn poll(&mut self) -> io::Result<Vec<Message>> {
-        let mut chunk = vec![0u8; READ];
-        loop {
-            match nix::sys::socket::recv(
-                std::os::fd::AsRawFd::as_raw_fd(&self.sock),
-                &mut chunk,
-                nix::sys::socket::MsgFlags::MSG_DONTWAIT,
-            ) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        ErrorKind::UnexpectedEof,
-                        "the peer closed the data connection",
-                    ))
-                }
-                Ok(n) => {
-                    self.buf.extend_from_slice(&chunk[..n]);
-                    self.heard = Instant::now();
-                    if n < chunk.len() {
-                        break;
-                    }
-                }
-                Err(nix::errno::Errno::EAGAIN) => break,
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        while self.read_some(nix::sys::socket::MsgFlags::MSG_DONTWAIT)? == READ {}
         let mut out = Vec::new();
         while let Some(m) = self.buffered()? {
             // After a fallback the connection carries the file's bytes, not messages.
@@ -302,22 +278,30 @@ impl Link {
                 ));
             }
             self.sock.set_read_timeout(Some(left))?;
-            let mut chunk = vec![0u8; READ];
-            match self.sock.read(&mut chunk) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        ErrorKind::UnexpectedEof,
-                        "the peer closed the data connection",
-                    ))
-                }
+            self.read_some(nix::sys::socket::MsgFlags::empty())?;
+        }
+    }
+
+    /// One read into the buffer (`flags` say whether it may wait); the bytes it took, 0 when
+    /// there were none yet; the peer closing the connection is an error.
+    fn read_some(&mut self, flags: nix::sys::socket::MsgFlags) -> io::Result<usize> {
+        let mut chunk = vec![0u8; READ];
+        loop {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&self.sock);
+            return match nix::sys::socket::recv(fd, &mut chunk, flags) {
+                Ok(0) => Err(io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "the peer closed the data connection",
+                )),
                 Ok(n) => {
                     self.buf.extend_from_slice(&chunk[..n]);
                     self.heard = Instant::now();
+                    Ok(n)
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
+                Err(nix::errno::Errno::EAGAIN) => Ok(0),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => Err(e.into()),
+            };
         }
     }
 }

@@ -4,7 +4,7 @@
 //! probability that an increase from this rate did not raise the loss, learned from every
 //! earlier increase and kept across sessions ([`Odds`]).
 
-use super::{bounded, RateControl, RateLimits, SegmentLoss};
+use super::{bounded, seed_start, RateControl, RateLimits, SegmentLoss};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -61,14 +61,9 @@ impl History {
     /// none is given (the seed gives no start-up), with the path's `odds` so far; `seed` seeds
     /// its coin.
     pub fn new(limits: RateLimits, odds: Odds, seed: u64) -> History {
-        let start = if limits.start > 0.0 {
-            limits.start
-        } else {
-            limits.max / 2.0
-        };
         History {
             limits,
-            rate: bounded(start, &limits),
+            rate: bounded(seed_start(&limits), &limits),
             chunk: (0, 0, 0),
             raised_from: None,
             last_loss: 0.0,

@@ -188,6 +188,16 @@ impl fmt::Display for RateControlKind {
     }
 }
 
+/// Where the seed's controllers start: `limits.start` (a remembered rate), or half the line rate
+/// when none is given (the seed gives them no start-up).
+fn seed_start(limits: &RateLimits) -> f64 {
+    if limits.start > 0.0 {
+        limits.start
+    } else {
+        limits.max / 2.0
+    }
+}
+
 /// Keeps a rate within the limits and above [`MIN_RATE`].
 fn bounded(rate: f64, limits: &RateLimits) -> f64 {
     rate.min(limits.max).max(MIN_RATE.min(limits.max))

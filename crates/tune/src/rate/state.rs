@@ -9,7 +9,7 @@
 //! | Yellow | 0.1–0.9 M   | +2 % M; 2nd → Green  | −5 % M                   | → Red, halve      |
 //! | Red    | 0.01–0.5 M  | → Yellow, +2 % M     | → Yellow, +2 % M         | halve             |
 
-use super::{bounded, RateControl, RateLimits, SegmentLoss};
+use super::{bounded, seed_start, RateControl, RateLimits, SegmentLoss};
 use std::time::Duration;
 
 /// Low loss: below it a segment went well.
@@ -52,14 +52,9 @@ impl States {
     /// A controller starting in Yellow at `limits.start` (a remembered rate), or half the line
     /// rate if none is given.
     pub fn new(limits: RateLimits) -> States {
-        let start = if limits.start > 0.0 {
-            limits.start
-        } else {
-            limits.max / 2.0
-        };
         States {
             limits,
-            rate: bounded(start, &limits),
+            rate: bounded(seed_start(&limits), &limits),
             light: Light::Yellow,
             good_in_yellow: 0,
         }

@@ -45,6 +45,20 @@ impl Connection {
         self.last_udp.as_deref()
     }
 
+    /// A transfer's start: with the UDP channel on, `TYPE I`, and this end's side of the channel
+    /// with where `file` stands; `None` when transfers go over TCP.
+    fn udp_start(&mut self, mut file: &File) -> anyhow::Result<Option<(UdpConfig, u64)>> {
+        self.last_udp = None;
+        let Some(config) = self.udp.clone() else {
+            return Ok(None);
+        };
+        self.set_type(TransferType::Image)?;
+        let at = file
+            .stream_position()
+            .context("cannot tell the local file's position")?;
+        Ok(Some((config, at)))
+    }
+
     /// Downloads `path` from `offset` into `file` at its current position: over the UDP channel
     /// when it is on, else as [`Connection::retrieve`] does.
     pub fn retrieve_file(
@@ -54,14 +68,9 @@ impl Connection {
         mut file: &File,
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
-        self.last_udp = None;
-        let Some(config) = self.udp.clone() else {
+        let Some((config, at)) = self.udp_start(file)? else {
             return self.retrieve(path, offset, &mut file, pump);
         };
-        self.set_type(TransferType::Image)?;
-        let at = file
-            .stream_position()
-            .context("cannot tell the local file's position")?;
         let make = move |link| {
             Box::new(UdpReceiver {
                 link,
@@ -89,17 +98,12 @@ impl Connection {
         &mut self,
         path: &str,
         offset: u64,
-        mut file: &File,
+        file: &File,
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
-        self.last_udp = None;
-        let Some(config) = self.udp.clone() else {
+        let Some((config, at)) = self.udp_start(file)? else {
             return self.store(path, offset, file, pump);
         };
-        self.set_type(TransferType::Image)?;
-        let at = file
-            .stream_position()
-            .context("cannot tell the local file's position")?;
         let len = file.metadata().context("cannot read the local file")?.len();
         let make = move |link| {
             Box::new(UdpSender {
