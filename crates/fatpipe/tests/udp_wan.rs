@@ -74,8 +74,9 @@ fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
         .map(|e| e["lost"].as_array().map_or(0, |l| l.len()))
         .sum();
     assert!(lost > 0, "2 % loss, yet no packet lost in any signature");
-    // The server remembers what the path taught: `state` (the last run) starts near the rate
-    // the runs before it ended at, not at half of the 200 Mbit/s line rate as it would afresh.
+    // The server remembers what the path taught: `state` (the last run) starts (its first rate
+    // event) near the rate the runs before it ended at, not at half of the 200 Mbit/s line
+    // rate as it would afresh.
     let first_state = events
         .iter()
         .find(|e| e["event"] == "rate" && e["control"] == "state")

@@ -223,6 +223,8 @@ impl<'a> Sending<'a> {
     /// packet arrived within [`PROBE`], or the system refuses to send it).
     fn go(&mut self, pump: &Pump) -> Result<Option<UdpSummary>, PumpError> {
         let w = PumpError::Write;
+        // The rate it starts at is the first decision (a remembered one, or the default).
+        self.log_rate(Duration::ZERO, &Feedback::default(), 0);
         let batch_bytes = (BATCH * self.packet) as f64;
         let mut tokens = batch_bytes;
         let mut filled = Instant::now();
@@ -414,19 +416,7 @@ impl<'a> Sending<'a> {
             self.link.offer(&m).map_err(PumpError::Write)?;
         }
         if self.control.rate() != rate {
-            if let Some(stats) = &self.config.stats {
-                stats.log(&Event::Rate(RateEvent {
-                    unix_s: unix_now(),
-                    t: t.as_secs_f64(),
-                    end: self.config.end.into(),
-                    control: self.config.control.to_string(),
-                    state: self.control.state().into(),
-                    rate_mbit: self.control.rate() / 1e6,
-                    delivered_mbit: fb.delivered_rate() / 1e6,
-                    loss: fb.loss(),
-                    queue_ms: f64::from(r.queue_us) / 1e3,
-                }));
-            }
+            self.log_rate(t, &fb, r.queue_us);
             tracing::trace!(
                 "udp rate {:.0} → {:.0} Mbit/s: delivered {:.0} Mbit/s over {:?}, loss {:.2} %, queue {} µs, rtt {:?}",
                 rate / 1e6,
@@ -534,6 +524,23 @@ impl<'a> Sending<'a> {
         crate::wake::ready(&[fd], write, wait)
             .map(|_| ())
             .map_err(PumpError::Write)
+    }
+
+    /// Writes the controller's decision, with the feedback it was made on, to `--stats`.
+    fn log_rate(&self, t: Duration, fb: &Feedback, queue_us: u32) {
+        if let Some(stats) = &self.config.stats {
+            stats.log(&Event::Rate(RateEvent {
+                unix_s: unix_now(),
+                t: t.as_secs_f64(),
+                end: self.config.end.into(),
+                control: self.config.control.to_string(),
+                state: self.control.state().into(),
+                rate_mbit: self.control.rate() / 1e6,
+                delivered_mbit: fb.delivered_rate() / 1e6,
+                loss: fb.loss(),
+                queue_ms: f64::from(queue_us) / 1e3,
+            }));
+        }
     }
 
     /// Keeps what this transfer learned of the path for the next one: the rate it ended at
