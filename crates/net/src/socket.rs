@@ -1,30 +1,33 @@
-//! Socket set-up for data connections: passive listeners in a port range, bounded connects.
+//! Socket set-up for data connections: sockets bound in a port range (passive listeners, the
+//! UDP channel's receiver), bounded connects.
 
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-/// Binds a listening socket on `ip` at a free port of `ports` (any port when `None`), starting the
-/// search at `hint` so that concurrent sessions spread over the range.
-pub fn bind_in_range(
+/// Binds a socket with `bind` (a TCP listener's, a UDP socket's) on `ip` at a free port of
+/// `ports` (any port when `None`), starting the search at `hint` so that concurrent sessions
+/// spread over the range.
+pub fn bind_in_range<S>(
     ip: IpAddr,
     ports: Option<&RangeInclusive<u16>>,
     hint: u64,
-) -> io::Result<TcpListener> {
+    bind: impl Fn(SocketAddr) -> io::Result<S>,
+) -> io::Result<S> {
     let Some(range) = ports else {
-        return TcpListener::bind(SocketAddr::new(ip, 0));
+        return bind(SocketAddr::new(ip, 0));
     };
     let (lo, hi) = (u64::from(*range.start()), u64::from(*range.end()));
     let span = hi.saturating_sub(lo) + 1;
-    let mut last = io::Error::new(io::ErrorKind::AddrInUse, "passive port range is empty");
+    let mut last = io::Error::new(io::ErrorKind::AddrInUse, "the port range is empty");
     for i in 0..span.min(65536) {
         let port = lo + (hint + i) % span;
         let Ok(port) = u16::try_from(port) else {
             continue;
         };
-        match TcpListener::bind(SocketAddr::new(ip, port)) {
+        match bind(SocketAddr::new(ip, port)) {
             Ok(l) => return Ok(l),
             Err(e) => last = e,
         }
@@ -60,14 +63,18 @@ mod tests {
 
     #[test]
     fn binds_inside_the_range_and_skips_busy_ports() {
+        use std::net::{TcpListener, UdpSocket};
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
-        let first = bind_in_range(ip, None, 0).unwrap();
+        let first = bind_in_range(ip, None, 0, TcpListener::bind).unwrap();
         let p = first.local_addr().unwrap().port();
         let range = p..=p.saturating_add(20);
-        let second = bind_in_range(ip, Some(&range), 0).unwrap();
+        let second = bind_in_range(ip, Some(&range), 0, TcpListener::bind).unwrap();
         let q = second.local_addr().unwrap().port();
         assert!(range.contains(&q) && q != p);
         let full = p..=p;
-        assert!(bind_in_range(ip, Some(&full), 0).is_err());
+        assert!(bind_in_range(ip, Some(&full), 0, TcpListener::bind).is_err());
+        // UDP ports are their own: a UDP socket binds where the TCP listener is.
+        let udp = bind_in_range(ip, Some(&full), 0, UdpSocket::bind).unwrap();
+        assert_eq!(udp.local_addr().unwrap().port(), p);
     }
 }

@@ -13,7 +13,7 @@ use quinn_udp::{RecvMeta, UdpSocketState};
 use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, ErrorKind, IoSliceMut, Read};
-use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
@@ -67,7 +67,8 @@ impl Mover for UdpReceiver<'_> {
             )));
         }
         let local = s.link.local_addr().map_err(r)?.ip();
-        let sock = bind(local, s.config.ports.as_ref()).map_err(r)?;
+        let ports = s.config.ports.as_ref();
+        let sock = crate::socket::bind_in_range(local, ports, 0, UdpSocket::bind).map_err(r)?;
         size_buffers(&sock, s.config.force_buffers);
         let state = UdpSocketState::new((&sock).into()).map_err(r)?;
         let token = std::collections::hash_map::RandomState::new()
@@ -105,28 +106,6 @@ impl Mover for UdpReceiver<'_> {
             }),
         })
     }
-}
-
-/// A UDP socket on `ip`, at a port of `ports` when given.
-fn bind(ip: IpAddr, ports: Option<&std::ops::RangeInclusive<u16>>) -> io::Result<UdpSocket> {
-    let Some(range) = ports else {
-        return UdpSocket::bind(SocketAddr::new(ip, 0));
-    };
-    let mut last = io::Error::new(ErrorKind::AddrInUse, "the UDP port range is empty");
-    for port in range.clone() {
-        match UdpSocket::bind(SocketAddr::new(ip, port)) {
-            Ok(s) => return Ok(s),
-            Err(e) => last = e,
-        }
-    }
-    Err(io::Error::new(
-        last.kind(),
-        format!(
-            "no free UDP port in {}-{}: {last}",
-            range.start(),
-            range.end()
-        ),
-    ))
 }
 
 /// One UDP receive in progress.

@@ -205,8 +205,9 @@ impl Connection {
     fn listen_data(&mut self) -> anyhow::Result<std::net::TcpListener> {
         self.kept = None;
         let local = self.writer.local_addr()?;
-        let l = fatpipe_net::socket::bind_in_range(local.ip(), None, 0)
-            .context("cannot listen for data connections")?;
+        let l =
+            fatpipe_net::socket::bind_in_range(local.ip(), None, 0, std::net::TcpListener::bind)
+                .context("cannot listen for data connections")?;
         self.prepare()(l.as_fd())?;
         let at = SocketAddr::new(local.ip(), l.local_addr()?.port());
         let cmd = match at {

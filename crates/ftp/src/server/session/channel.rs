@@ -25,6 +25,7 @@ impl Session {
             self.local.ip(),
             self.shared.config.passive_ports.as_ref(),
             self.passive_hint,
+            std::net::TcpListener::bind,
         )
         .and_then(|l| {
             before_connect(&self.tune, &l)?;
