@@ -5,7 +5,7 @@
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 /// A bell one thread rings and another waits for beside its socket (an eventfd).
@@ -28,35 +28,13 @@ impl Wake {
 /// Waits up to `wait` for `fd` to have something to read, or for `wake` to ring (which it
 /// silences); returns whether `fd` has.
 pub fn readable(fd: BorrowedFd<'_>, wait: Duration, wake: Option<&Wake>) -> io::Result<bool> {
-    let mut pfds = [
-        libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: wake.map_or(-1, |w| w.0.as_raw_fd()),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: valid pollfds (a negative descriptor is ignored) for descriptors that outlive the
-    // call.
-    let n = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::Interrupted => Ok(false),
-            _ => Err(e),
-        };
+    let mut fds = vec![fd];
+    fds.extend(wake.map(|w| w.0.as_fd()));
+    let got = ready(&fds, false, wait)?;
+    if let (Some(true), Some(w)) = (got.get(1), wake) {
+        let _ = w.0.read();
     }
-    if pfds[1].revents != 0 {
-        if let Some(w) = wake {
-            let _ = w.0.read();
-        }
-    }
-    Ok(pfds[0].revents != 0)
+    Ok(got.first() == Some(&true))
 }
 
 /// Waits up to `wait` (to the microsecond: `ppoll`) until one of `fds` can be read (or, with
