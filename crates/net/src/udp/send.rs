@@ -67,33 +67,29 @@ impl Mover for UdpSender<'_> {
             length: s.length,
         };
         link.send(&hello).map_err(PumpError::Write)?;
-        let port = match link.wait(s.config.timeout).map_err(PumpError::Write)? {
+        let (port, token) = match link.wait(s.config.timeout).map_err(PumpError::Write)? {
             Message::Ready { port, token } => (port, token),
             m => return Err(PumpError::Write(unexpected(&m))),
         };
-        let udp = match open(&s.link, port.0, s.config.force_buffers) {
-            Ok(udp) => udp,
+        let summary = match open(&s.link, port, s.config.force_buffers) {
+            Ok(udp) => {
+                let mut run = Sending::start(&s, packet, token, link, udp);
+                match run.go(pump)? {
+                    Some(summary) => summary,
+                    None => {
+                        fall_back(&mut run.link, &s, pump)?;
+                        run.summary(true)
+                    }
+                }
+            }
             Err(e) => {
                 tracing::warn!("cannot send UDP to the receiver ({e}): sending over TCP");
                 fall_back(&mut link, &s, pump)?;
-                return Ok(Moved {
-                    bytes: s.length,
-                    streams: 1,
-                    reused: 0,
-                    udp: Some(UdpSummary {
-                        control: s.config.control.to_string(),
-                        fell_back: true,
-                        ..UdpSummary::default()
-                    }),
-                });
-            }
-        };
-        let mut run = Sending::start(&s, packet, port.1, link, udp);
-        let summary = match run.go(pump)? {
-            Some(summary) => summary,
-            None => {
-                fall_back(&mut run.link, &s, pump)?;
-                run.summary(true)
+                UdpSummary {
+                    control: s.config.control.to_string(),
+                    fell_back: true,
+                    ..UdpSummary::default()
+                }
             }
         };
         Ok(Moved {
@@ -228,7 +224,7 @@ impl<'a> Sending<'a> {
         let batch_bytes = (BATCH * self.packet) as f64;
         let mut tokens = batch_bytes;
         let mut filled = Instant::now();
-        let mut last: Option<(Instant, Report)> = None;
+        let mut last: Option<Report> = None;
         let mut done = self.ledger.complete() && self.length == 0;
         let mut batch = Vec::with_capacity(BATCH * self.packet);
         let mut written = 0u64;
@@ -247,7 +243,7 @@ impl<'a> Sending<'a> {
                             pump.add((r.written - written) as usize);
                             written = r.written;
                         }
-                        last = Some((now, r));
+                        last = Some(r);
                     }
                     Message::Done { .. } => done = true,
                     m => return Err(w(unexpected(&m))),
@@ -338,7 +334,7 @@ impl<'a> Sending<'a> {
     fn on_report(
         &mut self,
         r: &Report,
-        last: Option<&(Instant, Report)>,
+        last: Option<&Report>,
         now: Instant,
     ) -> Result<(), PumpError> {
         let t = now.duration_since(self.start);
@@ -364,7 +360,7 @@ impl<'a> Sending<'a> {
         // only when that transmission is new (a report repeating an old one, at the tail, would
         // make the round trip grow while nothing is sent); the lowest of the last second, as a
         // report held back by a TCP retransmission says nothing of the path.
-        let advanced = last.is_none_or(|(_, b)| r.max_tx > b.max_tx);
+        let advanced = last.is_none_or(|b| r.max_tx > b.max_tx);
         let i = self.sends.partition_point(|s| s.1 <= r.max_tx);
         if let (true, Some((at, _))) = (advanced, self.sends.get(i)) {
             self.rtts
@@ -382,7 +378,7 @@ impl<'a> Sending<'a> {
         }
         // Intervals by the receiver's clock: reports may arrive bunched.
         let (since, before) = match last {
-            Some((_, b)) => (
+            Some(b) => (
                 Duration::from_micros(r.at_us.saturating_sub(b.at_us)),
                 (b.received, b.max_tx),
             ),
