@@ -12,7 +12,7 @@ use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
-use std::io::{self, ErrorKind, IoSliceMut, Read};
+use std::io::{self, ErrorKind, IoSliceMut, Read, Seek, SeekFrom};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
@@ -265,38 +265,19 @@ impl Receiving<'_> {
     /// TCP connection, after whatever followed the fallback message in its buffer.
     fn fall_back(&mut self, from: u64, pump: &Pump) -> Result<(), PumpError> {
         let r = net(false);
-        let mut at = from;
+        let want = self.length.saturating_sub(from);
         let pending = std::mem::take(&mut self.link.buf);
-        let n = pending.len().min(self.length.saturating_sub(at) as usize);
-        self.file
-            .write_all_at(&pending[..n], self.offset + at)
+        let sock = &self.link.sock;
+        sock.set_read_timeout(Some(self.timeout)).map_err(&r)?;
+        let mut src = (&pending[..]).chain(sock).take(want);
+        let mut dst = self.file;
+        dst.seek(SeekFrom::Start(self.offset + from))
             .map_err(PumpError::Write)?;
-        pump.add(n);
-        at += n as u64;
-        let mut chunk = vec![0u8; RUN];
-        self.link
-            .sock
-            .set_read_timeout(Some(self.timeout))
-            .map_err(&r)?;
-        while at < self.length {
-            pump.check()?;
-            let n = match self.link.sock.read(&mut chunk) {
-                Ok(0) => {
-                    return Err(r(io::Error::new(
-                        ErrorKind::UnexpectedEof,
-                        "the sender closed the data connection early",
-                    )))
-                }
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(r(e)),
-            };
-            let n = n.min((self.length - at) as usize);
-            self.file
-                .write_all_at(&chunk[..n], self.offset + at)
-                .map_err(PumpError::Write)?;
-            pump.add(n);
-            at += n as u64;
+        if pump.copy(&mut src, &mut dst)? < want {
+            return Err(r(io::Error::new(
+                ErrorKind::UnexpectedEof,
+                "the sender closed the data connection early",
+            )));
         }
         self.written = self.length;
         self.link
