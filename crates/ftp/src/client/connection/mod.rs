@@ -1,7 +1,9 @@
 //! A client's control connection: login, commands and replies, and the data connections of
-//! single transfers (passive: `EPSV`, falling back to `PASV`); MODE E transfers are gridftp.rs's.
+//! single transfers (passive: `EPSV`, falling back to `PASV`); MODE E transfers are gridftp.rs's,
+//! the UDP channel udp.rs's, sizes, directories and listings listing.rs's.
 
 mod gridftp;
+mod listing;
 mod udp;
 use gridftp::Blocks;
 pub use gridftp::{Streams, StreamsReport};
@@ -13,7 +15,6 @@ use fatpipe_net::tuner::before_connect;
 use fatpipe_net::wake::{readable, Wake};
 use fatpipe_net::{Conductor, Moved, Mover, Pump, PumpError, TuneSummary, TunerConfig};
 use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
-use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry, EntryKind};
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
 use fatpipe_tune::{Role, Tuning};
@@ -347,36 +348,6 @@ impl Connection {
         Ok(SocketAddr::new(self.peer.ip(), port))
     }
 
-    /// The size of a remote file, or `None` if the server cannot tell (no such file, or no SIZE).
-    pub fn size(&mut self, path: &str) -> anyhow::Result<Option<u64>> {
-        self.set_type_only(TransferType::Image)?;
-        let r = self.command(&Command::Size(path.into()))?;
-        Ok(if r.code == 213 {
-            r.text().trim().parse().ok()
-        } else {
-            None
-        })
-    }
-
-    /// Whether `path` is a directory on the server (tested with `CWD`, then back to `/`).
-    pub fn is_dir(&mut self, path: &str) -> anyhow::Result<bool> {
-        let r = self.command(&Command::Cwd(path.into()))?;
-        if r.is_success() {
-            self.checked(&Command::Cwd("/".into()))?;
-        }
-        Ok(r.is_success())
-    }
-
-    /// Creates a remote directory; an existing one is fine.
-    pub fn mkdir(&mut self, path: &str) -> anyhow::Result<()> {
-        let r = self.command(&Command::Mkd(path.into()))?;
-        if r.is_success() || self.is_dir(path)? {
-            Ok(())
-        } else {
-            bail!("cannot create remote directory {path}: {r}")
-        }
-    }
-
     /// Runs one transfer command over a fresh data connection (MODE S): `REST` first when
     /// `offset` > 0, then `cmd`, then `work` on the data connection, then the final reply,
     /// which must be 2xx. With tuning on (`tuned`: this end's role), the connection's laws run
@@ -567,60 +538,6 @@ impl Connection {
         self.transfer(stor, offset, Some(Role::Sender), pump, work, |e| {
             send_error(path, e)
         })
-    }
-
-    /// Lists a remote directory (`MLSD` when the server has it, else `LIST` in `ls -l` form),
-    /// or a remote file on its own (`MLST`, when the server has it).
-    pub fn list(&mut self, path: &str) -> anyhow::Result<Vec<Entry>> {
-        let machine = self.has_feature("MLST");
-        if machine {
-            if let Some(file) = self.stat_file(path)? {
-                return Ok(vec![file]);
-            }
-        }
-        self.set_type(TransferType::Ascii)?;
-        let cmd = if machine {
-            Command::Mlsd(Some(path.into()))
-        } else {
-            Command::List(Some(path.into()))
-        };
-        let mut raw = Vec::new();
-        let work = StreamWork::Receive {
-            into: &mut raw,
-            ascii: false,
-        };
-        let pump = Arc::new(Pump::default());
-        self.transfer(cmd, 0, None, &pump, work, |e| {
-            anyhow!("listing {path}: {e}")
-        })?;
-        let text = String::from_utf8_lossy(&raw);
-        Ok(text
-            .lines()
-            .map(|l| l.trim_end_matches('\r'))
-            .filter_map(|l| {
-                if machine {
-                    parse_mlsx(l)
-                } else {
-                    parse_list_line(l)
-                }
-            })
-            .filter(|e| e.name != "." && e.name != "..")
-            .collect())
-    }
-
-    /// `path`'s entry when it is a file (`MLST`, named by its last component); `None` for a
-    /// directory or when the server cannot say.
-    fn stat_file(&mut self, path: &str) -> anyhow::Result<Option<Entry>> {
-        let r = self.command(&Command::Mlst(Some(path.into())))?;
-        if !r.is_success() {
-            return Ok(None);
-        }
-        let entry = r.lines.iter().skip(1).find_map(|l| parse_mlsx(l));
-        Ok(entry.filter(|e| e.kind == EntryKind::File).map(|mut e| {
-            let name = e.name.rsplit('/').next().unwrap_or(&e.name).to_string();
-            e.name = name;
-            e
-        }))
     }
 
     /// Says goodbye; errors are irrelevant at this point.
