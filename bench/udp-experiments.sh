@@ -88,7 +88,7 @@ changing() {  # issue 16's experiment 4: rate and delay step every 5 s (1 GiB, 1
         --fatpipe-args "--stats /tmp/changing-udp.jsonl" --out /tmp/udp-changing
     cp /tmp/udp-changing/results.md "$out/changing.md"
     # The stats file holds both tools' runs; the UDP run's rate events are what is drawn.
-    "$bin" plot /tmp/changing-udp.jsonl -o "$out/changing.svg"
+    "$bin" plot /tmp/changing-udp.jsonl -o "$out/changing.png"   # PNG: the signatures have thousands of dots
     rm -f "$sched"
 }
 
