@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dynamic right-sizing experiments (issue 4), each with `fatpipe lab` on fresh emulated paths.
 # Results (results.json, results.md, stats and figures) go to results/drs-*.
-# Usage: bench/drs-experiments.sh [1|2|3|4 ...]   (default: all four; about 30 minutes)
+# Usage: bench/drs-experiments.sh [1|2|3|4|5 ...]   (default: all five; about 35 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q -p fatpipe
@@ -43,6 +43,24 @@ exp3() {  # a changing path: rate 50 <-> 500 Mbit/s, RTT 40 <-> 200 ms, a step e
         # True BDP per phase: 500 Mbit/s x 40 ms, 50 x 40, 50 x 200, 500 x 200, repeating.
         "$bin" plot "$out/$mode.jsonl" -o "$out/$mode.svg" \
             --true-bdp 0:2500000,10:250000,20:1250000,30:12500000,40:2500000,50:250000,60:1250000,70:12500000
+        # The receiver's advertised window and buffer against the true BDP over the last 4 s of
+        # each phase (settled; the schedule starts about a second before the transfer).
+        python3 - "$out/$mode.jsonl" <<'PY' | tee "$out/$mode-follow.md"
+import json, statistics, sys
+phases = [2.5e6, 0.25e6, 1.25e6, 12.5e6]
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in rows if r.get("event") == "sample" and r["role"] == "receiver" and r["tcp"]]
+t0 = rows[0]["unix_s"] - 1.0
+print("| phase | true BDP MB | advertised window MB (median) | window / BDP | rb MB (median) | rb / BDP |")
+print("|---|---|---|---|---|---|")
+for k in range(int((rows[-1]["unix_s"] - t0) // 10)):
+    sel = [r for r in rows if 10 * k + 6 <= r["unix_s"] - t0 < 10 * k + 10]
+    if sel:
+        bdp = phases[k % 4]
+        w = statistics.median(r["tcp"]["rcv_wnd"] for r in sel)
+        rb = statistics.median(r["rcvbuf"] for r in sel)
+        print(f"| {10*k}-{10*k+10} s | {bdp/1e6:.2f} | {w/1e6:.2f} | {w/bdp:.2f} | {rb/1e6:.2f} | {rb/bdp:.2f} |")
+PY
     done
 }
 
@@ -75,6 +93,17 @@ for mode in sorted(set(last) | set(caps)):
 PY
 }
 
-for e in "${@:-1 2 3 4}"; do
+exp5() {  # issue 20: memory within 3 x BDP at the kernel's rate, one stream and -p auto
+    out=results/drs-exp5
+    rm -rf "$out" && mkdir -p "$out"
+    # static:16M is a fixed buffer sized for the peak (16 MiB set: a 1.3-BDP window here).
+    "$bin" lab --rtt 100ms --rate 1gbit --profile tuned --runs 3 --size 512M \
+        --tool fatpipe:drs/p1 --tool fatpipe:kernel/p1 --tool fatpipe:static:32M/p1 \
+        --tool fatpipe:static:16M/p1 --tool fatpipe:drs/pauto --tool fatpipe:kernel/pauto \
+        --fatpipe-args "--stats $PWD/$out/stats.jsonl" --out "$out"
+    "$bin" plot "$out/stats.jsonl" --tuning drs -o "$out/drs.svg"
+}
+
+for e in "${@:-1 2 3 4 5}"; do
     for n in $e; do "exp$n"; done
 done

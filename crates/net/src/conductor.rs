@@ -132,7 +132,14 @@ impl Conductor {
             if let Some(cc) = lock(&s.choosing).as_ref().and_then(|c| c.chosen) {
                 cfg.cc = Some(cc.to_string());
             }
-            match Tuner::start(cfg, s.pacing, s.role, sock, pump.clone(), Instant::now()) {
+            match Tuner::start(
+                cfg,
+                c.pacing_now(),
+                s.role,
+                sock,
+                pump.clone(),
+                Instant::now(),
+            ) {
                 Ok(mut t) => {
                     // A receiving connection opened after its siblings have grown starts at
                     // their window (the kernel accounts twice the size set) instead of growing
@@ -213,6 +220,22 @@ impl Conductor {
         announce
     }
 
+    /// The pacing a new connection starts with: none for the lone stream of `-p auto` that
+    /// TCP would pace by default (pacing keeps siblings from ending each other's slow start;
+    /// alone, it would only hide the path's capacity from the receiver's packet trains), the
+    /// transfer's pacing otherwise.
+    fn pacing_now(&self) -> Pacing {
+        let s = &self.0;
+        let by_default =
+            s.pacing == Pacing::Tcp && s.cfg.as_ref().is_none_or(|c| c.pacing.is_none());
+        let lone = lock(&s.growing).as_ref().is_some_and(|g| g.streams <= 1);
+        if by_default && lone {
+            Pacing::Off
+        } else {
+            s.pacing
+        }
+    }
+
     /// Every connection's `TCP_INFO`, in the order they were made, and the send buffers'
     /// memory: what the per-transfer policies observe.
     fn streams(&self) -> (Vec<fatpipe_tune::TcpStats>, u64) {
@@ -286,6 +309,12 @@ impl Conductor {
         let settled = gr.policy.is_settled();
         let change = gr.policy.observe(obs);
         if let Some(c) = &change {
+            if gr.streams <= 1 && self.0.pacing != Pacing::Off {
+                // The lone stream ran unpaced; with company it is paced like the rest.
+                self.tuners()
+                    .iter_mut()
+                    .for_each(|t| t.start_pacing(self.0.pacing));
+            }
             gr.grow.open(c.add);
             gr.streams += c.add;
         }
@@ -419,6 +448,29 @@ mod tests {
         assert_eq!(clamp_after_start(true), 1 << 20);
         // A new connection starts its law from scratch: no clamp set.
         assert!(clamp_after_start(false) < 1 << 20);
+    }
+
+    /// Whether TCP paces the sending end of a new loopback connection of a `-p auto` transfer
+    /// that starts with `streams` streams.
+    fn paced_from_the_start(streams: u32) -> bool {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sender = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _receiver = l.accept().unwrap();
+        let policy = StreamPolicy::new(fatpipe_tune::streams::StreamLimits {
+            max: 16,
+            max_memory: None,
+        });
+        let (c, _requests) = Conductor::sending(None, Some(policy), streams);
+        c.on_link()(&sender, &Arc::new(Pump::default()), false);
+        tcp_stats(sender.as_fd()).unwrap().max_pacing_rate != u64::MAX
+    }
+
+    #[test]
+    fn auto_streams_are_paced_once_there_are_several() {
+        // A lone stream's line-rate bursts show the receiver the path's capacity.
+        assert!(!paced_from_the_start(1));
+        // A transfer that starts with several (a copy's later file) paces them all.
+        assert!(paced_from_the_start(4));
     }
 
     #[test]

@@ -12,6 +12,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const CHUNK: usize = 1 << 20;
+/// How long a blocked `sendfile` waits before it tops the send buffer up anyway. Linux wakes a
+/// blocked writer only once a third of its buffer is free, so a buffer refilled on wake-ups
+/// alone must be 1.5 x what may be in flight; refilled this often, little more than that.
+const REFILL: Duration = Duration::from_millis(2);
 /// Largest read buffer a law may ask for.
 const MAX_READ: u64 = 256 << 20;
 
@@ -137,6 +141,7 @@ impl Pump {
 
     /// Sends `file` from its current position to its end over `sock`, in the kernel (`sendfile`).
     pub fn send_file(&self, file: &File, sock: &TcpStream) -> Result<u64, PumpError> {
+        let _refill = Refill::on(sock).map_err(PumpError::Write)?;
         let mut total = 0u64;
         loop {
             self.check()?;
@@ -146,7 +151,7 @@ impl Pump {
                     total += n as u64;
                     self.add(n);
                 }
-                Err(nix::errno::Errno::EINTR) => continue,
+                Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => continue,
                 // sendfile cannot tell which side failed; a file read error surfaces as EIO.
                 Err(e @ nix::errno::Errno::EIO) => return Err(PumpError::Read(e.into())),
                 Err(e) => return Err(self.classify(PumpError::Write(e.into()))),
@@ -164,6 +169,7 @@ impl Pump {
         count: u64,
         sock: &TcpStream,
     ) -> Result<u64, PumpError> {
+        let _refill = Refill::on(sock).map_err(PumpError::Write)?;
         let mut at = offset as i64;
         let end = offset.saturating_add(count) as i64;
         while at < end {
@@ -177,7 +183,7 @@ impl Pump {
                     )))
                 }
                 Ok(n) => self.add(n),
-                Err(nix::errno::Errno::EINTR) => continue,
+                Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => continue,
                 Err(e @ nix::errno::Errno::EIO) => return Err(PumpError::Read(e.into())),
                 Err(e) => return Err(self.classify(PumpError::Write(e.into()))),
             }
@@ -282,6 +288,26 @@ impl Pump {
     }
 }
 
+/// A send timeout of [`REFILL`] on a socket while `sendfile` runs on it (other writers on the
+/// socket expect it blocking): a full buffer is topped up every few milliseconds instead of
+/// only once a third of it has drained.
+struct Refill<'a>(&'a TcpStream);
+
+impl<'a> Refill<'a> {
+    fn on(sock: &'a TcpStream) -> io::Result<Refill<'a>> {
+        sock.set_write_timeout(Some(REFILL))?;
+        Ok(Refill(sock))
+    }
+}
+
+impl Drop for Refill<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.set_write_timeout(None) {
+            tracing::warn!("cannot clear the send timeout: {e}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +338,32 @@ mod tests {
         drop(a);
         assert_eq!(reader.join().unwrap(), &data[1000..]);
         assert_eq!(pump.bytes(), data.len() as u64 - 1000);
+    }
+
+    #[test]
+    fn a_range_sent_behind_a_slow_reader_arrives_whole_and_leaves_the_socket_blocking() {
+        // A small send buffer and a reader that starts late: sendfile runs into its refill
+        // timeout (partial sends and EAGAIN) many times over.
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..2_000_000u32).map(|i| (i * 13 % 251) as u8).collect();
+        f.write_all(&data).unwrap();
+        let (a, mut b) = pair();
+        socket2::SockRef::from(&a)
+            .set_send_buffer_size(16 << 10)
+            .unwrap();
+        let reader = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let mut got = vec![0; 1_500_000];
+            b.read_exact(&mut got).unwrap();
+            got
+        });
+        let pump = Pump::default();
+        assert_eq!(
+            pump.send_range(&f, 500_000, 1_500_000, &a).unwrap(),
+            1_500_000
+        );
+        assert_eq!(reader.join().unwrap(), &data[500_000..]);
+        assert_eq!(a.write_timeout().unwrap(), None);
     }
 
     #[test]

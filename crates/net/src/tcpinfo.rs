@@ -87,6 +87,62 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
         notsent_bytes: raw.notsent_bytes,
         total_retrans: raw.total_retrans,
         bytes_acked: raw.bytes_acked,
+        bytes_received: raw.bytes_received,
         max_pacing_rate: raw.max_pacing_rate,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffers::BufferControl;
+    use crate::tuner::{before_connect, TunerConfig};
+    use fatpipe_tune::{Params, Tuning};
+    use socket2::{Domain, Socket, Type};
+    use std::net::{SocketAddr, TcpStream};
+    use std::os::fd::AsFd;
+
+    /// A loopback connection, both ends prepared for `tuning` before connecting: the window
+    /// clamp the listener had before it accepted, and the window scale its accepted end
+    /// announced.
+    fn prepared(tuning: Tuning) -> (i32, u8) {
+        let cfg = TunerConfig {
+            tuning,
+            params: Params::default(),
+            control: BufferControl::new(false),
+            stats: None,
+            end: "test",
+            pacing: None,
+            cc: None,
+        };
+        let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        before_connect(&cfg, &listener).unwrap();
+        let clamp =
+            crate::sockopt::get(listener.as_fd(), libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP)
+                .unwrap();
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        listener.bind(&any.into()).unwrap();
+        listener.listen(1).unwrap();
+        let to = listener.local_addr().unwrap();
+        let client = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        before_connect(&cfg, &client).unwrap();
+        client.connect(&to).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        let accepted: TcpStream = accepted.into();
+        let raw: RawTcpInfo =
+            crate::sockopt::get(accepted.as_fd(), libc::IPPROTO_TCP, libc::TCP_INFO).unwrap();
+        // tcpi_rcv_wscale is the high nibble.
+        (clamp, raw.wscale >> 4)
+    }
+
+    #[test]
+    fn drs_connections_announce_a_window_scale_fine_enough_to_close_a_window() {
+        // drs clamps the window to 64 MiB before connecting, which bounds the scale at 2 KiB
+        // units (a lowered window closes by the 2.9 KB of each delayed ACK); without a clamp
+        // the scale follows the system's largest buffer (8 KiB units with 256 MiB).
+        let (clamp, drs) = prepared(Tuning::Drs);
+        let (_, kernel) = prepared(Tuning::Kernel);
+        assert_eq!(clamp, 64 << 20);
+        assert_eq!(drs, kernel.min(11));
+    }
 }

@@ -169,6 +169,14 @@ impl Tuner {
         }
     }
 
+    /// Paces the connection as `pacing`'s law starts (a connection started unpaced that gets
+    /// siblings).
+    pub fn start_pacing(&mut self, pacing: Pacing) {
+        if let Some(pace) = pacing.law().setup() {
+            self.pace(pace);
+        }
+    }
+
     /// Switches the connection to congestion control `name` (a refusal is kept for the
     /// summary).
     pub fn set_cc(&mut self, name: &str) {
@@ -243,13 +251,17 @@ impl Tuner {
         let fd = self.sock.as_fd();
         let bufs = accounted(fd).unwrap_or_default();
         let bytes = self.pump.bytes();
+        let tcp = tcp_stats(fd).ok();
+        // Timed when the kernel's counters were read, not when the tick was due: the laws
+        // time packet trains over a few milliseconds.
+        let read_at = Instant::now();
         let sample = Sample {
-            now: now.saturating_duration_since(self.started),
+            now: read_at.saturating_duration_since(self.started),
             bytes,
             max_read: self.pump.take_max_read(),
             rcvbuf: bufs.rcvbuf,
             sndbuf: bufs.sndbuf,
-            tcp: tcp_stats(fd).ok(),
+            tcp,
             probe_rtt: self.probe_rtt,
             peer_buffer: self.peer_buffer,
         };
@@ -327,7 +339,9 @@ impl Tuner {
 pub fn before_connect(cfg: &TunerConfig, sock: impl AsFd) -> io::Result<()> {
     // Every mode's pre-connect buffers are the same for both roles.
     let setup = cfg.tuning.law(Role::Receiver, &cfg.params).setup();
-    cfg.control
-        .apply(sock.as_fd(), &setup.before_connect)
-        .map(|_| ())
+    cfg.control.apply(sock.as_fd(), &setup.before_connect)?;
+    match setup.clamp_before_connect {
+        Some(bytes) => cfg.control.clamp(sock.as_fd(), bytes),
+        None => Ok(()),
+    }
 }

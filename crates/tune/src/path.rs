@@ -7,8 +7,9 @@ use crate::law::window::Extreme;
 use crate::sample::{Sample, TcpStats};
 use std::time::Duration;
 
-/// An RTT above the base RTT by this factor means a standing queue on the path.
-pub const QUEUE: f64 = 1.15;
+/// An RTT above the base RTT by this factor means a standing queue on the path: `drs`'s steady
+/// window (1.1 x BDP) keeps one of a tenth of the RTT, the sign that the path is full.
+pub const QUEUE: f64 = 1.06;
 
 /// How long the lowest RTT is remembered: long enough to span the queue's drain after a
 /// growth, short enough to follow a route change.
@@ -108,8 +109,8 @@ mod tests {
 
     #[test]
     fn a_queue_is_a_stretch_beyond_fifteen_percent() {
-        assert!(!queued(MS(115), MS(100)));
-        assert!(queued(MS(116), MS(100)));
+        assert!(!queued(MS(106), MS(100)));
+        assert!(queued(MS(107), MS(100)));
         assert_eq!(stretch(MS(50), Duration::ZERO), 1.0);
     }
 }

@@ -52,6 +52,9 @@ pub struct TcpStats {
     pub total_retrans: u32,
     /// Bytes the peer has acknowledged (what the path delivered).
     pub bytes_acked: u64,
+    /// Bytes that arrived in order (what the receiving kernel took, read or not): a receiver's
+    /// arrival clock, free of the application's read pace.
+    pub bytes_received: u64,
     /// The pacing ceiling set on the socket, bytes/s: `u64::MAX` when none is (TCP then paces
     /// only under the `fq` qdisc), anything else means TCP paces the socket itself.
     pub max_pacing_rate: u64,

@@ -76,8 +76,10 @@ const PERIOD: (u32, Duration) = (2, Duration::from_millis(300));
 #[derive(Debug, Clone, Copy)]
 struct Counters {
     bytes: u64,
-    limited_us: u64,
     rwnd_us: u64,
+    sndbuf_us: u64,
+    /// Bytes written but not yet sent: with some, the send buffer held nothing back.
+    unsent: u32,
     busy_us: u64,
     retrans: u64,
     cwnd: u64,
@@ -89,8 +91,9 @@ impl Counters {
     fn of(s: &TcpStats) -> Counters {
         Counters {
             bytes: s.bytes_acked,
-            limited_us: s.rwnd_limited_us + s.sndbuf_limited_us,
             rwnd_us: s.rwnd_limited_us,
+            sndbuf_us: s.sndbuf_limited_us,
+            unsent: s.notsent_bytes,
             busy_us: s.busy_us,
             retrans: s.total_retrans.into(),
             cwnd: s.cwnd_bytes,
@@ -179,7 +182,18 @@ impl StreamPolicy {
         let rate_of = |n: usize| -> f64 { (0..n.min(old)).map(each).sum() };
         let rate = rate_of(old);
         let busy = delta(|c| c.busy_us).max(1.0);
-        let limited = (delta(|c| c.limited_us) / busy).min(1.0);
+        // Time held by buffers: the peer's window, and the send buffer unless data waits unsent
+        // at the look (Linux keeps counting a send buffer as the limit, once it was, for as
+        // long as a writer tops it up before a third of it drains, as fatpipe's pump does).
+        let held_us = |i: usize| {
+            let sndbuf = if now[i].unsent == 0 {
+                gained(i, |c| c.sndbuf_us)
+            } else {
+                0
+            };
+            (gained(i, |c| c.rwnd_us) + sndbuf) as f64
+        };
+        let limited = ((0..old).map(held_us).sum::<f64>() / busy).min(1.0);
         let rwnd = (delta(|c| c.rwnd_us) / busy).min(1.0);
         let lost = delta(|c| c.retrans);
         // The queue: the old streams' smoothed RTT over the smallest minimum any stream saw.
@@ -224,7 +238,7 @@ impl StreamPolicy {
         // streams started together all look held then). A lone stream's window is judged below.
         let ramping = |i: usize| {
             let busy = gained(i, |c| c.busy_us).max(1) as f64;
-            let held = gained(i, |c| c.limited_us) as f64 / busy;
+            let held = held_us(i) / busy;
             let cwnd = before[i].cwnd;
             if held >= LIMITED {
                 return grew_by_half(before[i].wnd, now[i].wnd);
@@ -362,6 +376,32 @@ mod tests {
         let c = one_stream(&mut p, 200, &s).expect("a step");
         assert_eq!(c.add, 7);
         assert!(c.reason.contains("peer's window 80 %"), "{}", c.reason);
+    }
+
+    #[test]
+    fn send_buffer_time_counts_only_when_nothing_waits_unsent() {
+        // Held by the send buffer 80 % of the period at 200 ms, no queue: the buffer is the
+        // limit, unless data waits unsent (Linux's count then only says the pump keeps the
+        // buffer topped up).
+        let run = |unsent: u32| {
+            let mut p = StreamPolicy::new(WIDE);
+            let mut s = stream(200_000, 200_000, 400_000);
+            s.snd_wnd = 4_000_000;
+            assert_eq!(one_stream(&mut p, 0, &s), None);
+            s.busy_us = 200_000;
+            s.sndbuf_limited_us = 160_000;
+            s.bytes_acked = 400_000;
+            s.notsent_bytes = unsent;
+            one_stream(&mut p, 200, &s)
+                .map(|c| c.reason)
+                .unwrap_or_default()
+        };
+        assert!(run(0).contains("send buffer 80 %"), "{}", run(0));
+        assert!(
+            run(1 << 20).contains("buffer-limited only 0 %"),
+            "{}",
+            run(1 << 20)
+        );
     }
 
     /// A stream's `TCP_INFO` with its smoothed and minimum RTT (µs) and congestion window.

@@ -1,14 +1,18 @@
 //! The path models the laws and policies are tested on (test builds only): one shared set of
 //! traces, so that a new law is judged on the paths the existing ones were.
 
+use crate::law::drs::rcvbuf_for;
 use crate::law::Law;
 use crate::sample::{Sample, TcpStats};
 use crate::streams::{Observation, StreamLimits, StreamPolicy};
 use std::time::Duration;
 
-/// A fluid model of one path: capacity `rate` bytes/s, base RTT `base`, a drop-tail queue of
-/// one BDP. The sender fills the advertised window up to what the path holds before loss
-/// (its congestion control backs off there); what exceeds the BDP queues and stretches the RTT.
+/// A model of one path: capacity `rate` bytes/s, base RTT `base`, a drop-tail queue of `queue`
+/// bytes (one BDP of the first rate, kept when the rate changes, as a router's), and an unpaced sender in rounds of one RTT. Each round it sends what its congestion
+/// window and the advertised window allow, back to back: the bottleneck spaces that train at
+/// its rate, and what exceeds the BDP queues and stretches the RTT. The congestion window
+/// doubles per round in slow start, grows by a segment later, and halves when a round
+/// overflows the queue (counted in `losses`).
 pub struct FluidPath {
     /// Capacity, bytes/s.
     pub rate: f64,
@@ -20,7 +24,21 @@ pub struct FluidPath {
     pub bytes: f64,
     /// Time, s.
     pub t: f64,
+    /// The bottleneck's queue, bytes.
+    pub queue: f64,
+    /// Rounds that overflowed the queue.
+    pub losses: u32,
+    cwnd: f64,
+    ssthresh: f64,
+    rtt: f64,
+    /// The RTT of the handshake: a receiver's kernel keeps it as its minimum RTT.
+    handshake: f64,
+    round_end: f64,
+    train_end: f64,
 }
+
+/// The sender's segment and first congestion window (ten segments), bytes.
+const SEGMENT: f64 = 1448.0;
 
 impl FluidPath {
     /// A path of `rate` bytes/s and `base` s RTT, the window at the kernel's first 64 KiB.
@@ -31,32 +49,61 @@ impl FluidPath {
             window: 65536.0,
             bytes: 0.0,
             t: 0.0,
+            queue: rate * base,
+            losses: 0,
+            cwnd: 10.0 * SEGMENT,
+            ssthresh: f64::INFINITY,
+            rtt: base,
+            handshake: base,
+            round_end: 0.0,
+            train_end: 0.0,
         }
     }
 
-    fn in_flight(&self) -> f64 {
-        self.window.min(2.0 * self.rate * self.base)
-    }
-
-    fn rtt(&self) -> f64 {
-        self.base + (self.in_flight() - self.rate * self.base).max(0.0) / self.rate
+    /// Starts a round: the sender's flight leaves as one train.
+    fn round(&mut self) {
+        let bdp = self.rate * self.base;
+        let flight = self.cwnd.min(self.window);
+        if flight > bdp + self.queue {
+            self.losses += 1;
+            self.ssthresh = self.cwnd / 2.0;
+            self.cwnd = self.ssthresh;
+        }
+        let flight = self.cwnd.min(self.window).min(bdp + self.queue);
+        self.rtt = self.base + (flight - bdp).max(0.0) / self.rate;
+        self.round_end = self.t + self.rtt;
+        self.train_end = self.t + flight / self.rate;
+        // A window that held the round back is not grown.
+        if self.cwnd <= self.window {
+            self.cwnd = if self.cwnd < self.ssthresh {
+                2.0 * self.cwnd
+            } else {
+                self.cwnd + SEGMENT
+            };
+        }
     }
 
     /// Runs the receiver law until `until` seconds; returns the windows it chose, with times.
     pub fn run(&mut self, law: &mut dyn Law, until: f64) -> Vec<(f64, f64)> {
         let mut chosen = Vec::new();
         let mut next = 0.0;
+        let dt = 0.0005;
         while self.t < until {
-            let dt = 0.001;
-            self.bytes += (self.in_flight() / self.rtt()).min(self.rate) * dt;
+            if self.t >= self.round_end {
+                self.round();
+            }
+            if self.t < self.train_end {
+                self.bytes += self.rate * dt;
+            }
             self.t += dt;
             if self.t < next {
                 continue;
             }
             let tcp = TcpStats {
-                min_rtt_us: 0,
-                rcv_rtt_us: (self.rtt() * 1e6) as u32,
+                min_rtt_us: (self.handshake * 1e6) as u32,
+                rcv_rtt_us: (self.rtt * 1e6) as u32,
                 rcv_wnd: self.window as u32,
+                bytes_received: self.bytes as u64,
                 ..TcpStats::default()
             };
             let s = Sample {
@@ -67,8 +114,8 @@ impl FluidPath {
             };
             let d = law.on_sample(&s);
             if let Some(w) = d.clamp {
-                // The buffer is never set below the window already advertised.
-                assert!(d.set.rcvbuf >= Some(tcp.rcv_wnd.into()));
+                // The buffer always holds the window already advertised.
+                assert!(d.set.rcvbuf >= Some(rcvbuf_for(tcp.rcv_wnd.into())));
                 self.window = w as f64;
                 chosen.push((self.t, self.window));
             }

@@ -43,6 +43,7 @@ impl Law for Classic {
         Setup {
             before_connect: Buffers::both(self.preconnect),
             after_connect: Buffers::both(STOCK_BUFFER),
+            ..Setup::default()
         }
     }
 

@@ -25,7 +25,7 @@ impl Law for Fixed {
     fn setup(&self) -> Setup {
         Setup {
             before_connect: self.size.map(Buffers::both).unwrap_or_default(),
-            after_connect: Buffers::default(),
+            ..Setup::default()
         }
     }
 

@@ -33,6 +33,7 @@ impl Law for Follow {
             Some(n) => Setup {
                 before_connect: Buffers::both(n),
                 after_connect: Buffers::both(STOCK_BUFFER),
+                ..Setup::default()
             },
             None => Setup::default(),
         }

@@ -8,6 +8,7 @@ pub mod drs;
 pub mod fixed;
 pub mod follow;
 pub mod probe;
+mod trains;
 pub(crate) mod window;
 
 use crate::sample::Sample;
@@ -40,6 +41,10 @@ pub struct Setup {
     pub before_connect: Buffers,
     /// Set on the connected socket.
     pub after_connect: Buffers,
+    /// `TCP_WINDOW_CLAMP` before connecting: it bounds the window scale the SYN announces
+    /// (Linux otherwise takes it from the system's largest buffer), so that a window can close
+    /// in the small steps a delayed ACK covers.
+    pub clamp_before_connect: Option<u64>,
 }
 
 /// A law's answer to one sample.

@@ -110,8 +110,9 @@ impl Pacing {
         match self {
             Pacing::Off => None,
             Pacing::Tcp => Some(
-                "every stream paced by TCP (internal pacing): a stream's slow-start bursts \
-                 would otherwise end its siblings' slow start early",
+                "streams paced by TCP (internal pacing) once there are several: a stream's \
+                 slow-start bursts would otherwise end its siblings' slow start early (a lone \
+                 stream's bursts show the receiver the path's capacity)",
             ),
             Pacing::Cwp => Some("every stream paced at its congestion window per RTT (CWP)"),
             Pacing::Adaptive => Some(
