@@ -141,14 +141,18 @@ impl Conductor {
                 Instant::now(),
             ) {
                 Ok(mut t) => {
-                    // A receiving connection opened after its siblings have grown starts at
-                    // their window (the kernel accounts twice the size set) instead of growing
+                    // A receiving connection opened after its siblings have grown starts at its
+                    // share of their window (the kernel accounts twice the size set) instead of growing
                     // from scratch, and one kept from the previous transfer at its own (a law
                     // started afresh would judge a window the sender has not refilled since
                     // the pause between files); connections opened together start up normally.
                     if s.role == Role::Receiver {
-                        let sibling = c.tuners().iter().map(Tuner::current_buffer).max();
-                        if let Some(b) = receiver_seed(sock, t.current_buffer(), sibling, reused) {
+                        let (sibling, siblings) = {
+                            let all = c.tuners();
+                            (all.iter().map(Tuner::current_buffer).max(), all.len())
+                        };
+                        let own = t.current_buffer();
+                        if let Some(b) = receiver_seed(sock, own, sibling, siblings, reused) {
                             if let Err(e) = t.seed(b) {
                                 tracing::warn!("cannot seed a data connection's buffer: {e}");
                             }
@@ -392,13 +396,20 @@ impl Conductor {
     }
 }
 
-/// Where a receiving connection's law starts (a `setsockopt` size), if not from scratch: at
-/// the largest sibling's window when that is well above its own (`own`, `sibling`: buffers as
-/// the kernel accounts them, twice the size set), else, for a connection kept from the previous
-/// transfer, at its own window.
-fn receiver_seed(sock: &TcpStream, own: u64, sibling: Option<u64>, reused: bool) -> Option<u64> {
+/// Where a receiving connection's law starts (a `setsockopt` size), if not from scratch: at its
+/// share of the largest sibling's window when that is well above its own (`own`, `sibling`:
+/// buffers as the kernel accounts them, twice the size set; `siblings`: how many there are; the
+/// path does not widen with the stream count, and the new connection's start-up grows its window
+/// from there), else, for a connection kept from the previous transfer, at its own window.
+fn receiver_seed(
+    sock: &TcpStream,
+    own: u64,
+    sibling: Option<u64>,
+    siblings: usize,
+    reused: bool,
+) -> Option<u64> {
     match sibling.filter(|&b| b > 2 * own) {
-        Some(b) => Some(b / 2),
+        Some(b) => Some(b / 2 / (siblings as u64 + 1)),
         None if reused => {
             let window = tcp_stats(sock.as_fd()).map_or(0, |s| s.rcv_wnd.into());
             Some(window.max(own / 2))
@@ -448,6 +459,24 @@ mod tests {
         assert_eq!(clamp_after_start(true), 1 << 20);
         // A new connection starts its law from scratch: no clamp set.
         assert!(clamp_after_start(false) < 1 << 20);
+    }
+
+    #[test]
+    fn a_new_receiving_connection_starts_at_its_share_of_its_siblings_window() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        // One sibling at 16 MiB as accounted (8 MiB set): the second connection gets half.
+        assert_eq!(
+            receiver_seed(&s, 128 << 10, Some(16 << 20), 1, false),
+            Some(4 << 20)
+        );
+        // Beside seven: an eighth.
+        assert_eq!(
+            receiver_seed(&s, 128 << 10, Some(16 << 20), 7, false),
+            Some(1 << 20)
+        );
+        // A sibling not well above its own window: from scratch.
+        assert_eq!(receiver_seed(&s, 8 << 20, Some(16 << 20), 1, false), None);
     }
 
     /// Whether TCP paces the sending end of a new loopback connection of a `-p auto` transfer
