@@ -158,7 +158,10 @@ impl Conductor {
                             }
                         }
                     }
-                    c.tuners().push(t)
+                    let mut all = c.tuners();
+                    all.push(t);
+                    let n = all.len() as u32;
+                    all.iter_mut().for_each(|t| t.set_streams(n));
                 }
                 Err(e) => tracing::warn!("cannot tune a data connection: {e}"),
             }
@@ -225,15 +228,18 @@ impl Conductor {
     }
 
     /// The pacing a new connection starts with: none for the lone stream of `-p auto` that
-    /// TCP would pace by default (pacing keeps siblings from ending each other's slow start;
-    /// alone, it would only hide the path's capacity from the receiver's packet trains), the
-    /// transfer's pacing otherwise.
+    /// TCP would pace by default when buffers are not capped (pacing keeps siblings from
+    /// ending each other's slow start; alone, it would only hide the path's capacity from the
+    /// receiver's packet trains; capped, a lone stream soon gets company), the transfer's
+    /// pacing otherwise.
     fn pacing_now(&self) -> Pacing {
         let s = &self.0;
-        let by_default =
-            s.pacing == Pacing::Tcp && s.cfg.as_ref().is_none_or(|c| c.pacing.is_none());
+        let Some(cfg) = s.cfg.as_ref() else {
+            return s.pacing;
+        };
+        let by_default = s.pacing == Pacing::Tcp && cfg.pacing.is_none();
         let lone = lock(&s.growing).as_ref().is_some_and(|g| g.streams <= 1);
-        if by_default && lone {
+        if by_default && lone && cfg.control.forced() {
             Pacing::Off
         } else {
             s.pacing
@@ -480,7 +486,7 @@ mod tests {
     }
 
     /// Whether TCP paces the sending end of a new loopback connection of a `-p auto` transfer
-    /// that starts with `streams` streams.
+    /// that starts with `streams` streams, buffers forced where this process may.
     fn paced_from_the_start(streams: u32) -> bool {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let sender = TcpStream::connect(l.local_addr().unwrap()).unwrap();
@@ -489,15 +495,26 @@ mod tests {
             max: 16,
             max_memory: None,
         });
-        let (c, _requests) = Conductor::sending(None, Some(policy), streams);
+        let cfg = TunerConfig {
+            tuning: Tuning::Drs,
+            params: Params::default(),
+            control: BufferControl::new(true),
+            stats: None,
+            end: "test",
+            pacing: None,
+            cc: None,
+        };
+        let (c, _requests) = Conductor::sending(Some(cfg), Some(policy), streams);
         c.on_link()(&sender, &Arc::new(Pump::default()), false);
         tcp_stats(sender.as_fd()).unwrap().max_pacing_rate != u64::MAX
     }
 
     #[test]
     fn auto_streams_are_paced_once_there_are_several() {
-        // A lone stream's line-rate bursts show the receiver the path's capacity.
-        assert!(!paced_from_the_start(1));
+        // A lone stream's line-rate bursts show the receiver the path's capacity: unpaced where
+        // its buffers are not capped (root forces them).
+        let forced = BufferControl::new(true).forced();
+        assert_eq!(paced_from_the_start(1), !forced);
         // A transfer that starts with several (a copy's later file) paces them all.
         assert!(paced_from_the_start(4));
     }

@@ -198,6 +198,11 @@ impl Tuner {
         Ok(())
     }
 
+    /// The transfer now runs `streams` connections in all (see `Law::set_streams`).
+    pub fn set_streams(&mut self, streams: u32) {
+        self.plan.set_streams(streams);
+    }
+
     /// Time until the law wants its next sample.
     pub fn due_in(&self, now: Instant) -> Duration {
         self.next_at.saturating_duration_since(now)

@@ -41,6 +41,11 @@ impl Plan {
         self.buffers.seed(bytes)
     }
 
+    /// Tells the buffer law how many connections the transfer runs (see [`Law::set_streams`]).
+    pub fn set_streams(&mut self, streams: u32) {
+        self.buffers.set_streams(streams);
+    }
+
     /// Takes one sample; both laws decide.
     pub fn on_sample(&mut self, s: &Sample) -> Decision {
         let mut d = self.buffers.on_sample(s);

@@ -24,6 +24,9 @@ pub struct FluidPath {
     pub bytes: f64,
     /// Time, s.
     pub t: f64,
+    /// The rate trains arrive at, bytes/s, when this flow has only a share (`rate`) of a
+    /// faster bottleneck beside others; `None`: `rate`.
+    pub burst: Option<f64>,
     /// The bottleneck's queue, bytes.
     pub queue: f64,
     /// Rounds that overflowed the queue.
@@ -49,6 +52,7 @@ impl FluidPath {
             window: 65536.0,
             bytes: 0.0,
             t: 0.0,
+            burst: None,
             queue: rate * base,
             losses: 0,
             cwnd: 10.0 * SEGMENT,
@@ -72,7 +76,7 @@ impl FluidPath {
         let flight = self.cwnd.min(self.window).min(bdp + self.queue);
         self.rtt = self.base + (flight - bdp).max(0.0) / self.rate;
         self.round_end = self.t + self.rtt;
-        self.train_end = self.t + flight / self.rate;
+        self.train_end = self.t + flight / self.burst.unwrap_or(self.rate);
         // A window that held the round back is not grown.
         if self.cwnd <= self.window {
             self.cwnd = if self.cwnd < self.ssthresh {
@@ -93,7 +97,7 @@ impl FluidPath {
                 self.round();
             }
             if self.t < self.train_end {
-                self.bytes += self.rate * dt;
+                self.bytes += self.burst.unwrap_or(self.rate) * dt;
             }
             self.t += dt;
             if self.t < next {

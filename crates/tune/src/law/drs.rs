@@ -5,7 +5,8 @@
 //! start-up the window stays four times that ahead of slow start, but never past 1.1 x the
 //! capacity the packet trains show: an unpaced sender's rounds arrive back to back at the
 //! bottleneck's rate, timed over spans of a tenth of an RTT once a train is longer than two
-//! spans (about a fifth of the BDP in flight). The first RTT stretched by 8 % ends start-up.
+//! spans (about a fifth of the BDP in flight); one of several connections takes its share.
+//! The first RTT stretched by 8 % ends start-up.
 //! Later a full window is tried a quarter larger only while there is room: trains faster
 //! than the best rate of the last second (where trains cannot be timed, an RTT at its base).
 //! Such a growth is a trial: if the rate has not risen by 3 % three RTTs later, the window
@@ -18,8 +19,8 @@
 //! buffer it accounts), so data the peer may send is never refused.
 //!
 //! Sender: the send buffer holds what may be in flight (the smaller of the congestion window
-//! and the peer's window; while the congestion window grows, twice it) with 8 % and 512 KiB
-//! to spare: the sending pump tops it up every few milliseconds instead of waiting for a
+//! and the peer's window; while the congestion window grows, twice it) with 8 % and 4 ms of
+//! the path's rate to spare: the sending pump tops it up every few milliseconds instead of waiting for a
 //! third of it to drain. When the buffer has limited sending, at least twice its size; never
 //! more than the peer's window needs.
 
@@ -45,6 +46,9 @@ const UNQUEUED: f64 = 1.04;
 /// An RTT this far above the base, with room on the path and no trial under way, is a longer
 /// route (the steady window's queue and a trial's add at most 1.1 x 1.25).
 const LONGER_ROUTE: f64 = 1.5;
+/// Trains this much faster than the rate come from an unpaced sender (a paced one's arrive at
+/// its pacing rate, about twice its rate in slow start).
+const UNPACED: f64 = 2.5;
 /// A longer route's base RTT holds while the RTT stays above this share of it.
 const ROUTE_KEPT: f64 = 0.9;
 /// A rate below this share of the trains' capacity leaves room for a larger window.
@@ -59,8 +63,10 @@ const RCVBUF_PER_WINDOW: f64 = 0.8;
 const CONNECT_CLAMP: u64 = 64 << 20;
 /// Send buffer per byte in flight: the kernel's overhead on queued data, and a little to spare.
 const SEND_ROOM: f64 = 1.08;
-/// Unsent bytes a send buffer holds beyond what is in flight (several refills' worth).
-const UNSENT: u64 = 512 << 10;
+/// Unsent data a send buffer holds beyond what is in flight: what the path takes in two of the
+/// pump's 2 ms refills, and at least this much.
+const UNSENT_TIME: Duration = Duration::from_millis(4);
+const LEAST_UNSENT: u64 = 64 << 10;
 /// During start-up a smaller stretch already ends the doubling (each RTT of delay doubles the
 /// overshoot).
 const STARTUP_QUEUE: f64 = 1.08;
@@ -113,6 +119,11 @@ pub struct Drs {
     /// The base RTT of a longer route, once the window showed one: the kernel's minimum RTT
     /// still remembers the old route's (for minutes). Kept until the RTT falls below it.
     route_floor: Option<Duration>,
+    /// Trains have shown an unpaced sender: their rate is the bottleneck's.
+    unpaced: bool,
+    /// Connections of the transfer, this one among them: each takes its share of the capacity
+    /// the trains show (every connection's trains cross the bottleneck at its full rate).
+    streams: u32,
     /// Seeded from a sibling connection: no shrinking (not even at the end of start-up) before
     /// this connection has once filled its window (slow start leaves a seeded window unused for
     /// a while).
@@ -136,8 +147,15 @@ impl Drs {
             previous: None,
             starting: true,
             route_floor: None,
+            unpaced: false,
+            streams: 1,
             seeded: false,
         }
+    }
+
+    /// This connection's share of a capacity the trains show, bytes/s.
+    fn share(&self, capacity: f64) -> f64 {
+        capacity / f64::from(self.streams.max(1))
     }
 
     /// Grows at once to `target`; shrinks to it only after the estimate has stayed below half
@@ -201,8 +219,11 @@ impl Drs {
             self.seeded = false;
         }
         // Room for more: trains faster than the best rate of the last second (a queue or a
-        // longer RTT slows the rate, not the trains); where trains cannot be timed, no queue.
-        let room = train.map_or(stretch(rtt, base) <= UNQUEUED, |c| peak < ROOM * c.capacity);
+        // longer RTT slows the rate, not the trains; this connection's share of them where the
+        // transfer has several); where trains cannot be timed, no queue.
+        let room = train.map_or(stretch(rtt, base) <= UNQUEUED, |c| {
+            peak < ROOM * self.share(c.capacity)
+        });
         // Held by the window with room beyond it, no queue stretches the RTT: one well above
         // the base (more than the steady window's own queue) means a longer route, and the
         // base RTT of the old one no longer holds.
@@ -217,10 +238,20 @@ impl Drs {
         d.bdp = Some(bdp as u64);
         // The steady window of the capacity the trains show, once a train is longer than two
         // spans (a shorter one shows only its length per span, not the bottleneck's rate).
+        // A sender that paces sends no trains: its packets arrive at its pacing rate, about
+        // twice its delivery rate in slow start. Trains far faster than the rate are an
+        // unpaced sender's, and only those show the capacity.
+        if train.zip(span).is_some_and(|(c, span)| {
+            c.capacity * 2.0 * span.as_secs_f64() <= in_flight && c.capacity >= UNPACED * now_rate
+        }) {
+            self.unpaced = true;
+        }
         let capacity = train
             .zip(span)
-            .filter(|(c, span)| c.capacity * 2.0 * span.as_secs_f64() <= in_flight)
-            .map(|(c, _)| STEADY_GAIN * c.capacity * base.as_secs_f64());
+            .filter(|(c, span)| {
+                self.unpaced && self.share(c.capacity) * 2.0 * span.as_secs_f64() <= in_flight
+            })
+            .map(|(c, _)| STEADY_GAIN * self.share(c.capacity) * base.as_secs_f64());
         if let Some(t) = self
             .trial
             .filter(|t| s.now.saturating_sub(t.at) >= TRIAL_RTTS * rtt)
@@ -282,10 +313,10 @@ impl Drs {
             // least. Trains shorter than two spans show only a lower bound, but also that the
             // window is under a fifth of the BDP: fourfold is safe then.
             let path = train.zip(span).map_or(0.0, |(c, span)| {
-                if in_flight < 2.0 * c.capacity * span.as_secs_f64() {
+                if in_flight < 2.0 * self.share(c.capacity) * span.as_secs_f64() {
                     GROWTH_GAIN * window
                 } else {
-                    STEADY_GAIN * c.capacity * base.as_secs_f64()
+                    STEADY_GAIN * self.share(c.capacity) * base.as_secs_f64()
                 }
             });
             (GENTLE_GAIN * window)
@@ -371,13 +402,13 @@ impl Drs {
             0 => cwnd,
             w => cwnd.min(u64::from(w)),
         };
-        let mut target = sndbuf_for(flight);
+        let mut target = sndbuf_for(flight, base);
         if buffer_bound {
             // At least twice the size that held it back (Linux accounts double what is set).
             target = target.max(s.sndbuf);
         }
         if tcp.snd_wnd > 0 {
-            target = target.min(sndbuf_for(u64::from(tcp.snd_wnd)));
+            target = target.min(sndbuf_for(u64::from(tcp.snd_wnd), base));
         }
         d.bdp = Some((tcp.delivery_rate as f64 * base.as_secs_f64()) as u64);
         // A growing congestion window doubles per RTT: looked at ten times as often then.
@@ -401,10 +432,12 @@ impl Drs {
     }
 }
 
-/// The `SO_SNDBUF` value that holds `flight` bytes in flight with a little unsent behind them
-/// (the sending pump tops the buffer up every few milliseconds; Linux doubles the value set).
-fn sndbuf_for(flight: u64) -> u64 {
-    ((flight as f64 * SEND_ROOM) as u64 + UNSENT) / 2
+/// The `SO_SNDBUF` value that holds `flight` bytes in flight over an RTT of `base` with a
+/// little unsent behind them (the sending pump tops the buffer up every few milliseconds;
+/// Linux doubles the value set).
+fn sndbuf_for(flight: u64, base: Duration) -> u64 {
+    let unsent = (flight as f64 * UNSENT_TIME.as_secs_f64() / base.as_secs_f64().max(1e-3)) as u64;
+    ((flight as f64 * SEND_ROOM) as u64 + unsent.max(LEAST_UNSENT)) / 2
 }
 
 impl Law for Drs {
@@ -425,6 +458,10 @@ impl Law for Drs {
         self.size = Some(bytes.max(STOCK_BUFFER));
         self.seeded = true;
         true
+    }
+
+    fn set_streams(&mut self, streams: u32) {
+        self.streams = streams;
     }
 
     fn on_sample(&mut self, s: &Sample) -> Decision {
@@ -549,6 +586,23 @@ mod tests {
     }
 
     #[test]
+    fn one_of_several_connections_stops_at_its_share_of_the_capacity() {
+        // One of four connections on 1 Gbit/s, 100 ms: its trains cross the bottleneck at the
+        // full rate, but it gets a quarter of it (BDP 3.125 MB).
+        let peak = |streams: u32| {
+            let mut path = FluidPath::new(31.25e6, 0.1);
+            path.burst = Some(125e6);
+            let mut law = receiver();
+            law.set_streams(streams);
+            let chosen = path.run(&mut law, 4.0);
+            chosen.iter().map(|c| c.1).fold(0.0, f64::max)
+        };
+        assert!(peak(4) <= 1.3 * 3.125e6, "{}", peak(4));
+        // Told nothing, it takes the trains for its own and overshoots its share.
+        assert!(peak(1) > 1.5 * 3.125e6, "{}", peak(1));
+    }
+
+    #[test]
     fn receiver_follows_an_rtt_increase() {
         let mut path = FluidPath::new(12.5e6, 0.04);
         let mut law = receiver();
@@ -606,19 +660,22 @@ mod tests {
         }
     }
 
+    /// The RTT `sender_sample` reports.
+    const RTT: Duration = Duration::from_millis(100);
+
     #[test]
     fn sender_holds_what_may_be_in_flight() {
         let mut law = Drs::new(Role::Sender, &Params::default());
         // Slow start: the congestion window doubles; the buffer holds the next RTT's window,
         // looked at every tenth of an RTT.
         let d = law.on_sample(&sender_sample(0, 1 << 20, 64 << 20, 0, 0));
-        assert_eq!(d.set.sndbuf, Some(sndbuf_for(2 << 20)));
+        assert_eq!(d.set.sndbuf, Some(sndbuf_for(2 << 20, RTT)));
         assert_eq!(d.next, Duration::from_millis(10));
         let d = law.on_sample(&sender_sample(100, 2 << 20, 64 << 20, 0, 0));
-        assert_eq!(d.set.sndbuf, Some(sndbuf_for(4 << 20)));
+        assert_eq!(d.set.sndbuf, Some(sndbuf_for(4 << 20, RTT)));
         // Limited by the peer's 6 MiB window: the buffer follows that, not the congestion window.
         let d = law.on_sample(&sender_sample(200, 16 << 20, 6 << 20, 0, 0));
-        assert_eq!(d.set.sndbuf, Some(sndbuf_for(6 << 20)));
+        assert_eq!(d.set.sndbuf, Some(sndbuf_for(6 << 20, RTT)));
         // Steady and still held by the peer's window: nothing changes, looked at once per RTT.
         let d = law.on_sample(&sender_sample(300, 16 << 20, 6 << 20, 0, 0));
         assert_eq!(d.set.sndbuf, None);
@@ -628,7 +685,7 @@ mod tests {
         let d = law.on_sample(&sender_sample(400, 4 << 20, 64 << 20, 5000, 12 << 20));
         assert_eq!(d.set.sndbuf, Some(12 << 20));
         let d = law.on_sample(&sender_sample(500, 4 << 20, 40 << 20, 9000, 64 << 20));
-        assert_eq!(d.set.sndbuf, Some(sndbuf_for(40 << 20)));
+        assert_eq!(d.set.sndbuf, Some(sndbuf_for(40 << 20, RTT)));
         // Linux keeps counting buffer-limited time while data waits unsent: no growth then.
         let mut s = sender_sample(600, 4 << 20, 40 << 20, 20000, 45 << 20);
         if let Some(t) = s.tcp.as_mut() {
@@ -637,6 +694,8 @@ mod tests {
         assert_eq!(law.on_sample(&s).set.sndbuf, None);
         // The buffer holds a flight with little more than a few refills unsent behind it.
         let flight = 40u64 << 20;
-        assert!(2 * sndbuf_for(flight) < flight + flight / 5);
+        assert!(2 * sndbuf_for(flight, RTT) < flight + flight / 5);
+        // Of a few streams' small flights, little more than a refill's worth.
+        assert_eq!(2 * sndbuf_for(1 << 20, RTT), 1_132_462 + (64 << 10));
     }
 }

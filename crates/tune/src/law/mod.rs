@@ -80,6 +80,9 @@ pub trait Law: Send {
     fn seed(&mut self, _bytes: u64) -> bool {
         false
     }
+    /// The transfer now runs `streams` connections in all, this one among them: a law that
+    /// sizes from the capacity of the whole path takes its share of it.
+    fn set_streams(&mut self, _streams: u32) {}
 }
 
 /// Rate in bytes/s of `bytes` over `dt`.

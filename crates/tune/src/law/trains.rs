@@ -8,6 +8,8 @@ use std::time::Duration;
 /// Packet trains are timed over a tenth of the base RTT, and not at all below this (the
 /// driver's clock is too coarse for shorter spans).
 const SHORTEST_TRAIN: Duration = Duration::from_millis(2);
+/// Spans at the top that may be bursts, not trains, when telling which spans are in trains.
+const SPIKES: usize = 2;
 /// How long timed spans are remembered.
 const TRAIN_MEMORY: Duration = Duration::from_secs(1);
 
@@ -24,10 +26,10 @@ pub(crate) struct Trains {
 /// What the trains of the last second show: the capacity, bytes/s.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TrainRates {
-    /// Of the spans at least half as fast as the fastest (those inside trains), the rate a
-    /// fifth of them reach: the fastest while slow start's trains fill a span or two, and on a
-    /// full path not the burst that follows a dip when a late reader or a busy router catches
-    /// up (about one span in ten on the emulator).
+    /// Of the spans at least half as fast as the third fastest (those inside trains), the rate
+    /// a fifth of them reach: the fastest while slow start's trains fill a span or two, and on
+    /// a full path not the burst that follows a dip when a late reader or a busy router catches
+    /// up (about one span in ten on the emulator), nor one huge burst.
     pub(crate) capacity: f64,
 }
 
@@ -54,14 +56,15 @@ impl Trains {
         {
             self.spans.pop_front();
         }
-        let fastest = self.spans.iter().map(|&(_, r)| r).fold(0.0, f64::max);
-        let mut inside: Vec<f64> = self
-            .spans
-            .iter()
-            .map(|&(_, r)| r)
-            .filter(|&r| r > 0.0 && r >= fastest / 2.0)
+        let mut rates: Vec<f64> = self.spans.iter().map(|&(_, r)| r).collect();
+        rates.sort_by(f64::total_cmp);
+        // The spans inside trains: at least half as fast as the third fastest (one or two
+        // spans may hold what a stalled reader or router released at once).
+        let reference = *rates.iter().rev().nth(SPIKES).or(rates.first())?;
+        let inside: Vec<f64> = rates
+            .into_iter()
+            .filter(|&r| r > 0.0 && r >= reference / 2.0)
             .collect();
-        inside.sort_by(f64::total_cmp);
         Some(TrainRates {
             capacity: *inside.get(inside.len() * 4 / 5)?,
         })
@@ -99,6 +102,14 @@ mod tests {
                 50 => 1_300_000,
                 _ => 1_000_000,
             };
+            rates = trains.observe(Duration::from_millis(ms), bytes, span);
+        }
+        assert_eq!(rates.map(|r| r.capacity), Some(100e6));
+        // One span that releases 25 ms of data at once (a stalled reader at the end).
+        let mut trains = Trains::default();
+        let (mut bytes, mut rates) = (0, None);
+        for ms in (0..1000u64).step_by(10) {
+            bytes += if ms == 900 { 2_500_000 } else { 1_000_000 };
             rates = trains.observe(Duration::from_millis(ms), bytes, span);
         }
         assert_eq!(rates.map(|r| r.capacity), Some(100e6));

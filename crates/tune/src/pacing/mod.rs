@@ -110,9 +110,9 @@ impl Pacing {
         match self {
             Pacing::Off => None,
             Pacing::Tcp => Some(
-                "streams paced by TCP (internal pacing) once there are several: a stream's \
-                 slow-start bursts would otherwise end its siblings' slow start early (a lone \
-                 stream's bursts show the receiver the path's capacity)",
+                "streams paced by TCP (internal pacing), with uncapped buffers once there are \
+                 several: a stream's slow-start bursts would otherwise end its siblings' slow \
+                 start early (a lone stream's bursts show the receiver the path's capacity)",
             ),
             Pacing::Cwp => Some("every stream paced at its congestion window per RTT (CWP)"),
             Pacing::Adaptive => Some(
