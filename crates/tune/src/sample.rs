@@ -60,6 +60,20 @@ pub struct TcpStats {
     pub max_pacing_rate: u64,
 }
 
+impl TcpStats {
+    /// Time the send buffer held sending back since the count was `before_us`, µs: Linux's
+    /// count, but only while nothing waits unsent. Once started, Linux keeps that clock running
+    /// for as long as a writer tops the buffer up before a third of it drains, as fatpipe's
+    /// pump does; data waiting unsent shows that the buffer held nothing back.
+    pub fn sndbuf_held_since(&self, before_us: u64) -> u64 {
+        if self.notsent_bytes == 0 {
+            self.sndbuf_limited_us.saturating_sub(before_us)
+        } else {
+            0
+        }
+    }
+}
+
 /// One observation of one end, taken by its driver.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {

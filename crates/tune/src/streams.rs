@@ -78,8 +78,6 @@ struct Counters {
     bytes: u64,
     rwnd_us: u64,
     sndbuf_us: u64,
-    /// Bytes written but not yet sent: with some, the send buffer held nothing back.
-    unsent: u32,
     busy_us: u64,
     retrans: u64,
     cwnd: u64,
@@ -93,7 +91,6 @@ impl Counters {
             bytes: s.bytes_acked,
             rwnd_us: s.rwnd_limited_us,
             sndbuf_us: s.sndbuf_limited_us,
-            unsent: s.notsent_bytes,
             busy_us: s.busy_us,
             retrans: s.total_retrans.into(),
             cwnd: s.cwnd_bytes,
@@ -182,15 +179,9 @@ impl StreamPolicy {
         let rate_of = |n: usize| -> f64 { (0..n.min(old)).map(each).sum() };
         let rate = rate_of(old);
         let busy = delta(|c| c.busy_us).max(1.0);
-        // Time held by buffers: the peer's window, and the send buffer unless data waits unsent
-        // at the look (Linux keeps counting a send buffer as the limit, once it was, for as
-        // long as a writer tops it up before a third of it drains, as fatpipe's pump does).
+        // Time held by buffers: the peer's window and the send buffer.
         let held_us = |i: usize| {
-            let sndbuf = if now[i].unsent == 0 {
-                gained(i, |c| c.sndbuf_us)
-            } else {
-                0
-            };
+            let sndbuf = o.streams[i].sndbuf_held_since(before[i].sndbuf_us);
             (gained(i, |c| c.rwnd_us) + sndbuf) as f64
         };
         let limited = ((0..old).map(held_us).sum::<f64>() / busy).min(1.0);

@@ -386,9 +386,7 @@ impl Drs {
         if self.last.is_none() || s.now.saturating_sub(last_at) >= base {
             self.last = Some((s.now, *tcp));
         }
-        // Held by the buffer: Linux says so, and nothing waits unsent (it keeps saying so once
-        // it did while the pump tops the buffer up).
-        let buffer_bound = tcp.sndbuf_limited_us > last.sndbuf_limited_us && tcp.notsent_bytes == 0;
+        let buffer_bound = tcp.sndbuf_held_since(last.sndbuf_limited_us) > 0;
         let growing = tcp.cwnd_bytes * 10 > last.cwnd_bytes * 11 || buffer_bound;
         // While the congestion window grows (slow start doubles it every RTT) the buffer must
         // already hold the next RTT's window; once it is steady, what may be in flight. Never
