@@ -24,7 +24,7 @@
 //! third of it to drain. When the buffer has limited sending, at least twice its size; never
 //! more than the peer's window needs.
 
-use super::trains::{train_span, Trains};
+use super::trains::{outlasts_two_spans, train_span, TrainRates, Trains};
 use super::window::History;
 use super::{rate, Decision, Law, Setup};
 use crate::mode::{Params, STOCK_BUFFER};
@@ -93,6 +93,13 @@ fn arrived(s: &Sample, tcp: &TcpStats) -> u64 {
         0 => s.bytes,
         n => n,
     }
+}
+
+/// What the trains show, for a decision's note (nothing where they cannot be timed).
+fn trains_note(train: Option<TrainRates>) -> String {
+    train.map_or(String::new(), |c| {
+        format!(", trains at {:.0} Mbit/s", c.capacity * 8e-6)
+    })
 }
 
 /// The `SO_RCVBUF` value that lets Linux advertise a window of `window` bytes.
@@ -242,14 +249,14 @@ impl Drs {
         // twice its delivery rate in slow start. Trains far faster than the rate are an
         // unpaced sender's, and only those show the capacity.
         if train.zip(span).is_some_and(|(c, span)| {
-            c.capacity * 2.0 * span.as_secs_f64() <= in_flight && c.capacity >= UNPACED * now_rate
+            outlasts_two_spans(c.capacity, span, in_flight) && c.capacity >= UNPACED * now_rate
         }) {
             self.unpaced = true;
         }
         let capacity = train
             .zip(span)
             .filter(|(c, span)| {
-                self.unpaced && self.share(c.capacity) * 2.0 * span.as_secs_f64() <= in_flight
+                self.unpaced && outlasts_two_spans(self.share(c.capacity), *span, in_flight)
             })
             .map(|(c, _)| STEADY_GAIN * self.share(c.capacity) * base.as_secs_f64());
         if let Some(t) = self
@@ -313,10 +320,10 @@ impl Drs {
             // least. Trains shorter than two spans show only a lower bound, but also that the
             // window is under a fifth of the BDP: fourfold is safe then.
             let path = train.zip(span).map_or(0.0, |(c, span)| {
-                if in_flight < 2.0 * self.share(c.capacity) * span.as_secs_f64() {
-                    GROWTH_GAIN * window
-                } else {
+                if outlasts_two_spans(self.share(c.capacity), span, in_flight) {
                     STEADY_GAIN * self.share(c.capacity) * base.as_secs_f64()
+                } else {
+                    GROWTH_GAIN * window
                 }
             });
             (GENTLE_GAIN * window)
@@ -353,20 +360,14 @@ impl Drs {
             format!(
                 "try: window-limited, {} bytes in flight per RTT{}, base RTT {:.0} ms",
                 in_flight as u64,
-                train.map_or(String::new(), |c| format!(
-                    ", trains at {:.0} Mbit/s",
-                    c.capacity * 8e-6
-                )),
+                trains_note(train),
                 base.as_secs_f64() * 1e3
             )
         } else {
             format!(
                 "grow: {} bytes in flight per RTT{}",
                 in_flight as u64,
-                train.map_or(String::new(), |c| format!(
-                    ", trains at {:.0} Mbit/s",
-                    c.capacity * 8e-6
-                ))
+                trains_note(train)
             )
         };
         Self::set_window(d, size, tcp, note);

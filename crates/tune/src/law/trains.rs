@@ -71,6 +71,13 @@ impl Trains {
     }
 }
 
+/// Whether a flight of `in_flight` bytes arriving at `rate` lasts two spans of `span` or more:
+/// only then is a whole span inside the train, showing its rate (a shorter train shows only
+/// its length per span).
+pub(crate) fn outlasts_two_spans(rate: f64, span: Duration, in_flight: f64) -> bool {
+    rate * 2.0 * span.as_secs_f64() <= in_flight
+}
+
 /// The span trains are timed over at base RTT `base`, if timing them is meaningful there.
 pub(crate) fn train_span(base: Duration) -> Option<Duration> {
     Some(base / 10).filter(|&s| s >= SHORTEST_TRAIN)
