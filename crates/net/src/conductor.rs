@@ -227,23 +227,26 @@ impl Conductor {
         announce
     }
 
-    /// The pacing a new connection starts with: none for the lone stream of `-p auto` that
-    /// TCP would pace by default when buffers are not capped (pacing keeps siblings from
-    /// ending each other's slow start; alone, it would only hide the path's capacity from the
-    /// receiver's packet trains; capped, a lone stream soon gets company), the transfer's
-    /// pacing otherwise.
+    /// The pacing a new connection starts with: the transfer's, unless it waits (see
+    /// [`Conductor::waits_to_pace`]).
     fn pacing_now(&self) -> Pacing {
-        let s = &self.0;
-        let Some(cfg) = s.cfg.as_ref() else {
-            return s.pacing;
-        };
-        let by_default = s.pacing == Pacing::Tcp && cfg.pacing.is_none();
-        let lone = lock(&s.growing).as_ref().is_some_and(|g| g.streams <= 1);
-        if by_default && lone && cfg.control.forced() {
+        let streams = lock(&self.0.growing).as_ref().map(|g| g.streams);
+        if streams.is_some_and(|n| self.waits_to_pace(n)) {
             Pacing::Off
         } else {
-            s.pacing
+            self.0.pacing
         }
+    }
+
+    /// Whether a `-p auto` transfer at `streams` streams leaves them unpaced for now: a lone
+    /// stream that TCP would pace by default, when buffers are not capped (pacing keeps
+    /// siblings from ending each other's slow start; alone, it would only hide the path's
+    /// capacity from the receiver's packet trains; capped, a lone stream soon gets company).
+    fn waits_to_pace(&self, streams: u32) -> bool {
+        let s = &self.0;
+        s.cfg.as_ref().is_some_and(|cfg| {
+            s.pacing == Pacing::Tcp && cfg.pacing.is_none() && cfg.control.forced()
+        }) && streams <= 1
     }
 
     /// Every connection's `TCP_INFO`, in the order they were made, and the send buffers'
@@ -319,7 +322,7 @@ impl Conductor {
         let settled = gr.policy.is_settled();
         let change = gr.policy.observe(obs);
         if let Some(c) = &change {
-            if gr.streams <= 1 && self.0.pacing != Pacing::Off {
+            if self.waits_to_pace(gr.streams) {
                 // The lone stream ran unpaced; with company it is paced like the rest.
                 self.tuners()
                     .iter_mut()
