@@ -1,38 +1,59 @@
 //! `fatpipe cp`: copy a file or tree, with a progress bar on a terminal and a summary at the end.
 
 use crate::credentials;
+use crate::progress::{rate_text, Finished, Progress};
 use crate::tuning::{self, TuneArgs};
-use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer, Verify};
+use anyhow::Context;
+use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Verify};
+use fatpipe_ftp::client::filter::Filter;
 use fatpipe_ftp::client::path_memory::{self, PathMemory};
 use fatpipe_ftp::client::{Credentials, Location, Streams};
-use fatpipe_net::udp::{UdpConfig, UdpStatus};
-use fatpipe_net::Pump;
+use fatpipe_net::udp::UdpConfig;
 use fatpipe_proto::udp::NetStack;
 use fatpipe_tune::rate::RateControlKind;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Options of `fatpipe cp`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Source: a local path or ftp://[user[:password]@]host[:port]/path
-    src: String,
-    /// Destination: a local path, `-` for standard output, or an ftp:// URL.
-    dst: String,
+    /// Sources, then the destination. A source is a local path or
+    /// ftp://[user[:password]@]host[:port]/path, whose last component may be a glob (quote it:
+    /// 'ftp://host/data/*.h5'); all sources are local or all on one server. The destination is
+    /// a local path, `-` for standard output, or an ftp:// URL; several sources go into it as a
+    /// directory (made if missing).
+    #[arg(value_name = "SRC... DST", num_args = 2.., required = true)]
+    paths: Vec<String>,
     /// Copy directory trees.
     #[arg(short = 'r', long)]
     recursive: bool,
-    /// Continue partial destination files instead of replacing them.
+    /// Make missing directories at the destination (always done with -r and several sources).
+    #[arg(long)]
+    create_dirs: bool,
+    /// Copy only files matching GLOB: a name (`*.h5`, matched anywhere in a tree) or a path
+    /// below the source (`run1/*.h5`; `**` spans directories). Repeatable.
+    #[arg(long, value_name = "GLOB")]
+    include: Vec<String>,
+    /// Leave out files and directories matching GLOB (as --include; wins over it). Repeatable.
+    #[arg(long, value_name = "GLOB")]
+    exclude: Vec<String>,
+    /// Copy the files listed in FILE (one per line, relative to the one source directory;
+    /// blank lines and lines starting with # are skipped; `-`: standard input).
+    #[arg(long, value_name = "FILE")]
+    from: Option<std::path::PathBuf>,
+    /// Continue partial destination files instead of replacing them, and skip those already
+    /// complete (same size and checksum): a re-run copies only what is missing.
     #[arg(long)]
     resume: bool,
+    /// Most this copy moves per second, over all its streams (e.g. 100mbit, 1gbit).
+    #[arg(long, value_name = "RATE", value_parser = fatpipe_wanem::units::parse_rate)]
+    limit_rate: Option<u64>,
     /// Print a JSON summary (to standard output, or standard error when the data goes there).
     #[arg(long)]
     json: bool,
-    /// No progress bar and no summary line.
+    /// Print nothing but errors: no progress, no summary, no warnings.
     #[arg(short, long)]
     quiet: bool,
     /// Give up on a connection silent for this long.
@@ -80,6 +101,13 @@ pub struct Args {
     tune: TuneArgs,
 }
 
+impl Args {
+    /// `-q`: no progress, no summary, no warnings; errors only.
+    pub fn quiet(&self) -> bool {
+        self.quiet
+    }
+}
+
 fn parse_control(s: &str) -> Result<RateControlKind, String> {
     RateControlKind::parse(s).ok_or_else(|| format!("'{s}': default, history or state"))
 }
@@ -115,20 +143,29 @@ struct Summary<'a> {
     files: &'a [FileResult],
 }
 
-/// Runs the copy; the exit code is non-zero if any file failed.
-/// Runs the copy; `verbose` adds how the tuning and the streams went to the summary.
+/// Runs the copy; the exit code is non-zero if any file failed. `verbose` adds how the tuning
+/// and the streams went to the summary.
 pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
-    let src = Location::parse(&a.src)?;
-    let dst = Location::parse(&a.dst)?;
-    let creds = match (&src, &dst) {
-        (Location::Remote(u), _) | (_, Location::Remote(u)) => credentials::for_url(u)?,
-        _ => Credentials::anonymous(),
+    let (dst, srcs) = a
+        .paths
+        .split_last()
+        .context("name a source and a destination")?;
+    let srcs = srcs
+        .iter()
+        .map(|s| Location::parse(s))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let dst = Location::parse(dst)?;
+    let remote = srcs.iter().chain([&dst]).find_map(|l| match l {
+        Location::Remote(u) => Some(u),
+        _ => None,
+    });
+    let creds = match remote {
+        Some(u) => credentials::for_url(u)?,
+        None => Credentials::anonymous(),
     };
     // `-p auto` remembers per server where its streams ended, for the next copy.
-    let memory = match (&src, &dst, a.parallel) {
-        (Location::Remote(u), _, StreamsArg::Auto) | (_, Location::Remote(u), StreamsArg::Auto)
-            if !a.no_path_memory =>
-        {
+    let memory = match (remote, a.parallel) {
+        (Some(u), StreamsArg::Auto) if !a.no_path_memory => {
             path_memory::default_path().map(|p| (p, format!("{}:{}", u.host, u.port)))
         }
         _ => None,
@@ -158,8 +195,14 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         tune.cc = carried.clone();
     }
     let stats = tune.stats.clone();
+    let progress = Progress::new(a.quiet, (a.transport == "udp").then(Default::default))?;
+    tune.live = Some(progress.live.clone());
     let opts = CopyOptions {
         recursive: a.recursive,
+        create_dirs: a.create_dirs,
+        filter: Filter::new(&a.include, &a.exclude)?,
+        from: a.from.as_deref().map(read_list).transpose()?,
+        limit_rate: a.limit_rate,
         resume: a.resume,
         timeout: a.timeout,
         tune: Some(tune),
@@ -178,15 +221,13 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         } else {
             Verify::Auto
         },
-        udp: (a.transport == "udp").then(|| udp_choice(&a, stats)),
+        udp: (a.transport == "udp").then(|| udp_choice(&a, stats, &progress)),
     };
-    let progress = Progress::new(a.quiet, opts.udp.as_ref().and_then(|u| u.1.status.clone()))?;
     let started = Instant::now();
     let results = std::thread::scope(|s| {
         s.spawn(|| progress.tick_until_done());
-        // However the copy ends (a panic included), the progress thread learns it.
         let _stop = Finished(&progress.done);
-        copy::copy(&src, &dst, &creds, &opts, &progress)
+        copy::copy(&srcs, &dst, &creds, &opts, &progress)
     })?;
     progress.bar.finish_and_clear();
     let interrupted = progress.interrupted.load(Ordering::SeqCst);
@@ -250,13 +291,21 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// `--transport udp`: what the server is told and this end's side of the channel.
-fn udp_choice(a: &Args, stats: Option<fatpipe_net::telemetry::StatsFile>) -> (NetStack, UdpConfig) {
+fn udp_choice(
+    a: &Args,
+    stats: Option<fatpipe_net::telemetry::StatsFile>,
+    progress: &Progress,
+) -> (NetStack, UdpConfig) {
     let control = a.udp_rate_control;
     let line = match control {
         RateControlKind::Default => 10e9,
         _ => 1e9,
     };
-    let max_rate = a.udp_rate.map_or(line, |r| r as f64);
+    // --limit-rate caps the controller (a UDP receiver that waited would lose packets).
+    let max_rate = a
+        .udp_rate
+        .map_or(line, |r| r as f64)
+        .min(a.limit_rate.map_or(f64::INFINITY, |l| l as f64));
     let stack = NetStack {
         udp: true,
         control: Some(control.to_string()),
@@ -269,7 +318,7 @@ fn udp_choice(a: &Args, stats: Option<fatpipe_net::telemetry::StatsFile>) -> (Ne
         timeout: a.timeout,
         force_buffers: !a.tune.no_force_buffers,
         stats,
-        status: Some(Default::default()),
+        status: progress.udp.clone(),
         ..UdpConfig::default()
     };
     (stack, config)
@@ -290,16 +339,26 @@ fn tune_line(results: &[FileResult]) -> Option<String> {
 fn headline(results: &[FileResult], bytes: u64, seconds: f64) -> String {
     let failed = results.iter().filter(|r| r.error.is_some()).count();
     let copied = results.len() - failed;
+    // A re-run with --resume: files found complete moved nothing.
+    let complete = results
+        .iter()
+        .filter(|r| r.error.is_none() && r.bytes == 0 && r.resumed_from > 0)
+        .count();
     let mut line = format!(
-        "{copied} file{} copied{}, {} in {seconds:.2} s ({})",
+        "{copied} file{} copied{}{}, {} in {seconds:.2} s ({})",
         if copied == 1 { "" } else { "s" },
+        if complete > 0 {
+            format!(" ({complete} already complete)")
+        } else {
+            String::new()
+        },
         if failed > 0 {
             format!(", {failed} failed")
         } else {
             String::new()
         },
         fatpipe_tune::size::format_size(bytes),
-        rate_text(bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6),
+        rate_text(bytes as f64 * 8.0 / seconds.max(1e-9)),
     );
     if let Some(n) = results
         .iter()
@@ -321,15 +380,6 @@ fn headline(results: &[FileResult], bytes: u64, seconds: f64) -> String {
         ));
     }
     line
-}
-
-/// A rate in the unit that reads best.
-fn rate_text(mbit_s: f64) -> String {
-    if mbit_s >= 1000.0 {
-        format!("{:.2} Gbit/s", mbit_s / 1000.0)
-    } else {
-        format!("{mbit_s:.1} Mbit/s")
-    }
 }
 
 /// The system limits that held a buffer below what the tuning asked, over all files.
@@ -356,6 +406,23 @@ fn streams_lines(results: &[FileResult]) -> Vec<String> {
     }
     out.extend(auto_lines(results));
     out
+}
+
+/// The names of a `--from` list (`-`: standard input): one a line, blank lines and `#`
+/// comments skipped.
+fn read_list(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let text = if path == std::path::Path::new("-") {
+        std::io::read_to_string(std::io::stdin())?
+    } else {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the --from list {}", path.display()))?
+    };
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect())
 }
 
 /// Keeps the stream count the copy's last moved file ended with for the next copy to `server`,
@@ -418,103 +485,6 @@ fn auto_lines(results: &[FileResult]) -> Vec<String> {
         ));
     }
     out
-}
-
-/// Progress bar fed from the running pump (hidden when standard error is not a terminal); it
-/// also watches for Ctrl-C and SIGTERM, which cancel the running file (its partial record is
-/// kept for `--resume`) and the files not yet begun. A second Ctrl-C ends the process at once.
-struct Progress {
-    bar: ProgressBar,
-    /// The UDP channel's rate controller, as the sender last told it.
-    udp: Option<Arc<Mutex<UdpStatus>>>,
-    current: Mutex<Option<(Arc<Pump>, u64)>>,
-    done: AtomicBool,
-    signalled: Arc<AtomicBool>,
-    interrupted: AtomicBool,
-}
-
-/// Sets its flag when dropped.
-struct Finished<'a>(&'a AtomicBool);
-
-impl Drop for Finished<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Progress {
-    fn new(quiet: bool, udp: Option<Arc<Mutex<UdpStatus>>>) -> anyhow::Result<Self> {
-        let bar = if quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new(0)
-        };
-        let style = ProgressStyle::with_template(
-            "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} {prefix}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-        bar.set_style(style);
-        let signalled = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register_conditional_shutdown(sig, 130, signalled.clone())?;
-            signal_hook::flag::register(sig, signalled.clone())?;
-        }
-        Ok(Progress {
-            bar,
-            udp,
-            current: Mutex::new(None),
-            done: AtomicBool::new(false),
-            signalled,
-            interrupted: AtomicBool::new(false),
-        })
-    }
-
-    fn tick_until_done(&self) {
-        while !self.done.load(Ordering::SeqCst) {
-            let stop = self.signalled.load(Ordering::SeqCst);
-            if stop {
-                self.interrupted.store(true, Ordering::SeqCst);
-            }
-            if let Ok(guard) = self.current.lock() {
-                if let Some((pump, already)) = guard.as_ref() {
-                    if stop {
-                        pump.cancel();
-                    }
-                    self.bar.set_position(already + pump.bytes());
-                }
-            }
-            if let Some(udp) = &self.udp {
-                let status = udp.lock().map(|s| s.to_string()).unwrap_or_default();
-                self.bar.set_prefix(status);
-            }
-            // Short, so that the command ends as soon as the copy does.
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Observer for Progress {
-    fn file_started(&self, name: &str, total: Option<u64>, already: u64, pump: &Arc<Pump>) {
-        self.bar.reset();
-        self.bar.set_length(total.unwrap_or(0));
-        self.bar.set_position(already);
-        self.bar.set_message(name.to_string());
-        if let Ok(mut guard) = self.current.lock() {
-            *guard = Some((pump.clone(), already));
-        }
-    }
-
-    fn file_finished(&self, result: &FileResult) {
-        if let Ok(mut guard) = self.current.lock() {
-            *guard = None;
-        }
-        tracing::debug!(source = %result.source, bytes = result.bytes, error = ?result.error, "file done");
-    }
-
-    fn stop_requested(&self) -> bool {
-        self.signalled.load(Ordering::SeqCst)
-    }
 }
 
 #[cfg(test)]

@@ -1,26 +1,65 @@
-//! Where the client's login comes from: the URL, `FATPIPE_PASSWORD`, or a prompt.
+//! Where the client's login comes from: the URL, `FATPIPE_PASSWORD`, `~/.netrc` (or the file
+//! `$NETRC` names), or a prompt.
 
 use anyhow::bail;
-use fatpipe_ftp::client::{Credentials, RemoteUrl};
+use fatpipe_ftp::client::{Connection, Credentials, Location, RemoteUrl};
 use std::io::IsTerminal;
+use std::time::Duration;
 
 /// The environment variable holding the password, so it never has to be on a command line.
 pub const PASSWORD_ENV: &str = "FATPIPE_PASSWORD";
 
-/// Credentials for `url`: anonymous without a user; otherwise the URL's password, the
-/// environment's, or one typed at a prompt.
+/// Credentials for `url`: the URL's user, or the netrc's for its host, or anonymous; the
+/// password from the URL, the environment, the netrc (for that user), or a prompt.
 pub fn for_url(url: &RemoteUrl) -> anyhow::Result<Credentials> {
-    let Some(user) = url.user.clone() else {
+    let entry = netrc_entry(&url.host);
+    let Some(user) = url
+        .user
+        .clone()
+        .or_else(|| entry.as_ref().map(|n| n.login.clone()))
+    else {
         return Ok(Credentials::anonymous());
     };
+    let from_netrc = entry
+        .filter(|n| n.login == user)
+        .map(|n| n.password)
+        .filter(|p| !p.is_empty());
     let password = if let Some(p) = url.password.clone() {
         p
     } else if let Ok(p) = std::env::var(PASSWORD_ENV) {
         p
+    } else if let Some(p) = from_netrc {
+        p
     } else if std::io::stdin().is_terminal() {
         rpassword::prompt_password(format!("Password for {user}@{}: ", url.host))?
     } else {
-        bail!("no password for {user}: set {PASSWORD_ENV} or run on a terminal to be asked");
+        bail!("no password for {user}: set {PASSWORD_ENV}, add it to ~/.netrc, or run on a terminal to be asked");
     };
     Ok(Credentials { user, password })
+}
+
+/// The server and path an `ftp://` URL argument names.
+pub fn remote(arg: &str) -> anyhow::Result<RemoteUrl> {
+    match Location::parse(arg)? {
+        Location::Remote(u) => Ok(u),
+        _ => bail!("{arg}: not an ftp:// URL"),
+    }
+}
+
+/// A session with the server `url` names, logged in as [`for_url`] says.
+pub fn open(url: &RemoteUrl, timeout: Duration) -> anyhow::Result<Connection> {
+    url.open(&for_url(url)?, timeout)
+}
+
+/// The netrc's `machine` entry for `host` (its `default` entry is not used: it would turn
+/// every anonymous copy into a login); a netrc that cannot be read is warned about and skipped.
+fn netrc_entry(host: &str) -> Option<netrc::Authenticator> {
+    let path = netrc::Netrc::get_file()?;
+    match netrc::Netrc::from_file(&path) {
+        Ok(mut n) => n.hosts.remove(host).filter(|a| !a.login.is_empty()),
+        Err(e) => {
+            tracing::warn!("ignoring {}: {e}", path.display());
+            None
+        }
+    }
 }

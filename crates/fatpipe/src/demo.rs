@@ -20,6 +20,9 @@ pub struct Args {
     /// Skip the emulated WAN and transfer over loopback.
     #[arg(long)]
     loopback: bool,
+    /// Copies per row (each row shows their median, lowest and highest).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    runs: u32,
 }
 
 /// Runs the demonstration.
@@ -29,6 +32,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         rtt: a.rtt,
         rate: a.rate,
         loopback: a.loopback,
+        runs: a.runs,
     };
     let exe = std::env::current_exe()?;
     let mut o = Output {

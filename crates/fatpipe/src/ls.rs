@@ -1,8 +1,6 @@
 //! `fatpipe ls`: list a remote directory.
 
 use crate::credentials;
-use anyhow::bail;
-use fatpipe_ftp::client::Location;
 use fatpipe_proto::listing::{format_timeval, EntryKind};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -19,11 +17,8 @@ pub struct Args {
 
 /// Prints one line per entry: kind, size, modification time (UTC), name.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let Location::Remote(url) = Location::parse(&a.url)? else {
-        bail!("fatpipe ls takes an ftp:// URL");
-    };
-    let creds = credentials::for_url(&url)?;
-    let mut c = url.open(&creds, a.timeout)?;
+    let url = credentials::remote(&a.url)?;
+    let mut c = credentials::open(&url, a.timeout)?;
     let entries = c.list(&url.path)?;
     c.quit();
     for e in entries {

@@ -26,6 +26,8 @@ mod ls;
 mod passwd;
 mod plot;
 mod plot_lab;
+mod progress;
+mod remote;
 mod serve;
 mod testbed;
 mod tuning;
@@ -52,6 +54,12 @@ enum Cmd {
     Cp(cp::Args),
     /// List a remote directory.
     Ls(ls::Args),
+    /// Make remote directories.
+    Mkdir(remote::MkdirArgs),
+    /// Remove remote files (and, with -r, trees).
+    Rm(remote::RmArgs),
+    /// Rename or move a remote file or directory.
+    Mv(remote::MvArgs),
     /// Write a users-file entry with a salted argon2 password hash.
     Passwd(passwd::Args),
     /// Demonstration transfer on this machine, with the rate it reached.
@@ -70,10 +78,11 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The server logs sessions at info; client commands stay quiet unless asked.
-    let base = if matches!(cli.command, Cmd::Serve(_)) {
-        "info"
-    } else {
-        "warn"
+    let base = match &cli.command {
+        Cmd::Serve(_) => "info",
+        // -q: nothing but errors.
+        Cmd::Cp(a) if a.quiet() => "error",
+        _ => "warn",
     };
     let default = match cli.verbose {
         0 => base,
@@ -95,6 +104,9 @@ fn main() -> ExitCode {
         Cmd::Serve(a) => serve::run(a),
         Cmd::Cp(a) => cp::run(a, cli.verbose > 0),
         Cmd::Ls(a) => ls::run(a),
+        Cmd::Mkdir(a) => remote::mkdir(a),
+        Cmd::Rm(a) => remote::rm(a),
+        Cmd::Mv(a) => remote::mv(a),
         Cmd::Passwd(a) => passwd::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Testbed(c) => testbed::run(c),

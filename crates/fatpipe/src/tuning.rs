@@ -63,6 +63,7 @@ impl TuneArgs {
             end,
             pacing: self.pacing,
             cc: self.cc.clone(),
+            live: None,
         })
     }
 }

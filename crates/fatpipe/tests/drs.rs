@@ -133,6 +133,11 @@ fn sbuf_during_a_download_is_answered_at_once() {
     let mut got = Vec::new();
     d.read_to_end(&mut got).unwrap();
     assert_eq!(got.len(), 64 << 20);
+    // The server's peak send buffer comes before the final reply, for a client that asked.
+    let (code, text) = c.reply();
+    assert_eq!(code, 126, "{text}");
+    let peak: u64 = text.strip_prefix("SBUF ").unwrap().parse().unwrap();
+    assert!(peak > 0);
     assert_eq!(c.reply().0, 226);
 }
 

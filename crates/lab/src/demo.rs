@@ -38,6 +38,8 @@ pub struct Args {
     pub rate: u64,
     /// Skip the emulated WAN and transfer over loopback.
     pub loopback: bool,
+    /// Copies per row; each row prints their medians.
+    pub runs: u32,
 }
 
 /// Runs the demonstration; `exe` is the fatpipe binary whose `serve` and `cp` it runs on the
@@ -146,51 +148,106 @@ fn wan(a: &Args, exe: &Path, dir: &Path, out: &mut dyn Write) -> anyhow::Result<
         }
         let addr = fatpipe_ftp::server::announced_addr(&line)
             .with_context(|| format!("the server did not start: {line:?}"))?;
-        let done = tb
-            .command(Side::A, &exe.to_string_lossy())
-            // Each run starts cold and nothing lands in the user's own cache (path memory).
-            .env("XDG_CACHE_HOME", dir.join(format!("cache-{label}")))
-            .args([
-                "cp",
-                "--json",
-                "--quiet",
-                &format!("ftp://{addr}/demo.bin"),
-                "/dev/null",
-            ])
-            .args(flags)
-            .args(client_flags)
-            .output()?;
-        if !done.status.success() {
-            bail!(
-                "demo transfer failed: {}",
-                String::from_utf8_lossy(&done.stderr).trim()
-            );
+        let mut seen = Vec::new();
+        for run in 0..a.runs.max(1) {
+            let done = tb
+                .command(Side::A, &exe.to_string_lossy())
+                // Each run starts cold and nothing lands in the user's own cache (path memory).
+                .env("XDG_CACHE_HOME", dir.join(format!("cache-{label}-{run}")))
+                .args([
+                    "cp",
+                    "--json",
+                    "--quiet",
+                    &format!("ftp://{addr}/demo.bin"),
+                    "/dev/null",
+                ])
+                .args(flags)
+                .args(client_flags)
+                .output()?;
+            if !done.status.success() {
+                bail!(
+                    "demo transfer failed: {}",
+                    String::from_utf8_lossy(&done.stderr).trim()
+                );
+            }
+            let summary: serde_json::Value = serde_json::from_slice(&done.stdout)?;
+            seen.push(Run::from_json(&summary["files"][0]));
         }
-        let summary: serde_json::Value = serde_json::from_slice(&done.stdout)?;
-        let file = &summary["files"][0];
-        let bytes = file["bytes"].as_f64().unwrap_or(0.0);
-        let secs = file["data_seconds"].as_f64().unwrap_or(f64::NAN);
-        let rate = bytes * 8.0 / secs / 1e6;
-        let mib = |v: &serde_json::Value| {
-            v.as_f64().map_or("?".to_string(), |b| {
+        let row = Run::median(&seen);
+        let spread = match (
+            seen.iter().map(|r| r.mbit_s).reduce(f64::min),
+            seen.iter().map(|r| r.mbit_s).reduce(f64::max),
+        ) {
+            (Some(lo), Some(hi)) if seen.len() > 1 => format!(" ({lo:.0}-{hi:.0})"),
+            _ => String::new(),
+        };
+        let mib = |b: Option<f64>| {
+            b.map_or("?".to_string(), |b| {
                 format!("{:.0}", b / f64::from(1 << 20))
             })
         };
-        let streams = file["streams"]
-            .as_u64()
-            .map_or(String::new(), |n| format!(", {n} streams"));
+        let streams = row
+            .streams
+            .map_or(String::new(), |n| format!(", {n:.0} streams"));
         writeln!(
-        out,
-            "  {label:<40} {rate:>6.0} Mbit/s  ({:>3.0} % of the ceiling), peak buffers {} + {} MiB{streams}",
-            100.0 * rate / ceiling,
-            mib(&file["peak_buffer"]),
-            mib(&file["peer_peak_buffer"]),
+            out,
+            "  {label:<40} {:>6.0} Mbit/s{spread:<10} {:>3.0} % of the ceiling, peak buffers {} + {} MiB{streams}",
+            row.mbit_s,
+            100.0 * row.mbit_s / ceiling,
+            mib(row.local),
+            mib(row.peer),
         )?;
         drop(server);
         tb.down()?;
     }
-    writeln!(out, "  (rates are for the data phase; peak buffers: the client's receive buffers + the send buffer the server announced, ? if it announced none; summed over streams)")?;
+    writeln!(
+        out,
+        "  (medians of {} runs, lowest-highest in brackets; rates are for the data phase; peak buffers: the client's receive buffers + the server's send buffers, summed over streams)",
+        a.runs.max(1)
+    )?;
     Ok(())
+}
+
+/// What one demonstration copy reached.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Run {
+    mbit_s: f64,
+    local: Option<f64>,
+    peer: Option<f64>,
+    streams: Option<f64>,
+}
+
+impl Run {
+    /// From a file's entry of `fatpipe cp --json`.
+    fn from_json(file: &serde_json::Value) -> Run {
+        let bytes = file["bytes"].as_f64().unwrap_or(0.0);
+        let secs = file["data_seconds"].as_f64().unwrap_or(f64::NAN);
+        Run {
+            mbit_s: bytes * 8.0 / secs / 1e6,
+            local: file["peak_buffer"].as_f64(),
+            peer: file["peer_peak_buffer"].as_f64(),
+            streams: file["streams"].as_f64(),
+        }
+    }
+
+    /// Each figure's median over `runs` (the upper one of an even count).
+    fn median(runs: &[Run]) -> Run {
+        let mid = |get: &dyn Fn(&Run) -> Option<f64>| {
+            let mut v: Vec<f64> = runs
+                .iter()
+                .filter_map(get)
+                .filter(|x| !x.is_nan())
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied()
+        };
+        Run {
+            mbit_s: mid(&|r| Some(r.mbit_s)).unwrap_or(f64::NAN),
+            local: mid(&|r| r.local),
+            peer: mid(&|r| r.peer),
+            streams: mid(&|r| r.streams),
+        }
+    }
 }
 
 struct Quiet;
@@ -224,6 +281,10 @@ fn loopback(a: &Args, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     let dst = Location::Local("/dev/null".into());
     let opts = CopyOptions {
         recursive: false,
+        create_dirs: false,
+        filter: Default::default(),
+        from: None,
+        limit_rate: None,
         resume: false,
         timeout: Duration::from_secs(60),
         tune: None,
@@ -232,7 +293,7 @@ fn loopback(a: &Args, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
         verify: Verify::Off,
         udp: None,
     };
-    let results = copy::copy(&src, &dst, &Credentials::anonymous(), &opts, &Quiet)?;
+    let results = copy::copy(&[src], &dst, &Credentials::anonymous(), &opts, &Quiet)?;
     let r = results.first().context("nothing was copied")?;
     if let Some(err) = &r.error {
         bail!("demo transfer failed: {err}");
@@ -245,4 +306,29 @@ fn loopback(a: &Args, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
         r.bytes as f64 * 8.0 / secs / 1e6
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_shows_each_figures_median() {
+        let run = |mbit_s, local, peer| Run {
+            mbit_s,
+            local: Some(local),
+            peer,
+            streams: None,
+        };
+        let rows = [
+            run(600.0, 30.0, Some(9.0)),
+            run(300.0, 10.0, None),
+            run(650.0, 20.0, Some(7.0)),
+        ];
+        let m = Run::median(&rows);
+        assert_eq!((m.mbit_s, m.local, m.peer), (600.0, Some(20.0), Some(9.0)));
+        assert_eq!(m.streams, None);
+        let one = Run::median(&rows[1..2]);
+        assert_eq!((one.mbit_s, one.peer), (300.0, None));
+    }
 }

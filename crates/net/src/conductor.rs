@@ -450,6 +450,7 @@ mod tests {
             end: "test",
             pacing: None,
             cc: None,
+            live: None,
         };
         let set = fatpipe_tune::law::Buffers {
             rcvbuf: Some(1 << 20),
@@ -506,6 +507,7 @@ mod tests {
             end: "test",
             pacing: None,
             cc: None,
+            live: None,
         };
         let (c, _requests) = Conductor::sending(Some(cfg), Some(policy), streams);
         c.on_link()(&sender, &Arc::new(Pump::default()), false);

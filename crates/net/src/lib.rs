@@ -7,6 +7,7 @@ pub mod buffers;
 pub mod checksum;
 pub mod conductor;
 pub mod congestion;
+pub mod live;
 pub mod mode_e;
 pub mod mover;
 pub mod pacing;

@@ -19,6 +19,16 @@ const REFILL: Duration = Duration::from_millis(2);
 /// Largest read buffer a law may ask for.
 const MAX_READ: u64 = 256 << 20;
 
+/// How long a pump that moved `bytes` in `elapsed` waits to stay within `limit` bit/s (0: no
+/// limit).
+fn limit_wait(bytes: u64, limit: u64, elapsed: Duration) -> Duration {
+    if limit == 0 {
+        return Duration::ZERO;
+    }
+    let due = Duration::from_secs_f64(bytes as f64 * 8.0 / limit as f64);
+    due.saturating_sub(elapsed)
+}
+
 /// Rewrites a chunk of input into output bytes (line-ending conversion).
 type Transform<'a> = &'a mut dyn FnMut(&[u8], &mut Vec<u8>);
 
@@ -35,6 +45,9 @@ pub struct Pump {
     last_byte_ns: AtomicU64,
     max_read: AtomicU64,
     read_size: AtomicU64,
+    /// `--limit-rate`: the most this pump (and its children together) may move, bit/s; 0: no
+    /// limit.
+    limit: AtomicU64,
 }
 
 /// How a pump ended without completing.
@@ -120,14 +133,46 @@ impl Pump {
         self.max_read.fetch_max(n as u64, Ordering::Relaxed);
     }
 
+    /// Holds the pump (and its children together) to `bits_per_s` from its first byte on
+    /// (`--limit-rate`): a pump that ran ahead waits after its chunk.
+    pub fn set_limit(&self, bits_per_s: Option<u64>) {
+        self.limit.store(bits_per_s.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// Counts `n` bytes moved, then waits as long as a rate limit (here or on the parent) says.
     pub(crate) fn add(&self, n: usize) {
+        self.count(n);
+        self.throttle();
+    }
+
+    /// Waits until the bytes moved are within this pump's rate limit and its parent's (never
+    /// past a cancel; the wait is re-checked every 100 ms).
+    fn throttle(&self) {
+        if let Some(p) = &self.parent {
+            p.throttle();
+        }
+        let limit = self.limit.load(Ordering::Relaxed);
+        let Some(first) = self.first_byte.get().copied() else {
+            return;
+        };
+        loop {
+            let wait = limit_wait(self.bytes(), limit, first.elapsed());
+            if wait.is_zero() || self.is_cancelled() {
+                return;
+            }
+            std::thread::sleep(wait.min(Duration::from_millis(100)));
+        }
+    }
+
+    /// Counts `n` bytes moved, whatever the rate limit (a UDP receiver must never stall).
+    pub(crate) fn count(&self, n: usize) {
         // The clock starts when the first chunk arrives; that chunk's own time is not measurable.
         let first = *self.first_byte.get_or_init(Instant::now);
         self.last_byte_ns
             .store(first.elapsed().as_nanos() as u64, Ordering::Relaxed);
         self.bytes.fetch_add(n as u64, Ordering::Relaxed);
         if let Some(p) = &self.parent {
-            p.add(n);
+            p.count(n);
         }
     }
 
@@ -319,6 +364,24 @@ mod tests {
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
         (a, b)
+    }
+
+    #[test]
+    fn a_limit_holds_the_rate_from_the_first_byte() {
+        let s = Duration::from_secs;
+        assert_eq!(limit_wait(1 << 30, 0, s(0)), Duration::ZERO);
+        // 10 MB at 8 Mbit/s is due at 10 s.
+        assert_eq!(limit_wait(10_000_000, 8_000_000, s(4)), s(6));
+        assert_eq!(limit_wait(10_000_000, 8_000_000, s(12)), Duration::ZERO);
+        // A child's bytes count against its parent's limit.
+        let parent = Arc::new(Pump::default());
+        parent.set_limit(Some(8_000_000));
+        let child = Pump::child(&parent);
+        child.count(1_000_000);
+        let started = Instant::now();
+        child.add(1);
+        // 1 MB at 8 Mbit/s: about a second after the first byte.
+        assert!(started.elapsed() >= Duration::from_millis(900));
     }
 
     #[test]

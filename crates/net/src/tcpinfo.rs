@@ -88,6 +88,7 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
         total_retrans: raw.total_retrans,
         bytes_acked: raw.bytes_acked,
         bytes_received: raw.bytes_received,
+        rcv_mss: raw.rcv_mss,
         max_pacing_rate: raw.max_pacing_rate,
     })
 }
@@ -114,6 +115,7 @@ mod tests {
             end: "test",
             pacing: None,
             cc: None,
+            live: None,
         };
         let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
         before_connect(&cfg, &listener).unwrap();

@@ -4,6 +4,7 @@
 //! comes in as an argument.
 
 use crate::buffers::{accounted, shortfalls, Accounted, BufferControl};
+use crate::live::Live;
 use crate::tcpinfo::tcp_stats;
 use crate::telemetry::{unix_now, StatsFile};
 use crate::Pump;
@@ -36,6 +37,8 @@ pub struct TunerConfig {
     /// The congestion control of a sending connection (`TCP_CONGESTION`); `None`: the
     /// system's default.
     pub cc: Option<String>,
+    /// Where each connection leaves its latest sample for a progress line, if anywhere.
+    pub live: Option<Arc<Live>>,
 }
 
 impl TunerConfig {
@@ -50,6 +53,7 @@ impl TunerConfig {
             end: "",
             pacing: None,
             cc: None,
+            live: None,
         }
     }
 }
@@ -294,6 +298,9 @@ impl Tuner {
             self.pump.set_read_size(n);
         }
         let local = self.in_role(bufs);
+        if let Some(live) = &self.cfg.live {
+            live.record(self.ports, local, sample.tcp.as_ref(), read_at);
+        }
         self.summary.peak_local = self.summary.peak_local.max(local);
         self.caps.extend(capped.iter().cloned());
         if let Some(stats) = &self.cfg.stats {

@@ -5,6 +5,7 @@
 
 use crate::addr;
 use crate::gridftp::Cksm;
+use crate::listing::{format_timeval, parse_timeval};
 use crate::ranges::RangeSet;
 use std::fmt;
 use std::net::{SocketAddr, SocketAddrV4};
@@ -70,6 +71,14 @@ pub enum Command {
     Size(String),
     /// MDTM: a file's modification time (RFC 3659).
     Mdtm(String),
+    /// `MFMT <time> <path>` (draft-somers-ftp-mfxx): set a file's modification time, seconds
+    /// since the Unix epoch (UTC; `YYYYMMDDHHMMSS` on the wire), so a copy keeps it.
+    Mfmt {
+        /// The new modification time.
+        modified: i64,
+        /// The file.
+        path: String,
+    },
     /// REST: restart the next transfer at a byte offset (STREAM mode, RFC 3659).
     Rest(u64),
     /// REST with ranges (GridFTP MODE E): the byte ranges the receiver already holds.
@@ -228,6 +237,19 @@ impl Command {
             "MLSD" => Ok(Command::Mlsd(opt)),
             "SIZE" => Ok(Command::Size(need(arg)?)),
             "MDTM" => Ok(Command::Mdtm(need(arg)?)),
+            "MFMT" => {
+                let a = need(arg)?;
+                match a.split_once(' ') {
+                    Some((t, p)) if !p.is_empty() => match parse_timeval(t) {
+                        Some(modified) if t.len() == 14 => Ok(Command::Mfmt {
+                            modified,
+                            path: p.to_string(),
+                        }),
+                        _ => Err(CommandError::syntax("MFMT needs a time YYYYMMDDHHMMSS")),
+                    },
+                    _ => Err(CommandError::syntax("MFMT needs <YYYYMMDDHHMMSS> <path>")),
+                }
+            }
             "REST" => {
                 let a = need(arg)?;
                 match a.trim().parse() {
@@ -416,6 +438,9 @@ impl fmt::Display for Command {
             Command::Mlsd(a) => with(f, "MLSD", a),
             Command::Size(a) => write!(f, "SIZE {a}"),
             Command::Mdtm(a) => write!(f, "MDTM {a}"),
+            Command::Mfmt { modified, path } => {
+                write!(f, "MFMT {} {path}", format_timeval(*modified))
+            }
             Command::Rest(n) => write!(f, "REST {n}"),
             Command::RestRanges(r) => write!(f, "REST {r}"),
             Command::Cksm(c) => write!(f, "CKSM {c}"),
@@ -564,6 +589,8 @@ mod tests {
                 path
             }),
             (any::<u64>(), path()).prop_map(|(offset, path)| Command::Esto { offset, path }),
+            (0i64..253_402_300_799, path())
+                .prop_map(|(modified, path)| Command::Mfmt { modified, path }),
             (0u64..1000, 1u64..1000, 2000u64..3000, 1u64..1000).prop_map(|(a, l, b, m)| {
                 let mut r = RangeSet::default();
                 r.insert(a, a + l);

@@ -40,7 +40,8 @@ pub fn format_timeval(secs: i64) -> String {
     .unwrap_or_else(|_| "19700101000000".into())
 }
 
-fn parse_timeval(s: &str) -> Option<i64> {
+/// Seconds since the Unix epoch of a `YYYYMMDDHHMMSS` (UTC) time, fractions ignored.
+pub fn parse_timeval(s: &str) -> Option<i64> {
     let digits = s.get(..14)?;
     if !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;

@@ -58,6 +58,9 @@ pub struct TcpStats {
     /// The pacing ceiling set on the socket, bytes/s: `u64::MAX` when none is (TCP then paces
     /// only under the `fq` qdisc), anything else means TCP paces the socket itself.
     pub max_pacing_rate: u64,
+    /// The largest segment the peer sent lately, bytes (the kernel's `rcv_mss` estimate; 64
+    /// KiB on loopback).
+    pub rcv_mss: u32,
 }
 
 impl TcpStats {

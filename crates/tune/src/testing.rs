@@ -31,6 +31,8 @@ pub struct FluidPath {
     pub queue: f64,
     /// Rounds that overflowed the queue.
     pub losses: u32,
+    /// The segment size the receiver's kernel sees (`rcv_mss`; 64 KiB on loopback).
+    pub segment: u32,
     cwnd: f64,
     ssthresh: f64,
     rtt: f64,
@@ -55,6 +57,7 @@ impl FluidPath {
             burst: None,
             queue: rate * base,
             losses: 0,
+            segment: SEGMENT as u32,
             cwnd: 10.0 * SEGMENT,
             ssthresh: f64::INFINITY,
             rtt: base,
@@ -108,6 +111,7 @@ impl FluidPath {
                 rcv_rtt_us: (self.rtt * 1e6) as u32,
                 rcv_wnd: self.window as u32,
                 bytes_received: self.bytes as u64,
+                rcv_mss: self.segment,
                 ..TcpStats::default()
             };
             let s = Sample {

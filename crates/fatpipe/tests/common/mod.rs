@@ -342,6 +342,8 @@ pub fn fatpipe_cmd(args: &[&str]) -> Command {
     // What fatpipe keeps between runs (`-p auto`'s path memory) stays with this test process,
     // never in the home directory.
     c.env("XDG_CACHE_HOME", cache_home());
+    // Nor a login from the user's own ~/.netrc.
+    c.env("NETRC", "/dev/null");
     c.args(args);
     c
 }

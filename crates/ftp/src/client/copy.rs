@@ -1,21 +1,22 @@
 //! Whole copies as `fatpipe cp` performs them: one file or a tree, either direction, with
 //! resume, per-file results and a check that every byte arrived.
 
+use super::filter::Filter;
 use super::part::Part;
-use super::{Connection, Credentials, Location, Streams};
+use super::plan::{self, Job};
+use super::{Connection, Credentials, Location, RemoteUrl, Streams};
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::checksum;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::{Pump, TunerConfig};
 use fatpipe_proto::gridftp::ChecksumAlg;
-use fatpipe_proto::listing::EntryKind;
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::udp::NetStack;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,8 +25,17 @@ use std::time::Duration;
 pub struct CopyOptions {
     /// Copy directory trees.
     pub recursive: bool,
-    /// Continue partial destinations instead of replacing them.
+    /// Make missing directories at the destination (always for trees and several sources).
+    pub create_dirs: bool,
+    /// Which files of the sources move (`--include`, `--exclude`).
+    pub filter: Filter,
+    /// `--from`: the files to copy, named relative to the one source directory.
+    pub from: Option<Vec<String>>,
+    /// Continue partial destinations instead of replacing them (and skip complete ones).
     pub resume: bool,
+    /// The most each file moves per second, over all its streams, bit/s (`--limit-rate`): this
+    /// end reads or writes no faster.
+    pub limit_rate: Option<u64>,
     /// Limit for connecting and for any silence on a connection.
     pub timeout: Duration,
     /// How data connections are tuned (`None`: not at all, not even told to the server).
@@ -107,6 +117,10 @@ impl Done {
 
 /// Receives progress of a copy, for progress bars and logs.
 pub trait Observer {
+    /// The copy found what it will move: this many files, of these bytes (known sizes).
+    fn planned(&self, _files: usize, _bytes: u64) {}
+    /// A file's bytes are in; its checksum is being compared (it may take a while).
+    fn verifying(&self, _name: &str) {}
     /// A file starts: its size if known, bytes already there, and the pump that counts the rest.
     fn file_started(&self, name: &str, total: Option<u64>, already: u64, pump: &Arc<Pump>);
     /// A file ended, well or not.
@@ -117,23 +131,17 @@ pub trait Observer {
     }
 }
 
-const MAX_DEPTH: usize = 64;
-
-/// Copies `src` to `dst`; exactly one of them must be remote. Returns one result per file; an
-/// error return means nothing could be copied at all (no connection, bad arguments).
+/// Copies `srcs` (all local, or all on one server) to `dst`; exactly one side must be remote.
+/// Returns one result per file; an error return means nothing could be copied at all (no
+/// connection, bad arguments, a source that is not there).
 pub fn copy(
-    src: &Location,
+    srcs: &[Location],
     dst: &Location,
     creds: &Credentials,
     opts: &CopyOptions,
     obs: &dyn Observer,
 ) -> anyhow::Result<Vec<FileResult>> {
-    let remote = match (src, dst) {
-        (Location::Remote(r), Location::Local(_) | Location::Stdout)
-        | (Location::Local(_), Location::Remote(r)) => r,
-        (Location::Stdout, _) => bail!("'-' (standard output) can only be a destination"),
-        _ => bail!("one side of a copy must be an ftp:// URL and the other a local path"),
-    };
+    let (remote, paths, download) = sides(srcs, dst)?;
     let mut conn = remote.open(creds, opts.timeout)?;
     if let Some(t) = &opts.tune {
         conn.set_tuning(t.clone())?;
@@ -159,29 +167,89 @@ pub fn copy(
     if let Some((n, why)) = &opts.first_start {
         conn.start_streams_at(*n, why.clone());
     }
+    let req = plan::Request {
+        sources: &paths,
+        from: opts.from.as_deref(),
+        recursive: opts.recursive,
+        create_dirs: opts.create_dirs,
+        filter: &opts.filter,
+    };
+    let planned = match (download, dst) {
+        (true, Location::Local(p)) => plan::download(&mut conn, &req, Some(p)),
+        (true, _) => plan::download(&mut conn, &req, None),
+        (false, _) => plan::upload(&mut conn, &req, &remote.path),
+    };
+    let jobs = match planned {
+        Ok(jobs) => jobs,
+        Err(e) => {
+            conn.quit();
+            return Err(e);
+        }
+    };
+    obs.planned(jobs.len(), jobs.iter().filter_map(Job::size).sum());
     let mut copier = Copier {
         c: conn,
         opts,
         obs,
         results: Vec::new(),
     };
-    let outcome = match (src, dst) {
-        (Location::Remote(r), Location::Local(p)) => copier.download(&r.path, Some(p)),
-        (Location::Remote(r), _) => copier.download(&r.path, None),
-        (Location::Local(p), _) => copier.upload(p, &remote.path),
-        _ => Ok(()),
-    };
+    for job in jobs {
+        match job {
+            Job::Download {
+                rpath,
+                target: None,
+                size,
+                ..
+            } => copier.download_stdout(&rpath, size),
+            Job::Download {
+                rpath,
+                target: Some(t),
+                size,
+                modified,
+            } => copier.download_file(&rpath, size, &t, modified),
+            Job::Upload {
+                local,
+                rpath,
+                modified,
+                ..
+            } => copier.upload_file(&local, &rpath, modified),
+        }
+    }
     let Copier { c, results, .. } = copier;
     c.quit();
-    outcome.map(|_| results)
+    Ok(results)
 }
 
-fn base_name(path: &str) -> &str {
-    path.trim_end_matches('/').rsplit('/').next().unwrap_or("")
-}
-
-fn remote_join(dir: &str, name: &str) -> String {
-    format!("{}/{name}", dir.trim_end_matches('/'))
+/// The server of a copy, the source paths on the side they are on, and whether it is a
+/// download; the sources must all be local, or all on the destination's other side's server.
+fn sides<'a>(
+    srcs: &'a [Location],
+    dst: &'a Location,
+) -> anyhow::Result<(&'a RemoteUrl, Vec<String>, bool)> {
+    let Some(first) = srcs.first() else {
+        bail!("nothing to copy: name a source");
+    };
+    let mut paths = Vec::new();
+    for s in srcs {
+        match (s, first) {
+            (Location::Remote(r), Location::Remote(f)) => {
+                if (&r.host, r.port, &r.user) != (&f.host, f.port, &f.user) {
+                    bail!("the sources of one copy must all be on one server (as one user)");
+                }
+                paths.push(r.path.clone());
+            }
+            (Location::Local(p), Location::Local(_)) => {
+                paths.push(p.to_string_lossy().into_owned())
+            }
+            (Location::Stdout, _) => bail!("'-' (standard output) can only be a destination"),
+            _ => bail!("the sources of one copy must all be local or all remote"),
+        }
+    }
+    match (first, dst) {
+        (Location::Remote(r), Location::Local(_) | Location::Stdout) => Ok((r, paths, true)),
+        (Location::Local(_), Location::Remote(r)) => Ok((r, paths, false)),
+        _ => bail!("one side of a copy must be an ftp:// URL and the other a local path"),
+    }
 }
 
 /// A copy in progress over one control connection, collecting per-file results.
@@ -201,6 +269,7 @@ impl Copier<'_> {
         run: impl FnOnce(&mut Connection, &Arc<Pump>) -> anyhow::Result<Done>,
     ) {
         let pump = Arc::new(Pump::default());
+        pump.set_limit(self.opts.limit_rate);
         let outcome = if self.obs.stop_requested() {
             Err(anyhow::anyhow!("interrupted before it began"))
         } else {
@@ -239,61 +308,25 @@ impl Copier<'_> {
         self.results.push(result);
     }
 
-    fn download(&mut self, rpath: &str, local: Option<&Path>) -> anyhow::Result<()> {
-        let size = self.c.size(rpath)?;
-        let is_dir = size.is_none() && self.c.is_dir(rpath)?;
-        let Some(local) = local else {
-            if is_dir {
-                bail!("{rpath} is a directory; it cannot go to standard output");
-            }
-            let obs = self.obs;
-            self.record(rpath.into(), "-".into(), |c, pump| {
-                obs.file_started(rpath, size, 0, pump);
-                let n = c.retrieve(rpath, 0, &mut std::io::stdout(), pump)?;
-                check_complete(rpath, 0, n, size).map(|_| Done::new(n, 0))
-            });
-            return Ok(());
-        };
-        let target = if local.is_dir() {
-            local.join(base_name(rpath))
-        } else {
-            local.to_path_buf()
-        };
-        if is_dir {
-            if !self.opts.recursive {
-                bail!("{rpath} is a directory (use -r to copy a tree)");
-            }
-            return self.download_tree(rpath, &target, 0);
-        }
-        self.download_file(rpath, size, &target);
-        Ok(())
+    /// A remote file to standard output.
+    fn download_stdout(&mut self, rpath: &str, size: Option<u64>) {
+        let obs = self.obs;
+        self.record(rpath.into(), "-".into(), |c, pump| {
+            obs.file_started(rpath, size, 0, pump);
+            let n = c.retrieve(rpath, 0, &mut std::io::stdout(), pump)?;
+            check_complete(rpath, 0, n, size).map(|_| Done::new(n, 0))
+        });
     }
 
-    fn download_tree(&mut self, rdir: &str, ldir: &Path, depth: usize) -> anyhow::Result<()> {
-        if depth > MAX_DEPTH {
-            bail!("{rdir}: tree deeper than {MAX_DEPTH} levels");
-        }
-        std::fs::create_dir_all(ldir)
-            .with_context(|| format!("cannot create {}", ldir.display()))?;
-        for e in self.c.list(rdir)? {
-            if e.name.contains('/') || e.name == "." || e.name == ".." {
-                continue; // never let a listing name a path outside the target
-            }
-            let rpath = remote_join(rdir, &e.name);
-            let lpath = ldir.join(&e.name);
-            match e.kind {
-                EntryKind::Dir => self.download_tree(&rpath, &lpath, depth + 1)?,
-                // The listing already gives the size: no SIZE round trip per file.
-                EntryKind::File => self.download_file(&rpath, Some(e.size), &lpath),
-                EntryKind::Link | EntryKind::Other => {
-                    tracing::info!("skipping {rpath}: not a file or directory")
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn download_file(&mut self, rpath: &str, size: Option<u64>, target: &Path) {
+    /// A remote file to a local one (or a device), resumed or verified as the options say;
+    /// the copy keeps the remote file's modification time.
+    fn download_file(
+        &mut self,
+        rpath: &str,
+        size: Option<u64>,
+        target: &Path,
+        modified: Option<i64>,
+    ) {
         let (obs, resume, verify) = (self.obs, self.opts.resume, self.opts.verify);
         self.record(rpath.into(), target.display().to_string(), |c, pump| {
             // Devices (/dev/null) and other non-files are written directly.
@@ -320,13 +353,15 @@ impl Copier<'_> {
                 .map(|m| m.len());
             if let (true, Some(len)) = (resume, whole) {
                 obs.file_started(rpath, size, len, pump);
+                obs.verifying(rpath);
                 match already_there(c, verify, rpath, target)? {
                     Some(verified) => {
+                        keep_time(target, modified);
                         return Ok(Done {
                             bytes: 0,
                             resumed_from: len,
                             verified,
-                        })
+                        });
                     }
                     None => tracing::info!(
                         "{}: not known to match {rpath}: copying it again",
@@ -347,9 +382,11 @@ impl Copier<'_> {
                     }
                 };
                 moved += n;
+                obs.verifying(rpath);
                 match verify_copy(c, verify, rpath, part.path()) {
                     Ok(verified) => {
                         part.complete()?;
+                        keep_time(target, modified);
                         return Ok(Done {
                             bytes: moved,
                             resumed_from: first.len(),
@@ -372,55 +409,9 @@ impl Copier<'_> {
         });
     }
 
-    fn upload(&mut self, local: &Path, rpath: &str) -> anyhow::Result<()> {
-        let meta =
-            std::fs::metadata(local).with_context(|| format!("cannot read {}", local.display()))?;
-        let name = local
-            .file_name()
-            .and_then(|n| n.to_str())
-            .with_context(|| format!("{} has no usable file name", local.display()))?;
-        let into_dir = rpath.ends_with('/') || self.c.is_dir(rpath)?;
-        let target = if into_dir {
-            remote_join(rpath, name)
-        } else {
-            rpath.to_string()
-        };
-        if meta.is_dir() {
-            if !self.opts.recursive {
-                bail!("{} is a directory (use -r to copy a tree)", local.display());
-            }
-            return self.upload_tree(local, &target, 0);
-        }
-        self.upload_file(local, &target);
-        Ok(())
-    }
-
-    fn upload_tree(&mut self, ldir: &Path, rdir: &str, depth: usize) -> anyhow::Result<()> {
-        if depth > MAX_DEPTH {
-            bail!("{}: tree deeper than {MAX_DEPTH} levels", ldir.display());
-        }
-        self.c.mkdir(rdir)?;
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(ldir)
-            .with_context(|| format!("cannot list {}", ldir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        entries.sort();
-        for path in entries {
-            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-                tracing::warn!("skipping {}: name is not UTF-8", path.display());
-                continue;
-            };
-            let rpath = remote_join(rdir, name);
-            match std::fs::metadata(&path) {
-                Ok(m) if m.is_dir() => self.upload_tree(&path, &rpath, depth + 1)?,
-                Ok(m) if m.is_file() => self.upload_file(&path, &rpath),
-                _ => tracing::info!("skipping {}: not a file or directory", path.display()),
-            }
-        }
-        Ok(())
-    }
-
-    fn upload_file(&mut self, local: &Path, rpath: &str) {
+    /// A local file to the server, resumed or verified as the options say; the copy keeps
+    /// the local file's modification time where the server can set it (`MFMT`).
+    fn upload_file(&mut self, local: &Path, rpath: &str, modified: i64) {
         let (obs, resume, verify) = (self.obs, self.opts.resume, self.opts.verify);
         self.record(local.display().to_string(), rpath.into(), |c, pump| {
             let mut file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
@@ -432,6 +423,7 @@ impl Copier<'_> {
             }
             obs.file_started(rpath, Some(len), have, pump);
             if have == len && have > 0 {
+                obs.verifying(rpath);
                 match already_there(c, verify, rpath, local)? {
                     Some(verified) => return Ok(Done { bytes: 0, resumed_from: have, verified }),
                     None => {
@@ -454,8 +446,14 @@ impl Copier<'_> {
                         bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
                     }
                 }
+                obs.verifying(rpath);
                 match verify_copy(c, verify, rpath, local) {
-                    Ok(verified) => return Ok(Done { bytes: moved, resumed_from: first, verified }),
+                    Ok(verified) => {
+                        if !c.set_modified(rpath, modified)? {
+                            tracing::debug!("{rpath}: the server cannot set its modification time (no MFMT)");
+                        }
+                        return Ok(Done { bytes: moved, resumed_from: first, verified });
+                    }
                     // What the server held before may not be a prefix of this file: once more,
                     // in full.
                     Err(e) if have > 0 => {
@@ -562,6 +560,30 @@ fn verify_copy(
         );
     }
     Ok(Some(format!("{alg}:{mine}")))
+}
+
+/// Gives a downloaded file the source's modification time (a failure only warns: the bytes
+/// are there); devices and unknown times are left alone.
+fn keep_time(target: &Path, modified: Option<i64>) {
+    let Some(at) = modified
+        .and_then(|s| u64::try_from(s).ok())
+        .and_then(|s| std::time::UNIX_EPOCH.checked_add(Duration::from_secs(s)))
+    else {
+        return;
+    };
+    if !std::fs::metadata(target).is_ok_and(|m| m.is_file()) {
+        return;
+    }
+    if let Err(e) = OpenOptions::new()
+        .write(true)
+        .open(target)
+        .and_then(|f| f.set_modified(at))
+    {
+        tracing::warn!(
+            "cannot set the modification time of {}: {e}",
+            target.display()
+        );
+    }
 }
 
 /// A download that ended early must never pass for a complete one.

@@ -3,9 +3,11 @@
 
 mod connection;
 pub mod copy;
+pub mod filter;
 mod location;
 mod part;
 pub mod path_memory;
+mod plan;
 
 pub use connection::{Connection, Credentials, Streams, StreamsReport};
 pub use location::{Location, RemoteUrl};

@@ -232,7 +232,7 @@ impl Receiving<'_> {
             }
             if self.arrivals.take(&h, now_us) == Take::New {
                 self.put(at, body)?;
-                pump.add(body.len());
+                pump.count(body.len());
             }
         }
         Ok(())

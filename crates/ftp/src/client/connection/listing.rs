@@ -1,12 +1,12 @@
-//! What the server holds, asked on the control connection or over a listing's data connection:
-//! a file's size, whether a path is a directory, making one, and listings (`MLSD`/`LIST`, or
-//! `MLST` for one file).
+//! What the server holds, asked on the control connection or over a listing's data connection
+//! (a file's size and time, whether a path is a directory, listings: `MLSD`/`LIST`, or `MLST`
+//! for one file), and changes to it (making, deleting and renaming).
 
 use super::Connection;
 use anyhow::{anyhow, bail};
 use fatpipe_net::mover::StreamWork;
 use fatpipe_net::Pump;
-use fatpipe_proto::listing::{parse_list_line, parse_mlsx, Entry, EntryKind};
+use fatpipe_proto::listing::{parse_list_line, parse_mlsx, parse_timeval, Entry, EntryKind};
 use fatpipe_proto::{Command, TransferType};
 use std::sync::Arc;
 
@@ -39,6 +39,81 @@ impl Connection {
         } else {
             bail!("cannot create remote directory {path}: {r}")
         }
+    }
+
+    /// Creates a remote directory that must not exist yet.
+    pub fn make_dir(&mut self, path: &str) -> anyhow::Result<()> {
+        self.done(
+            &Command::Mkd(path.into()),
+            "cannot create remote directory",
+            path,
+        )
+    }
+
+    /// Creates a remote directory and its missing parents.
+    pub fn mkdir_all(&mut self, path: &str) -> anyhow::Result<()> {
+        let mut at = String::new();
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        for (i, part) in parts.iter().enumerate() {
+            at = format!("{at}/{part}");
+            if i + 1 == parts.len() {
+                return self.mkdir(&at);
+            }
+            // A parent that exists (or cannot be made) shows in the last one's answer.
+            self.command(&Command::Mkd(at.clone()))?;
+        }
+        Ok(())
+    }
+
+    /// A remote file's modification time (Unix seconds), if the server tells (`MDTM`).
+    pub fn modified(&mut self, path: &str) -> anyhow::Result<Option<i64>> {
+        if !self.has_feature("MDTM") {
+            return Ok(None);
+        }
+        let r = self.command(&Command::Mdtm(path.into()))?;
+        Ok(r.is_success()
+            .then(|| parse_timeval(r.text().trim()))
+            .flatten())
+    }
+
+    /// Sets a remote file's modification time (`MFMT`); `false` when the server cannot.
+    pub fn set_modified(&mut self, path: &str, modified: i64) -> anyhow::Result<bool> {
+        if !self.has_feature("MFMT") {
+            return Ok(false);
+        }
+        let r = self.command(&Command::Mfmt {
+            modified,
+            path: path.into(),
+        })?;
+        Ok(r.is_success())
+    }
+
+    /// Deletes a remote file (`DELE`).
+    pub fn delete(&mut self, path: &str) -> anyhow::Result<()> {
+        self.done(&Command::Dele(path.into()), "cannot delete", path)
+    }
+
+    /// Removes an empty remote directory (`RMD`).
+    pub fn remove_dir(&mut self, path: &str) -> anyhow::Result<()> {
+        self.done(&Command::Rmd(path.into()), "cannot remove directory", path)
+    }
+
+    /// Renames (moves) a remote file or directory; the server refuses to replace one.
+    pub fn rename(&mut self, from: &str, to: &str) -> anyhow::Result<()> {
+        let r = self.command(&Command::Rnfr(from.into()))?;
+        if r.code != 350 {
+            bail!("cannot rename {from}: {r}");
+        }
+        self.done(&Command::Rnto(to.into()), "cannot rename to", to)
+    }
+
+    /// Sends `cmd`; a refusal is an error naming `what` and `path` and the server's words.
+    fn done(&mut self, cmd: &Command, what: &str, path: &str) -> anyhow::Result<()> {
+        let r = self.command(cmd)?;
+        if !r.is_success() {
+            bail!("{what} {path}: {r}");
+        }
+        Ok(())
     }
 
     /// Lists a remote directory (`MLSD` when the server has it, else `LIST` in `ls -l` form),

@@ -10,6 +10,7 @@ use fatpipe_proto::listing::{format_list_line, format_mlsx, format_timeval};
 use fatpipe_proto::reply::quote_path;
 use fatpipe_proto::{Reply, VPath};
 use std::io::ErrorKind;
+use std::os::unix::fs::OpenOptionsExt;
 
 impl Session {
     /// `SIZE`: a file that a cut upload left incomplete is as long as it holds in order, so a
@@ -26,6 +27,29 @@ impl Session {
         Ok(Reply::new(
             213,
             format_timeval(std::os::unix::fs::MetadataExt::mtime(&m)),
+        ))
+    }
+
+    /// `MFMT`: sets a file's modification time, so an upload keeps its source's.
+    pub(super) fn mfmt(&mut self, modified: i64, arg: &str) -> Result<Reply, Reply> {
+        self.writable()?;
+        let v = self.path(arg);
+        let (p, m) = self.shared.sandbox.metadata(&v)?;
+        if !m.is_file() {
+            return Err(Reply::new(550, "Not a plain file"));
+        }
+        let at = std::time::UNIX_EPOCH
+            .checked_add(std::time::Duration::from_secs(modified.max(0) as u64))
+            .ok_or_else(|| Reply::new(501, "Time out of range"))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(p)
+            .and_then(|f| f.set_modified(at))
+            .map_err(FsError::from)?;
+        Ok(Reply::new(
+            213,
+            format!("Modify={}; {v}", format_timeval(modified)),
         ))
     }
 

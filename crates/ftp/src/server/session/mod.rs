@@ -49,6 +49,7 @@ const FEATURES: &[&str] = &[
     "ERET",
     "ESTO",
     "MDTM",
+    "MFMT",
     "MLST type*;size*;modify*;perm*;UNIX.mode*;",
     "PARALLEL",
     "REST STREAM",
@@ -216,6 +217,11 @@ impl Session {
                                 peak_buffer = tune.peak_local, peer_buffer = ?tune.peak_peer,
                                 capped = ?tune.capped, "{}", t.label
                             );
+                            // A fatpipe client learns this end's peak buffer whatever the
+                            // tuning (modes that never announce one included).
+                            if self.drs_notify && tune.peak_local > 0 {
+                                self.send(Reply::new(126, sbuf_text(tune.peak_local)));
+                            }
                         }
                         self.send(reply);
                         self.flush().await?;
@@ -415,6 +421,7 @@ impl Session {
             Command::Cdup => self.cwd_to(self.cwd.parent())?,
             Command::Size(arg) => self.size(&arg)?,
             Command::Mdtm(arg) => self.mdtm(&arg)?,
+            Command::Mfmt { modified, path } => self.mfmt(modified, &path)?,
             Command::RestRanges(r) => {
                 if !self.extended {
                     return Err(Reply::new(501, "REST with ranges needs MODE E"));
@@ -540,7 +547,7 @@ fn on_off(value: &str) -> Result<bool, Reply> {
 }
 
 fn help() -> Reply {
-    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF CKSM ERET ESTO SITE";
+    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM MFMT REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF CKSM ERET ESTO SITE";
     Reply::multi(
         214,
         "The following commands are recognized:",

@@ -200,6 +200,24 @@ fn a_read_only_login_may_not_write() {
 }
 
 #[test]
+fn mfmt_sets_a_files_time_and_mdtm_reads_it_back() {
+    let mut c = Control::logged_in(Anonymous::ReadWrite);
+    write(&c.path("f"), b"F");
+    std::fs::create_dir(c.path("d")).unwrap();
+    assert_eq!(c.ask("MFMT 20231114221320 f").code, 213);
+    let m = std::fs::metadata(c.path("f")).unwrap().modified().unwrap();
+    let secs = m.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    assert_eq!(secs, 1_700_000_000);
+    assert_eq!(c.ask("MDTM f").text().trim(), "20231114221320");
+    assert_eq!(c.ask("MFMT 20231114221320 d").code, 550);
+    assert_eq!(c.ask("MFMT 20231114221320 none").code, 550);
+    assert_eq!(c.ask("MFMT 2023 f").code, 501);
+    let mut c = Control::logged_in(Anonymous::ReadOnly);
+    write(&c.path("f"), b"F");
+    assert_eq!(c.ask("MFMT 20231114221320 f").code, 550);
+}
+
+#[test]
 fn cksm_answers_the_digest_of_the_range_asked() {
     let mut c = Control::logged_in(Anonymous::ReadOnly);
     write(&c.path("f"), b"hello world");

@@ -1,0 +1,158 @@
+//! `fatpipe mkdir`, `rm` and `mv`: the changes to a server's files users expect beside `cp`.
+
+use crate::credentials;
+use anyhow::bail;
+use fatpipe_ftp::client::{Connection, Location, RemoteUrl};
+use fatpipe_proto::listing::EntryKind;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Trees deeper than this are not removed (a link loop, or a hostile listing).
+const MAX_DEPTH: usize = 64;
+
+/// Options of `fatpipe mkdir`.
+#[derive(clap::Args, Debug)]
+pub struct MkdirArgs {
+    /// ftp://[user[:password]@]host[:port]/dir, one or more (on one server).
+    #[arg(required = true)]
+    urls: Vec<String>,
+    /// Make missing parents too, and accept directories that exist.
+    #[arg(short, long)]
+    parents: bool,
+    /// Give up on a connection silent for this long.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+/// Options of `fatpipe rm`.
+#[derive(clap::Args, Debug)]
+pub struct RmArgs {
+    /// ftp://[user[:password]@]host[:port]/path, one or more (on one server).
+    #[arg(required = true)]
+    urls: Vec<String>,
+    /// Remove directories and everything in them.
+    #[arg(short, long)]
+    recursive: bool,
+    /// Give up on a connection silent for this long.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+/// Options of `fatpipe mv`.
+#[derive(clap::Args, Debug)]
+pub struct MvArgs {
+    /// ftp://[user[:password]@]host[:port]/path: what to move.
+    url: String,
+    /// The new path on the same server: absolute, relative to the source's directory, or an
+    /// ftp:// URL. An existing name is never replaced.
+    to: String,
+    /// Give up on a connection silent for this long.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+/// Makes each directory.
+pub fn mkdir(a: MkdirArgs) -> anyhow::Result<ExitCode> {
+    each(&a.urls, a.timeout, |c, path| {
+        if a.parents {
+            c.mkdir_all(path)
+        } else {
+            c.make_dir(path)
+        }
+    })
+}
+
+/// Removes each file (and, with -r, each tree).
+pub fn rm(a: RmArgs) -> anyhow::Result<ExitCode> {
+    each(&a.urls, a.timeout, |c, path| {
+        if !c.is_dir(path)? {
+            return c.delete(path);
+        }
+        if !a.recursive {
+            bail!("{path} is a directory (use -r to remove it and everything in it)");
+        }
+        remove_tree(c, path, 0)
+    })
+}
+
+/// Renames one file or directory.
+pub fn mv(a: MvArgs) -> anyhow::Result<ExitCode> {
+    let from = credentials::remote(&a.url)?;
+    let to = match Location::parse(&a.to)? {
+        Location::Remote(u) if same_server(&u, &from) => u.path,
+        Location::Remote(_) => bail!("{}: mv moves within one server", a.to),
+        _ if a.to.starts_with('/') => a.to.clone(),
+        _ => {
+            let dir = from
+                .path
+                .trim_end_matches('/')
+                .rsplit_once('/')
+                .map_or("", |(d, _)| d);
+            format!("{dir}/{}", a.to)
+        }
+    };
+    each(std::slice::from_ref(&a.url), a.timeout, |c, path| {
+        c.rename(path, &to)
+    })
+}
+
+/// Whether two URLs name one server and login.
+fn same_server(a: &RemoteUrl, b: &RemoteUrl) -> bool {
+    (&a.host, a.port, &a.user) == (&b.host, b.port, &b.user)
+}
+
+/// Logs in to the server of `urls` once and runs `op` on each path; every failure is reported,
+/// the exit code is non-zero if any.
+fn each(
+    urls: &[String],
+    timeout: Duration,
+    mut op: impl FnMut(&mut Connection, &str) -> anyhow::Result<()>,
+) -> anyhow::Result<ExitCode> {
+    let urls = urls
+        .iter()
+        .map(|u| credentials::remote(u))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let Some(first) = urls.first() else {
+        bail!("name a remote path");
+    };
+    if let Some(u) = urls.iter().find(|u| !same_server(u, first)) {
+        bail!(
+            "{}: all paths must be on {}:{}",
+            u.path,
+            first.host,
+            first.port
+        );
+    }
+    let mut c = credentials::open(first, timeout)?;
+    let mut failed = false;
+    for u in &urls {
+        if let Err(e) = op(&mut c, &u.path) {
+            say!("fatpipe: {e:#}");
+            failed = true;
+        }
+    }
+    c.quit();
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Removes the tree at `dir`: its files, its subtrees, then itself.
+fn remove_tree(c: &mut Connection, dir: &str, depth: usize) -> anyhow::Result<()> {
+    if depth > MAX_DEPTH {
+        bail!("{dir}: tree deeper than {MAX_DEPTH} levels");
+    }
+    for e in c.list(dir)? {
+        if e.name.contains('/') || e.name == "." || e.name == ".." {
+            continue;
+        }
+        let path = format!("{}/{}", dir.trim_end_matches('/'), e.name);
+        match e.kind {
+            EntryKind::Dir => remove_tree(c, &path, depth + 1)?,
+            _ => c.delete(&path)?,
+        }
+    }
+    c.remove_dir(dir)
+}

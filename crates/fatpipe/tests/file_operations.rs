@@ -1,0 +1,237 @@
+//! The file operations users expect of a copy tool, against fatpipe's own server: globs,
+//! several sources, `--include`/`--exclude`, `--from` lists, `--create-dirs`, modification
+//! times kept both ways, a re-run with `--resume` that moves nothing, `--limit-rate`, logins
+//! from `~/.netrc`, and `fatpipe mkdir`, `rm`, `mv`.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// A file's modification time, whole seconds since the epoch.
+fn mtime(path: &Path) -> u64 {
+    let m = std::fs::metadata(path).unwrap().modified().unwrap();
+    m.duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// Gives `path` the modification time `secs`.
+fn set_mtime(path: &Path, secs: u64) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.set_modified(UNIX_EPOCH + Duration::from_secs(secs))
+        .unwrap();
+}
+
+/// The files under `dir`, as sorted relative paths.
+fn files(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else {
+                out.push(p.strip_prefix(base).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// A server whose `data` holds `a.h5`, `b.h5`, `notes.txt`, `run/c.h5`, `scratch/d.h5`, with
+/// old modification times.
+fn server_with_data() -> FatpipeServer {
+    let s = FatpipeServer::start(&["--anonymous-write"]);
+    for d in ["data/run", "data/scratch"] {
+        std::fs::create_dir_all(s.path(d)).unwrap();
+    }
+    for (i, f) in ["a.h5", "b.h5", "notes.txt", "run/c.h5", "scratch/d.h5"]
+        .iter()
+        .enumerate()
+    {
+        let p = s.path(&format!("data/{f}"));
+        random_file(&p, 100_000 + i as u64 * 7_000, i as u64);
+        set_mtime(&p, 1_600_000_000 + i as u64);
+    }
+    s
+}
+
+#[test]
+fn globs_filters_and_lists_pick_the_files_and_times_are_kept() {
+    let s = server_with_data();
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("glob");
+    run_ok(fatpipe_cmd(&["cp", &s.url("data/*.h5")]).arg(&out));
+    assert_eq!(files(&out), ["a.h5", "b.h5"]);
+    assert_same(&s.path("data/a.h5"), &out.join("a.h5"));
+    assert_eq!(mtime(&out.join("b.h5")), 1_600_000_001);
+
+    let out = work.path().join("tree");
+    run_ok(
+        fatpipe_cmd(&["cp", "-r", "--include", "*.h5", "--exclude", "scratch"])
+            .arg(s.url("data"))
+            .arg(&out),
+    );
+    assert_eq!(files(&out), ["a.h5", "b.h5", "run/c.h5"]);
+    assert_eq!(mtime(&out.join("run/c.h5")), 1_600_000_003);
+
+    let list = work.path().join("list");
+    std::fs::write(&list, "# wanted\nnotes.txt\n\nrun/c.h5\n").unwrap();
+    let out = work.path().join("listed");
+    run_ok(
+        fatpipe_cmd(&["cp", "--from"])
+            .arg(&list)
+            .arg(s.url("data"))
+            .arg(&out),
+    );
+    assert_eq!(files(&out), ["notes.txt", "run/c.h5"]);
+    assert_same(&s.path("data/run/c.h5"), &out.join("run/c.h5"));
+
+    // Nothing matches: an error, nothing made.
+    let none = work.path().join("none");
+    let o = run(fatpipe_cmd(&["cp", &s.url("data/*.nc")]).arg(&none));
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing matches"));
+    assert!(!none.exists());
+}
+
+#[test]
+fn uploads_make_directories_when_asked_and_keep_times() {
+    let s = FatpipeServer::start(&["--anonymous-write"]);
+    let work = tempfile::tempdir().unwrap();
+    let (a, b) = (work.path().join("a.bin"), work.path().join("b.bin"));
+    random_file(&a, 200_000, 1);
+    random_file(&b, 300_000, 2);
+    set_mtime(&a, 1_500_000_000);
+    let o = run(fatpipe_cmd(&["cp"]).arg(&a).arg(s.url("x/y/a.bin")));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/x/y does not exist") && err.contains("--create-dirs"),
+        "{err}"
+    );
+    assert!(!s.path("x").exists());
+    run_ok(
+        fatpipe_cmd(&["cp", "--create-dirs"])
+            .arg(&a)
+            .arg(s.url("x/y/a.bin")),
+    );
+    assert_same(&a, &s.path("x/y/a.bin"));
+    assert_eq!(mtime(&s.path("x/y/a.bin")), 1_500_000_000);
+    // Several sources go into a directory, made if missing.
+    run_ok(fatpipe_cmd(&["cp"]).arg(&a).arg(&b).arg(s.url("many")));
+    assert_eq!(files(&s.path("many")), ["a.bin", "b.bin"]);
+    assert_same(&b, &s.path("many/b.bin"));
+}
+
+#[test]
+fn a_rerun_with_resume_moves_nothing_and_says_so() {
+    let s = server_with_data();
+    let work = tempfile::tempdir().unwrap();
+    // Into an existing directory, as `cp -r` does: the same command again lands in the same place.
+    let out = work.path();
+    run_ok(fatpipe_cmd(&["cp", "-r"]).arg(s.url("data")).arg(out));
+    let o = run_ok(
+        fatpipe_cmd(&["cp", "-r", "--resume", "--json"])
+            .arg(s.url("data"))
+            .arg(out),
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["files_ok"], 5);
+    assert_eq!(summary["bytes"], 0, "{summary}");
+    let o = run_ok(
+        fatpipe_cmd(&["cp", "-r", "--resume"])
+            .arg(s.url("data"))
+            .arg(out),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("5 files copied (5 already complete)"), "{err}");
+}
+
+#[test]
+fn limit_rate_holds_a_copy_back() {
+    let s = FatpipeServer::start(&["--anonymous-write"]);
+    random_file(&s.path("f.bin"), 4 << 20, 5);
+    let work = tempfile::tempdir().unwrap();
+    let dst = work.path().join("f.bin");
+    // 4 MiB at 16 Mbit/s: about 2.1 s (loopback alone takes milliseconds).
+    for (src, to) in [
+        (s.url("f.bin"), dst.to_string_lossy().into_owned()),
+        (dst.to_string_lossy().into_owned(), s.url("g.bin")),
+    ] {
+        let started = std::time::Instant::now();
+        run_ok(&mut fatpipe_cmd(&[
+            "cp",
+            "--limit-rate",
+            "16mbit",
+            &src,
+            &to,
+        ]));
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(1700),
+            "{src} -> {to}: {took:?}"
+        );
+    }
+    assert_same(&s.path("f.bin"), &s.path("g.bin"));
+}
+
+#[test]
+fn a_netrc_entry_logs_in() {
+    let s = FatpipeServer::start(&["--user", "alice:secret-pass"]);
+    random_file(&s.path("f.bin"), 1000, 1);
+    let work = tempfile::tempdir().unwrap();
+    let netrc = work.path().join("netrc");
+    std::fs::write(
+        &netrc,
+        format!("machine {} login alice password secret-pass\n", s.addr.ip()),
+    )
+    .unwrap();
+    let o = run_ok(fatpipe_cmd(&["ls", &s.url("")]).env("NETRC", &netrc));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("f.bin"));
+    // Without it, the anonymous login is refused.
+    assert!(!run(&mut fatpipe_cmd(&["ls", &s.url("")])).status.success());
+}
+
+#[test]
+fn mkdir_rm_and_mv_change_the_servers_files() {
+    let s = FatpipeServer::start(&["--anonymous-write"]);
+    run_ok(&mut fatpipe_cmd(&["mkdir", &s.url("d")]));
+    assert!(s.path("d").is_dir());
+    // An existing directory is an error, unless -p.
+    assert!(!run(&mut fatpipe_cmd(&["mkdir", &s.url("d")]))
+        .status
+        .success());
+    run_ok(&mut fatpipe_cmd(&[
+        "mkdir",
+        "-p",
+        &s.url("d"),
+        &s.url("e/f/g"),
+    ]));
+    assert!(s.path("e/f/g").is_dir());
+    random_file(&s.path("e/f/x.bin"), 10, 1);
+    run_ok(&mut fatpipe_cmd(&["mv", &s.url("e/f/x.bin"), "y.bin"]));
+    assert!(s.path("e/f/y.bin").is_file() && !s.path("e/f/x.bin").exists());
+    run_ok(&mut fatpipe_cmd(&[
+        "mv",
+        &s.url("e/f/y.bin"),
+        &s.url("d/z.bin"),
+    ]));
+    assert!(s.path("d/z.bin").is_file());
+    // A directory needs -r.
+    let o = run(&mut fatpipe_cmd(&["rm", &s.url("e")]));
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("-r"));
+    assert!(s.path("e").exists());
+    run_ok(&mut fatpipe_cmd(&[
+        "rm",
+        "-r",
+        &s.url("e"),
+        &s.url("d/z.bin"),
+    ]));
+    assert!(!s.path("e").exists() && !s.path("d/z.bin").exists());
+    assert!(!run(&mut fatpipe_cmd(&["rm", &s.url("none")]))
+        .status
+        .success());
+}
