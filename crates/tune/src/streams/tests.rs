@@ -1,0 +1,377 @@
+//! The stream-count policy on synthetic transfers (`crate::testing::run_streams`) and
+//! hand-written `TCP_INFO` traces.
+
+use super::*;
+use crate::testing::run_streams as run;
+
+const WIDE: StreamLimits = StreamLimits {
+    max: 16,
+    max_memory: None,
+};
+
+#[test]
+fn opens_streams_until_the_path_is_the_limit() {
+    // 4.4 MB window at 100 ms = 352 Mbit/s a stream; 1 Gbit/s needs 3: eight at once,
+    // then the queue.
+    let (n, p) = run(950.0, 4.4e6, 100, WIDE, 20);
+    assert_eq!(n, 8, "{:?}", p.log);
+    assert!(p.is_settled());
+    assert!(
+        p.log.last().is_some_and(|l| l.contains("fill the path")),
+        "{:?}",
+        p.log
+    );
+    // 1.1 MB at 200 ms: 44 Mbit/s a stream, needs 22: eight, then twice as many (the
+    // limit of 16), then no more.
+    let (n, p) = run(950.0, 1.1e6, 200, WIDE, 30);
+    assert_eq!(n, 16, "{:?}", p.log);
+    assert!(p.log[1].contains("opening 8 more"), "{:?}", p.log);
+    assert!(p.is_settled());
+    assert!(
+        p.log.last().is_some_and(|l| l.contains("the stream limit")),
+        "{:?}",
+        p.log
+    );
+}
+
+#[test]
+fn a_stream_held_by_its_window_gets_company_while_its_congestion_window_grows() {
+    let mut p = StreamPolicy::new(WIDE);
+    let mut s = stream(200_000, 200_000, 100_000);
+    s.snd_wnd = 100_000;
+    assert_eq!(one_stream(&mut p, 0, &s), None);
+    // Doubling, but the peer's window held it 80 % of the RTT, with no queue; that window
+    // still grows, but at 200 ms waiting for its cap costs seconds.
+    s.cwnd_bytes = 200_000;
+    s.snd_wnd = 400_000;
+    s.busy_us = 200_000;
+    s.rwnd_limited_us = 160_000;
+    let c = one_stream(&mut p, 200, &s).expect("a step");
+    assert_eq!(c.add, 7);
+    assert!(c.reason.contains("peer's window 80 %"), "{}", c.reason);
+}
+
+#[test]
+fn a_paced_stream_that_fills_its_peers_window_is_held_by_it() {
+    // Measured (stock profile, 100 ms): the receiver's window capped at 5 MB by rmem_max, a
+    // paced sender gets it acknowledged every RTT, its congestion window twice as large and
+    // still; Linux's rwnd-limited clock stands (the pacing timer ends each burst) and its
+    // send-buffer clock runs with data waiting unsent.
+    let mut p = StreamPolicy::new(WIDE);
+    let mut s = stream(100_500, 100_000, 10_000_000);
+    s.snd_wnd = 5_000_000;
+    s.bytes_acked = 20_000_000;
+    s.busy_us = 1_000_000;
+    s.notsent_bytes = 500_000;
+    assert_eq!(one_stream(&mut p, 1000, &s), None);
+    s.bytes_acked += 2 * 5_200_000;
+    s.busy_us += 200_000;
+    s.sndbuf_limited_us += 200_000;
+    let c = one_stream(&mut p, 1200, &s).expect("a step");
+    assert_eq!(c.add, 7);
+    assert!(c.reason.contains("peer's window 100 %"), "{}", c.reason);
+}
+
+#[test]
+fn send_buffer_time_counts_only_when_nothing_waits_unsent() {
+    // Held by the send buffer 80 % of the period at 200 ms, no queue: the buffer is the
+    // limit, unless data waits unsent (Linux's count then only says the pump keeps the
+    // buffer topped up).
+    let run = |unsent: u32| {
+        let mut p = StreamPolicy::new(WIDE);
+        let mut s = stream(200_000, 200_000, 400_000);
+        s.snd_wnd = 4_000_000;
+        assert_eq!(one_stream(&mut p, 0, &s), None);
+        s.busy_us = 200_000;
+        s.sndbuf_limited_us = 160_000;
+        s.bytes_acked = 400_000;
+        s.notsent_bytes = unsent;
+        one_stream(&mut p, 200, &s)
+            .map(|c| c.reason)
+            .unwrap_or_default()
+    };
+    assert!(run(0).contains("send buffer 80 %"), "{}", run(0));
+    assert!(
+        run(1 << 20).contains("buffer-limited only 0 %"),
+        "{}",
+        run(1 << 20)
+    );
+}
+
+/// A stream's `TCP_INFO` with its smoothed and minimum RTT (µs) and congestion window.
+fn stream(rtt_us: u32, min_rtt_us: u32, cwnd_bytes: u64) -> TcpStats {
+    TcpStats {
+        rtt_us,
+        min_rtt_us,
+        cwnd_bytes,
+        ..TcpStats::default()
+    }
+}
+
+/// `p` sees `streams` at `ms`.
+fn look(p: &mut StreamPolicy, ms: u64, streams: &[TcpStats]) -> Option<StreamChange> {
+    p.observe(&Observation {
+        now: Duration::from_millis(ms),
+        streams,
+        memory: 1,
+    })
+}
+
+/// `p` sees one stream `s` at `ms`.
+fn one_stream(p: &mut StreamPolicy, ms: u64, s: &TcpStats) -> Option<StreamChange> {
+    look(p, ms, &[*s])
+}
+
+#[test]
+fn at_a_short_rtt_a_growing_peer_window_is_waited_out() {
+    let mut p = StreamPolicy::new(WIDE);
+    let mut s = stream(25_000, 25_000, 100_000);
+    s.snd_wnd = 100_000;
+    assert_eq!(one_stream(&mut p, 0, &s), None);
+    // Held by the peer's window, which doubled: its cap is not reached yet.
+    s.snd_wnd = 400_000;
+    s.cwnd_bytes = 400_000;
+    s.busy_us = 150_000;
+    s.rwnd_limited_us = 150_000;
+    s.bytes_acked = 1_000_000;
+    assert_eq!(one_stream(&mut p, 150, &s), None);
+    // The window stands still and still holds the stream: company.
+    s.busy_us = 300_000;
+    s.rwnd_limited_us = 300_000;
+    s.bytes_acked = 3_000_000;
+    assert_eq!(one_stream(&mut p, 300, &s).map(|c| c.add), Some(7));
+}
+
+#[test]
+fn slow_start_is_waited_out_then_a_slow_congestion_window_gets_company() {
+    let mut p = StreamPolicy::new(WIDE);
+    let mut s = stream(50_000, 50_000, 100_000);
+    let mut observe = |ms: u64, s: &TcpStats| one_stream(&mut p, ms, s);
+    assert_eq!(observe(0, &s), None);
+    // Doubling: slow start, not yet at any limit.
+    s.cwnd_bytes = 400_000;
+    s.bytes_acked = 500_000;
+    s.busy_us = 300_000;
+    assert_eq!(observe(300, &s), None);
+    // Barely growing over a whole window acknowledged, not held by buffers, no queue: cubic
+    // crawling; more streams help.
+    s.cwnd_bytes = 420_000;
+    s.busy_us = 600_000;
+    s.bytes_acked = 2_000_000;
+    let c = observe(600, &s).expect("a step");
+    assert_eq!(c.add, 7);
+    assert!(c.reason.contains("growing slowly"), "{}", c.reason);
+}
+
+#[test]
+fn a_queue_settles_the_count_only_when_seen_twice_running() {
+    let mut p = StreamPolicy::new(WIDE);
+    let mut s = stream(130_000, 100_000, 0);
+    assert_eq!(one_stream(&mut p, 0, &s), None);
+    // 30 % above the minimum once: maybe a burst; the policy neither steps nor settles.
+    s.busy_us = 200_000;
+    s.rwnd_limited_us = 200_000;
+    assert_eq!(one_stream(&mut p, 200, &s), None);
+    assert!(!p.is_settled());
+    // Gone: held by the window with no queue, it steps.
+    s.rtt_us = 100_000;
+    s.busy_us = 400_000;
+    s.rwnd_limited_us = 400_000;
+    assert_eq!(one_stream(&mut p, 400, &s).map(|c| c.add), Some(7));
+    // A fresh policy that sees the queue twice running settles.
+    let mut p = StreamPolicy::new(WIDE);
+    s.rtt_us = 130_000;
+    for ms in [0, 200, 400] {
+        assert_eq!(one_stream(&mut p, ms, &s), None);
+        s.busy_us += 200_000;
+        s.rwnd_limited_us += 200_000;
+    }
+    assert!(p.is_settled());
+    assert!(p.log[0].contains("RTT 30 % above"), "{:?}", p.log);
+}
+
+#[test]
+fn several_streams_wait_while_one_is_in_slow_start() {
+    let mut p = StreamPolicy::new(WIDE).starting_at(2);
+    let mut a = stream(200_000, 200_000, 5_000_000);
+    let mut b = TcpStats {
+        cwnd_bytes: 400_000,
+        ..a
+    };
+    assert_eq!(look(&mut p, 0, &[a, b]), None);
+    // The first stream is held by its window; the second doubles its congestion window.
+    a.rwnd_limited_us += 400_000;
+    for s in [&mut a, &mut b] {
+        s.busy_us += 400_000;
+        s.bytes_acked += 10_000_000;
+    }
+    b.cwnd_bytes = 1_600_000;
+    assert_eq!(look(&mut p, 400, &[a, b]), None);
+    // The second now grows slowly, no queue: a step from two streams doubles them.
+    a.rwnd_limited_us += 400_000;
+    for s in [&mut a, &mut b] {
+        s.busy_us += 400_000;
+        s.bytes_acked += 10_000_000;
+    }
+    b.cwnd_bytes = 1_800_000;
+    assert_eq!(look(&mut p, 800, &[a, b]).map(|c| c.add), Some(2));
+    // Until all four are connected, nothing is judged.
+    assert_eq!(look(&mut p, 5000, &[a; 3]), None);
+    assert!(!p.is_settled());
+}
+
+/// After one look at four streams (the first held by its window at 200 Mbit/s, the others
+/// not held, each carrying `others` Mbit/s and grown slowly), what the policy says.
+fn three_beside_a_held_one(others: u64) -> Option<StreamChange> {
+    let mut p = StreamPolicy::new(WIDE);
+    // Congestion windows of rate x RTT (25 kB per Mbit/s at 200 ms).
+    let mut streams = vec![stream(200_000, 200_000, others * 25_000); 4];
+    streams[0].cwnd_bytes = 5_000_000;
+    assert_eq!(look(&mut p, 0, &streams), None);
+    for (i, s) in streams.iter_mut().enumerate() {
+        s.busy_us += 400_000;
+        let mbit = if i == 0 {
+            s.rwnd_limited_us += 400_000;
+            200
+        } else {
+            s.cwnd_bytes += s.cwnd_bytes / 10;
+            others
+        };
+        s.bytes_acked += mbit * 1_000_000 / 8 * 4 / 10;
+    }
+    look(&mut p, 400, &streams)
+}
+
+#[test]
+fn slow_streams_get_company_only_far_below_their_windows() {
+    // 260 Mbit/s where four windows carry 800: cubic crawling after an early exit.
+    let c = three_beside_a_held_one(20).expect("a step");
+    assert!(c.reason.contains("growing slowly"), "{}", c.reason);
+    // 650 Mbit/s: near what the path may carry; no step.
+    assert_eq!(three_beside_a_held_one(150), None);
+}
+
+#[test]
+fn a_transfer_started_with_eight_streams_waits_for_them_then_doubles() {
+    let mut p = StreamPolicy::new(StreamLimits {
+        max: 64,
+        max_memory: None,
+    })
+    .starting_at(8);
+    // Only the first of eight connected, held by its window: not a lone stream to step from.
+    let mut s = stream(200_000, 200_000, 4_000_000);
+    assert_eq!(one_stream(&mut p, 0, &s), None);
+    s.busy_us = 400_000;
+    s.rwnd_limited_us = 400_000;
+    s.bytes_acked = 20_000_000;
+    assert_eq!(one_stream(&mut p, 400, &s), None);
+    // All eight connected and held at their caps at the same rate, no queue: eight more.
+    let mut all = vec![stream(200_000, 200_000, 4_000_000); 8];
+    assert_eq!(look(&mut p, 1000, &all), None);
+    held_for_400_ms(&mut all, 8_000_000);
+    assert_eq!(look(&mut p, 1400, &all).map(|c| c.add), Some(8));
+}
+
+#[test]
+fn streams_started_together_wait_while_their_peer_windows_grow() {
+    let mut p = StreamPolicy::new(WIDE).starting_at(8);
+    let mut all = vec![stream(200_000, 200_000, 200_000); 8];
+    for s in &mut all {
+        s.snd_wnd = 100_000;
+    }
+    assert_eq!(look(&mut p, 0, &all), None);
+    // Eight cold streams, each held by a receiver's window that doubles every RTT (slow
+    // start outrunning it), no queue: still starting up, no step.
+    for ms in [400, 800] {
+        held_for_400_ms(&mut all, 2_000_000);
+        for s in &mut all {
+            s.snd_wnd *= 4;
+        }
+        assert_eq!(look(&mut p, ms, &all), None);
+    }
+    assert!(!p.is_settled());
+    // The windows stand still and still hold them all at one rate: now they double.
+    held_for_400_ms(&mut all, 8_000_000);
+    assert_eq!(look(&mut p, 1200, &all).map(|c| c.add), Some(8));
+}
+
+/// Every stream busy and held by its peer's window for another 400 ms, with `bytes` more
+/// acknowledged.
+fn held_for_400_ms(streams: &mut [TcpStats], bytes: u64) {
+    for s in streams {
+        s.busy_us += 400_000;
+        s.rwnd_limited_us += 400_000;
+        s.bytes_acked += bytes;
+    }
+}
+
+#[test]
+fn losses_with_a_queue_stop_the_growth() {
+    let mut p = StreamPolicy::new(WIDE);
+    let mut s = stream(125_000, 100_000, 0);
+    let mut observe = |ms: u64, s: &TcpStats| one_stream(&mut p, ms, s);
+    assert_eq!(observe(0, &s), None);
+    s.busy_us = 600_000;
+    s.rwnd_limited_us = 600_000;
+    s.bytes_acked = 10_000_000;
+    s.total_retrans = 3;
+    assert_eq!(observe(600, &s), None);
+    assert!(p.is_settled());
+    assert!(p.log[0].contains("3 segments retransmitted"), "{:?}", p.log);
+}
+
+#[test]
+fn random_losses_without_a_queue_do_not_stop_the_growth() {
+    // A lossy link: segments lost while the RTT stays at its minimum, the stream held by
+    // its window: more streams, as on a clean path.
+    let mut p = StreamPolicy::new(WIDE);
+    let mut s = stream(100_000, 100_000, 0);
+    assert_eq!(one_stream(&mut p, 0, &s), None);
+    s.busy_us = 600_000;
+    s.rwnd_limited_us = 600_000;
+    s.bytes_acked = 10_000_000;
+    s.total_retrans = 30;
+    let c = one_stream(&mut p, 600, &s).expect("a step");
+    assert_eq!(c.add, 7);
+    assert!(
+        c.reason.contains("30 segments lost without a queue"),
+        "{}",
+        c.reason
+    );
+    assert!(!p.is_settled());
+}
+
+#[test]
+fn a_stream_that_fills_the_path_stays_alone() {
+    let (n, p) = run(950.0, 50e6, 50, WIDE, 10);
+    assert_eq!(n, 1, "{:?}", p.log);
+}
+
+#[test]
+fn memory_and_count_limits_hold() {
+    let (n, p) = run(
+        950.0,
+        4.4e6,
+        200,
+        StreamLimits {
+            max: 3,
+            max_memory: None,
+        },
+        30,
+    );
+    assert_eq!(n, 3, "{:?}", p.log);
+    assert!(p.is_settled());
+    // 8.8 MB of buffers a stream, 20 MB allowed: two streams.
+    let (n, p) = run(
+        950.0,
+        4.4e6,
+        200,
+        StreamLimits {
+            max: 16,
+            max_memory: Some(20_000_000),
+        },
+        30,
+    );
+    assert_eq!(n, 2, "{:?}", p.log);
+    assert!(p.log.last().is_some_and(|l| l.contains("--max-memory")));
+}
