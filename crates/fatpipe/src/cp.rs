@@ -66,7 +66,11 @@ pub struct Args {
     /// needs a server with the PARALLEL feature (fatpipe, globus-gridftp-server); with other
     /// servers the copy uses one stream in MODE S.
     #[arg(short = 'p', long = "parallel", default_value = "auto", value_parser = parse_streams)]
-    parallel: StreamsArg,
+    parallel: CountArg,
+    /// Files copied at once, each over a control connection of its own: a number (1-16), or
+    /// `auto` (four for four or more files of less than 64 MiB on average, else one).
+    #[arg(long, default_value = "auto", value_parser = parse_concurrency)]
+    concurrency: CountArg,
     /// Most data connections `-p auto` opens.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
     max_streams: u32,
@@ -112,23 +116,42 @@ fn parse_control(s: &str) -> Result<RateControlKind, String> {
     RateControlKind::parse(s).ok_or_else(|| format!("'{s}': default, history or state"))
 }
 
-/// `-p N` or `-p auto`.
+/// A count given as a number or `auto` (`-p`, `--concurrency`).
 #[derive(Debug, Clone, Copy)]
-enum StreamsArg {
+enum CountArg {
     Fixed(u32),
     Auto,
 }
 
-fn parse_streams(s: &str) -> Result<StreamsArg, String> {
+impl CountArg {
+    /// The number, or `None` for `auto`.
+    fn fixed(self) -> Option<u32> {
+        match self {
+            CountArg::Fixed(n) => Some(n),
+            CountArg::Auto => None,
+        }
+    }
+}
+
+/// `auto` or a number from 1 to `max` of `what`.
+fn parse_count(s: &str, max: u32, what: &str) -> Result<CountArg, String> {
     if s.eq_ignore_ascii_case("auto") {
-        return Ok(StreamsArg::Auto);
+        return Ok(CountArg::Auto);
     }
     match s.parse::<u32>() {
-        Ok(n) if (1..=64).contains(&n) => Ok(StreamsArg::Fixed(n)),
+        Ok(n) if (1..=max).contains(&n) => Ok(CountArg::Fixed(n)),
         _ => Err(format!(
-            "'{s}': give a number of streams from 1 to 64, or auto"
+            "'{s}': give a number of {what} from 1 to {max}, or auto"
         )),
     }
+}
+
+fn parse_streams(s: &str) -> Result<CountArg, String> {
+    parse_count(s, 64, "streams")
+}
+
+fn parse_concurrency(s: &str) -> Result<CountArg, String> {
+    parse_count(s, 16, "files")
 }
 
 /// The `--json` summary.
@@ -165,7 +188,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     };
     // `-p auto` remembers per server where its streams ended, for the next copy.
     let memory = match (remote, a.parallel) {
-        (Some(u), StreamsArg::Auto) if !a.no_path_memory => {
+        (Some(u), CountArg::Auto) if !a.no_path_memory => {
             path_memory::default_path().map(|p| (p, format!("{}:{}", u.host, u.port)))
         }
         _ => None,
@@ -202,13 +225,14 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         create_dirs: a.create_dirs,
         filter: Filter::new(&a.include, &a.exclude)?,
         from: a.from.as_deref().map(read_list).transpose()?,
+        concurrency: a.concurrency.fixed(),
         limit_rate: a.limit_rate,
         resume: a.resume,
         timeout: a.timeout,
         tune: Some(tune),
         streams: match a.parallel {
-            StreamsArg::Fixed(n) => Streams::Fixed(n),
-            StreamsArg::Auto => Streams::Auto {
+            CountArg::Fixed(n) => Streams::Fixed(n),
+            CountArg::Auto => Streams::Auto {
                 max: a.max_streams,
                 max_memory: Some(a.max_memory),
             },

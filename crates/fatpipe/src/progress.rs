@@ -55,8 +55,9 @@ pub fn rate_text(bits_per_s: f64) -> String {
 /// What the bar counts, changed by the copy's events.
 #[derive(Default)]
 struct State {
-    /// The running file: its pump, the bytes it already had, its name.
-    current: Option<(Arc<Pump>, u64, String)>,
+    /// The running files (several when a copy runs sessions side by side): each one's pump,
+    /// the bytes it already had, its name.
+    current: Vec<(Arc<Pump>, u64, String)>,
     /// Files planned, and of those finished.
     files: usize,
     finished: usize,
@@ -126,8 +127,8 @@ impl Progress {
             }
             let now = Instant::now();
             if let Ok(mut s) = self.state.lock() {
-                if let (true, Some((pump, ..))) = (stop, s.current.as_ref()) {
-                    pump.cancel();
+                if stop {
+                    s.current.iter().for_each(|(pump, ..)| pump.cancel());
                 }
                 // The line is rewritten four times a second: readable, and cheap.
                 if now.duration_since(shown_at) >= Duration::from_millis(250) {
@@ -142,9 +143,12 @@ impl Progress {
 
     /// Puts the state on the bar.
     fn show(&self, s: &mut State, since_start: Duration, now: Instant) {
-        let (already, moving, name) = match &s.current {
-            Some((pump, already, name)) => (*already, pump.bytes(), name.clone()),
-            None => (0, 0, String::new()),
+        let already: u64 = s.current.iter().map(|(_, a, _)| a).sum();
+        let moving: u64 = s.current.iter().map(|(p, ..)| p.bytes()).sum();
+        let name = match s.current.as_slice() {
+            [] => String::new(),
+            [(_, _, one)] => one.clone(),
+            [(_, _, first), rest @ ..] => format!("{first} (+{} more)", rest.len()),
         };
         let position = s.finished_bytes + already + moving;
         self.bar.set_position(position);
@@ -194,7 +198,7 @@ impl Observer for Progress {
                 self.bar.set_length(total.unwrap_or(0));
             }
             s.verifying = false;
-            s.current = Some((pump.clone(), already, name.to_string()));
+            s.current.push((pump.clone(), already, name.to_string()));
         }
     }
 
@@ -206,7 +210,9 @@ impl Observer for Progress {
 
     fn file_finished(&self, result: &FileResult) {
         if let Ok(mut s) = self.state.lock() {
-            s.current = None;
+            // A download's name is its source, an upload's its destination.
+            s.current
+                .retain(|(_, _, n)| *n != result.source && *n != result.destination);
             s.verifying = false;
             s.finished += 1;
             s.finished_bytes += result.bytes + result.resumed_from;

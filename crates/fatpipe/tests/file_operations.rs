@@ -235,3 +235,65 @@ fn mkdir_rm_and_mv_change_the_servers_files() {
         .status
         .success());
 }
+
+#[test]
+fn several_files_at_once_arrive_whole_and_in_plan_order() {
+    let s = FatpipeServer::start(&["--anonymous-write"]);
+    std::fs::create_dir(s.path("t")).unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("f{i:02}.bin")).collect();
+    for (i, n) in names.iter().enumerate() {
+        random_file(
+            &s.path(&format!("t/{n}")),
+            50_000 + i as u64 * 3_001,
+            i as u64,
+        );
+    }
+    let work = tempfile::tempdir().unwrap();
+    let o = run_ok(
+        fatpipe_cmd(&["cp", "-r", "--json", "--concurrency", "3"])
+            .arg(s.url("t"))
+            .arg(work.path()),
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sources: Vec<&str> = summary["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["source"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = names.iter().map(|n| format!("/t/{n}")).collect();
+    assert_eq!(sources, expected);
+    for n in &names {
+        assert_same(&s.path(&format!("t/{n}")), &work.path().join("t").join(n));
+    }
+    run_ok(
+        fatpipe_cmd(&["cp", "-r", "--concurrency", "3"])
+            .arg(work.path().join("t"))
+            .arg(s.url("back")),
+    );
+    for n in &names {
+        assert_same(&s.path(&format!("t/{n}")), &s.path(&format!("back/{n}")));
+    }
+}
+
+#[test]
+fn sessions_the_server_refuses_leave_their_files_to_the_others() {
+    let s = FatpipeServer::start(&["--anonymous", "--max-sessions-per-host", "1"]);
+    std::fs::create_dir(s.path("t")).unwrap();
+    for i in 0..6 {
+        random_file(&s.path(&format!("t/f{i}")), 30_000, i);
+    }
+    let work = tempfile::tempdir().unwrap();
+    let o = run_ok(
+        fatpipe_cmd(&["cp", "-r", "--concurrency", "4"])
+            .arg(s.url("t"))
+            .arg(work.path()),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("could not log in"), "{err}");
+    assert!(err.contains("6 files copied"), "{err}");
+    for i in 0..6 {
+        let n = format!("t/f{i}");
+        assert_same(&s.path(&n), &work.path().join(&n));
+    }
+}

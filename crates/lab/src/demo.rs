@@ -284,6 +284,7 @@ fn loopback(a: &Args, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
         create_dirs: false,
         filter: Default::default(),
         from: None,
+        concurrency: None,
         limit_rate: None,
         resume: false,
         timeout: Duration::from_secs(60),

@@ -4,6 +4,7 @@
 use super::filter::Filter;
 use super::part::Part;
 use super::plan::{self, Job};
+use super::pool;
 use super::{Connection, Credentials, Location, RemoteUrl, Streams};
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::checksum;
@@ -31,6 +32,9 @@ pub struct CopyOptions {
     pub filter: Filter,
     /// `--from`: the files to copy, named relative to the one source directory.
     pub from: Option<Vec<String>>,
+    /// Files copied at once, each over its own control connection (`--concurrency`); `None`:
+    /// chosen from the files' sizes.
+    pub concurrency: Option<u32>,
     /// Continue partial destinations instead of replacing them (and skip complete ones).
     pub resume: bool,
     /// The most each file moves per second, over all its streams, bit/s (`--limit-rate`): this
@@ -115,8 +119,9 @@ impl Done {
     }
 }
 
-/// Receives progress of a copy, for progress bars and logs.
-pub trait Observer {
+/// Receives progress of a copy, for progress bars and logs; called from every session of a
+/// copy that runs several at once.
+pub trait Observer: Sync {
     /// The copy found what it will move: this many files, of these bytes (known sizes).
     fn planned(&self, _files: usize, _bytes: u64) {}
     /// A file's bytes are in; its checksum is being compared (it may take a while).
@@ -142,31 +147,7 @@ pub fn copy(
     obs: &dyn Observer,
 ) -> anyhow::Result<Vec<FileResult>> {
     let (remote, paths, download) = sides(srcs, dst)?;
-    let mut conn = remote.open(creds, opts.timeout)?;
-    if let Some(t) = &opts.tune {
-        conn.set_tuning(t.clone())?;
-    }
-    match &opts.udp {
-        // The files of one copy share what the path taught their sender (uploads; a server
-        // keeps its own per client).
-        Some((stack, udp)) => match conn.use_udp(
-            stack,
-            UdpConfig {
-                memory: Some(Default::default()),
-                ..udp.clone()
-            },
-        )? {
-            None => {}
-            Some(why) => {
-                tracing::warn!("{why}: the data goes over TCP");
-                conn.set_streams(opts.streams)?;
-            }
-        },
-        None => conn.set_streams(opts.streams)?,
-    }
-    if let Some((n, why)) = &opts.first_start {
-        conn.start_streams_at(*n, why.clone());
-    }
+    let mut conn = pool::session(remote, creds, opts)?;
     let req = plan::Request {
         sources: &paths,
         from: opts.from.as_deref(),
@@ -187,37 +168,8 @@ pub fn copy(
         }
     };
     obs.planned(jobs.len(), jobs.iter().filter_map(Job::size).sum());
-    let mut copier = Copier {
-        c: conn,
-        opts,
-        obs,
-        results: Vec::new(),
-    };
-    for job in jobs {
-        match job {
-            Job::Download {
-                rpath,
-                target: None,
-                size,
-                ..
-            } => copier.download_stdout(&rpath, size),
-            Job::Download {
-                rpath,
-                target: Some(t),
-                size,
-                modified,
-            } => copier.download_file(&rpath, size, &t, modified),
-            Job::Upload {
-                local,
-                rpath,
-                modified,
-                ..
-            } => copier.upload_file(&local, &rpath, modified),
-        }
-    }
-    let Copier { c, results, .. } = copier;
-    c.quit();
-    Ok(results)
+    let sessions = pool::concurrency(opts, &jobs, dst == &Location::Stdout);
+    Ok(pool::run(conn, sessions, remote, creds, opts, obs, jobs))
 }
 
 /// The server of a copy, the source paths on the side they are on, and whether it is a
@@ -253,14 +205,38 @@ fn sides<'a>(
 }
 
 /// A copy in progress over one control connection, collecting per-file results.
-struct Copier<'a> {
-    c: Connection,
-    opts: &'a CopyOptions,
-    obs: &'a dyn Observer,
-    results: Vec<FileResult>,
+pub(super) struct Copier<'a> {
+    pub(super) c: Connection,
+    pub(super) opts: &'a CopyOptions,
+    pub(super) obs: &'a dyn Observer,
+    pub(super) results: Vec<FileResult>,
 }
 
 impl Copier<'_> {
+    /// Copies one planned file; its result joins `results`.
+    pub(super) fn run(&mut self, job: Job) {
+        match job {
+            Job::Download {
+                rpath,
+                target: None,
+                size,
+                ..
+            } => self.download_stdout(&rpath, size),
+            Job::Download {
+                rpath,
+                target: Some(t),
+                size,
+                modified,
+            } => self.download_file(&rpath, size, &t, modified),
+            Job::Upload {
+                local,
+                rpath,
+                modified,
+                ..
+            } => self.upload_file(&local, &rpath, modified),
+        }
+    }
+
     /// Runs one file's copy and records its result, keeping the error instead of returning it.
     fn record(
         &mut self,

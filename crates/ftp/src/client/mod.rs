@@ -8,6 +8,7 @@ mod location;
 mod part;
 pub mod path_memory;
 mod plan;
+mod pool;
 
 pub use connection::{Connection, Credentials, Streams, StreamsReport};
 pub use location::{Location, RemoteUrl};

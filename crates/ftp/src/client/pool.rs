@@ -1,0 +1,187 @@
+//! Several files of a copy at once (GridFTP's `-cc`): each session logs in over a control
+//! connection of its own and takes the next planned file until none is left. A file's commands
+//! cost round trips of their own (`RETR`/`STOR` and its `150`, the `226`, `CKSM`, `MFMT`), a
+//! second or more per file at 200 ms, which one session pays file after file; several sessions
+//! pay them side by side.
+
+use super::copy::{Copier, CopyOptions, FileResult, Observer};
+use super::plan::Job;
+use super::{Connection, Credentials, RemoteUrl};
+use fatpipe_net::udp::UdpConfig;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+/// Sessions a copy of many files opens when not told.
+const AUTO_SESSIONS: u32 = 4;
+/// Files at least this large on average are copied one at a time when not told: their data
+/// phase, not their round trips, takes the time, and parallel streams serve them better.
+const SMALL_FILES: u64 = 64 << 20;
+
+/// A logged-in session as `opts` want it: tuning told, UDP channel or streams chosen, and
+/// `-p auto`'s first stream count.
+pub(super) fn session(
+    remote: &RemoteUrl,
+    creds: &Credentials,
+    opts: &CopyOptions,
+) -> anyhow::Result<Connection> {
+    let mut conn = remote.open(creds, opts.timeout)?;
+    if let Some(t) = &opts.tune {
+        conn.set_tuning(t.clone())?;
+    }
+    match &opts.udp {
+        // The files of one copy share what the path taught their sender (uploads; a server
+        // keeps its own per client).
+        Some((stack, udp)) => match conn.use_udp(
+            stack,
+            UdpConfig {
+                memory: Some(Default::default()),
+                ..udp.clone()
+            },
+        )? {
+            None => {}
+            Some(why) => {
+                tracing::warn!("{why}: the data goes over TCP");
+                conn.set_streams(opts.streams)?;
+            }
+        },
+        None => conn.set_streams(opts.streams)?,
+    }
+    if let Some((n, why)) = &opts.first_start {
+        conn.start_streams_at(*n, why.clone());
+    }
+    Ok(conn)
+}
+
+/// How many sessions copy `jobs`: as asked (`--concurrency`), else four for four or more
+/// files of less than 64 MiB on average, else one. One always for standard output (one
+/// stream of bytes) and the UDP channel (one paced flow per path).
+pub(super) fn concurrency(opts: &CopyOptions, jobs: &[Job], to_stdout: bool) -> u32 {
+    let files = u32::try_from(jobs.len()).unwrap_or(u32::MAX).max(1);
+    if to_stdout || opts.udp.is_some() {
+        return 1;
+    }
+    if let Some(n) = opts.concurrency {
+        return n.clamp(1, files);
+    }
+    let bytes: u64 = jobs.iter().filter_map(Job::size).sum();
+    if files >= AUTO_SESSIONS && bytes / u64::from(files) < SMALL_FILES {
+        AUTO_SESSIONS
+    } else {
+        1
+    }
+}
+
+/// Copies `jobs` over `first` and `sessions - 1` more sessions; one result per file, in the
+/// plan's order. A session that cannot log in leaves its share to the others.
+pub(super) fn run(
+    first: Connection,
+    sessions: u32,
+    remote: &RemoteUrl,
+    creds: &Credentials,
+    opts: &CopyOptions,
+    obs: &dyn Observer,
+    jobs: Vec<Job>,
+) -> Vec<FileResult> {
+    let queue = Mutex::new(jobs.into_iter().enumerate().collect::<VecDeque<_>>());
+    let mut done = std::thread::scope(|s| {
+        let others: Vec<_> = (1..sessions)
+            .map(|_| {
+                s.spawn(|| match session(remote, creds, opts) {
+                    Ok(c) => work(c, opts, obs, &queue),
+                    Err(e) => {
+                        tracing::warn!(
+                            "one more session could not log in ({e:#}); the others go on"
+                        );
+                        Vec::new()
+                    }
+                })
+            })
+            .collect();
+        let mut done = work(first, opts, obs, &queue);
+        for o in others {
+            match o.join() {
+                Ok(d) => done.extend(d),
+                Err(_) => tracing::error!("a copy session panicked; its file is missing"),
+            }
+        }
+        done
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// One session's loop: the next planned file until none is left; each result with its place
+/// in the plan.
+fn work(
+    c: Connection,
+    opts: &CopyOptions,
+    obs: &dyn Observer,
+    queue: &Mutex<VecDeque<(usize, Job)>>,
+) -> Vec<(usize, FileResult)> {
+    let mut copier = Copier {
+        c,
+        opts,
+        obs,
+        results: Vec::new(),
+    };
+    let mut places = Vec::new();
+    while let Some((i, job)) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
+        copier.run(job);
+        places.push(i);
+    }
+    let Copier { c, results, .. } = copier;
+    c.quit();
+    places.into_iter().zip(results).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Streams;
+    use std::time::Duration;
+
+    fn options(concurrency: Option<u32>) -> CopyOptions {
+        CopyOptions {
+            recursive: true,
+            create_dirs: false,
+            filter: Default::default(),
+            from: None,
+            concurrency,
+            limit_rate: None,
+            resume: false,
+            timeout: Duration::from_secs(1),
+            tune: None,
+            streams: Streams::Fixed(1),
+            first_start: None,
+            verify: crate::client::copy::Verify::Off,
+            udp: None,
+        }
+    }
+
+    fn files(n: usize, size: u64) -> Vec<Job> {
+        (0..n)
+            .map(|i| Job::Download {
+                rpath: format!("/f{i}"),
+                target: None,
+                size: Some(size),
+                modified: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn many_small_files_go_four_at_a_time_large_ones_one() {
+        let auto = options(None);
+        assert_eq!(concurrency(&auto, &files(256, 4 << 20), false), 4);
+        assert_eq!(concurrency(&auto, &files(3, 4 << 20), false), 1);
+        assert_eq!(concurrency(&auto, &files(8, 1 << 30), false), 1);
+        // Asked for: as asked, never more than the files.
+        assert_eq!(
+            concurrency(&options(Some(8)), &files(256, 1 << 30), false),
+            8
+        );
+        assert_eq!(concurrency(&options(Some(8)), &files(2, 1), false), 2);
+        // Standard output takes one stream of bytes.
+        assert_eq!(concurrency(&options(Some(8)), &files(256, 1), true), 1);
+    }
+}
