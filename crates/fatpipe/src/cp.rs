@@ -10,10 +10,11 @@ use fatpipe_ftp::client::path_memory::{self, PathMemory};
 use fatpipe_ftp::client::{Credentials, Location, Streams};
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_proto::udp::NetStack;
-use fatpipe_tune::rate::RateControlKind;
+use fatpipe_tune::rate::{RateControlKind, RateMemory};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Options of `fatpipe cp`.
@@ -245,7 +246,10 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         } else {
             Verify::Auto
         },
-        udp: (a.transport == "udp").then(|| udp_choice(&a, stats, &progress)),
+        udp: (a.transport == "udp").then(|| {
+            let learned = recalled.as_ref().and_then(|(r, _)| r.udp.clone());
+            udp_choice(&a, stats, &progress, learned)
+        }),
     };
     let started = Instant::now();
     let results = std::thread::scope(|s| {
@@ -256,7 +260,9 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     progress.bar.finish_and_clear();
     let interrupted = progress.interrupted.load(Ordering::SeqCst);
     if let Some((path, server)) = &memory {
-        remember_streams(path, server, &results, carried.as_deref());
+        let udp = opts.udp.as_ref().and_then(|(_, u)| u.memory.as_ref());
+        let udp = udp.and_then(|m| m.lock().ok().map(|m| m.clone()));
+        remember_streams(path, server, &results, carried.as_deref(), udp);
     }
     let seconds = started.elapsed().as_secs_f64();
     let bytes: u64 = results.iter().map(|r| r.bytes).sum();
@@ -314,11 +320,13 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `--transport udp`: what the server is told and this end's side of the channel.
+/// `--transport udp`: what the server is told and this end's side of the channel, starting
+/// from what the last copy over UDP to the same server `learned` (path memory).
 fn udp_choice(
     a: &Args,
     stats: Option<fatpipe_net::telemetry::StatsFile>,
     progress: &Progress,
+    learned: Option<RateMemory>,
 ) -> (NetStack, UdpConfig) {
     let control = a.udp_rate_control;
     let line = match control {
@@ -343,6 +351,7 @@ fn udp_choice(
         force_buffers: !a.tune.no_force_buffers,
         stats,
         status: progress.udp.clone(),
+        memory: Some(Arc::new(Mutex::new(learned.unwrap_or_default()))),
         ..UdpConfig::default()
     };
     (stack, config)
@@ -450,29 +459,34 @@ fn read_list(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
 }
 
 /// Keeps the stream count the copy's last moved file ended with for the next copy to `server`,
-/// and the congestion control chosen on random loss (by a file of this copy, or `carried` over
-/// from the last copy); a failure to save only warns: the copy itself is done.
+/// the congestion control chosen on random loss (by a file of this copy, or `carried` over
+/// from the last copy) and what the UDP sender learned (`udp`, once it left start-up); a
+/// failure to save only warns: the copy itself is done.
 fn remember_streams(
     path: &std::path::Path,
     server: &str,
     results: &[FileResult],
     carried: Option<&str>,
+    udp: Option<RateMemory>,
 ) {
-    let Some(last) = results
+    let udp = udp.filter(|u| u.rate.is_some());
+    let last = results
         .iter()
         .rev()
-        .find(|r| r.error.is_none() && r.bytes > 0)
-    else {
-        return;
+        .find(|r| r.error.is_none() && r.bytes > 0);
+    let mut m = PathMemory::load(path);
+    // A copy over the UDP channel (one MODE S stream) leaves the remembered count as it was.
+    let n = match (last.and_then(|r| r.streams), &udp) {
+        (Some(n), _) => n,
+        (None, Some(_)) => m.recall(server, unix_now()).map_or(1, |r| r.streams),
+        (None, None) => return,
     };
-    let Some(n) = last.streams else { return };
     // A control chosen on random loss by any file of the copy holds for the path.
     let cc = results
         .iter()
         .find_map(|r| r.cc_on_random_loss.as_deref())
         .or(carried);
-    let mut m = PathMemory::load(path);
-    m.remember(server, n, cc, unix_now());
+    m.remember(server, n, cc, udp.as_ref(), unix_now());
     if let Err(e) = m.save(path) {
         tracing::warn!("cannot keep the stream count in {}: {e}", path.display());
     }

@@ -297,3 +297,31 @@ fn sessions_the_server_refuses_leave_their_files_to_the_others() {
         assert_same(&s.path(&n), &work.path().join(&n));
     }
 }
+
+#[test]
+fn what_the_udp_sender_learned_outlives_the_copy() {
+    let s = FatpipeServer::start(&["--anonymous-write"]);
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("f.bin");
+    random_file(&src, 20 << 20, 4);
+    let up = |name: &str, extra: &[&str]| {
+        run_ok(
+            fatpipe_cmd(&["cp", "--quiet"])
+                .args(extra)
+                .arg(&src)
+                .arg(s.url(name)),
+        );
+        assert_same(&src, &s.path(name));
+    };
+    up("u1", &["--transport", "udp", "--udp-rate", "500mbit"]);
+    let learned = || -> serde_json::Value {
+        let text = std::fs::read(cache_home().join("fatpipe/paths.json")).unwrap();
+        let all: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        all["servers"][s.addr.to_string()]["udp"].clone()
+    };
+    let rate = learned()["rate"].as_f64().unwrap_or(0.0);
+    assert!(rate > 0.0, "{}", learned());
+    // A copy over TCP to the same server keeps it.
+    up("u2", &["-p", "2"]);
+    assert_eq!(learned()["rate"].as_f64(), Some(rate));
+}

@@ -2,9 +2,11 @@
 //! last copy to it ended with, so that the next copy (a script copying file by file, a sync run
 //! again) starts there instead of from one stream, and the congestion control its senders
 //! switched to on random loss, so that the next copy starts on it instead of finding the loss
-//! again. What is remembered is trusted for an hour, as long as the kernel keeps its own
-//! per-destination TCP metrics.
+//! again, and what the UDP channel's sender learned (the rate it ended at, `history`'s odds). What
+//! is remembered is trusted for an hour, as long as the kernel keeps its own per-destination TCP
+//! metrics.
 
+use fatpipe_tune::rate::RateMemory;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io;
@@ -27,17 +29,22 @@ struct Learned {
     /// The congestion control chosen on random loss, if one was.
     #[serde(default)]
     cc: Option<String>,
+    /// What the UDP channel's sender learned, if a copy used it.
+    #[serde(default)]
+    udp: Option<RateMemory>,
     /// Seconds since the Unix epoch.
     at: u64,
 }
 
 /// What the last copy to a server learned, and how long ago.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Recalled {
     /// The stream count it ended with.
     pub streams: u32,
     /// The congestion control its senders switched to on random loss, if they did.
     pub cc: Option<String>,
+    /// What the UDP channel's sender learned, if a copy used it.
+    pub udp: Option<RateMemory>,
     /// How long ago.
     pub age: Duration,
 }
@@ -51,21 +58,34 @@ impl PathMemory {
         (age <= TRUSTED_FOR).then(|| Recalled {
             streams: l.streams,
             cc: l.cc.clone(),
+            udp: l.udp.clone(),
             age,
         })
     }
 
-    /// Keeps `streams` (and `cc`, chosen on random loss) for `server`, learned at `now`;
-    /// forgets what is no longer trusted.
-    pub fn remember(&mut self, server: &str, streams: u32, cc: Option<&str>, now: u64) {
+    /// Keeps `streams` (and `cc`, chosen on random loss, and `udp`, what the UDP sender
+    /// learned; a copy without it keeps the last one's) for `server`, learned at `now`; forgets
+    /// what is no longer trusted.
+    pub fn remember(
+        &mut self,
+        server: &str,
+        streams: u32,
+        cc: Option<&str>,
+        udp: Option<&RateMemory>,
+        now: u64,
+    ) {
         self.servers
             .retain(|_, l| now.saturating_sub(l.at) <= TRUSTED_FOR.as_secs());
+        let udp = udp
+            .cloned()
+            .or_else(|| self.servers.get(server).and_then(|l| l.udp.clone()));
         let cc = cc.map(str::to_string);
         self.servers.insert(
             server.to_string(),
             Learned {
                 streams,
                 cc,
+                udp,
                 at: now,
             },
         );
@@ -119,10 +139,11 @@ mod tests {
     #[test]
     fn a_count_is_recalled_for_an_hour_and_for_its_server_only() {
         let mut m = PathMemory::default();
-        m.remember("a:2811", 8, Some("bbr"), 1000);
+        m.remember("a:2811", 8, Some("bbr"), None, 1000);
         let at = |age| Recalled {
             streams: 8,
             cc: Some("bbr".into()),
+            udp: None,
             age: Duration::from_secs(age),
         };
         assert_eq!(m.recall("a:2811", 1000), Some(at(0)));
@@ -132,10 +153,10 @@ mod tests {
         // A clock that went back trusts nothing.
         assert_eq!(m.recall("a:2811", 999), None);
         // Newer replaces older; stale entries are dropped when anything is remembered.
-        m.remember("a:2811", 4, None, 2000);
+        m.remember("a:2811", 4, None, None, 2000);
         let r = m.recall("a:2811", 2000).map(|r| (r.streams, r.cc));
         assert_eq!(r, Some((4, None)));
-        m.remember("b:2811", 2, None, 9000);
+        m.remember("b:2811", 2, None, None, 9000);
         assert!(!m.servers.contains_key("a:2811"));
     }
 
@@ -145,8 +166,18 @@ mod tests {
         let path = dir.path().join("sub/paths.json");
         assert!(PathMemory::load(&path).servers.is_empty());
         let mut m = PathMemory::default();
-        m.remember("h:1", 6, Some("bbr"), 50);
+        let learned = RateMemory {
+            rate: Some(8e8),
+            ..RateMemory::default()
+        };
+        m.remember("h:1", 6, Some("bbr"), Some(&learned), 50);
+        // A later copy over TCP keeps what the UDP channel learned.
+        m.remember("h:1", 6, Some("bbr"), None, 55);
         m.save(&path).unwrap();
+        let udp = PathMemory::load(&path)
+            .recall("h:1", 60)
+            .and_then(|r| r.udp);
+        assert_eq!(udp, Some(learned));
         let r = PathMemory::load(&path).recall("h:1", 60);
         assert_eq!(r.map(|r| (r.streams, r.cc)), Some((6, Some("bbr".into()))));
         // A file written before congestion controls were remembered reads too.

@@ -30,11 +30,11 @@ pub(super) fn session(
     }
     match &opts.udp {
         // The files of one copy share what the path taught their sender (uploads; a server
-        // keeps its own per client).
+        // keeps its own per client), and so does the next copy when the caller keeps it.
         Some((stack, udp)) => match conn.use_udp(
             stack,
             UdpConfig {
-                memory: Some(Default::default()),
+                memory: udp.memory.clone().or_else(|| Some(Default::default())),
                 ..udp.clone()
             },
         )? {
