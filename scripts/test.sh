@@ -5,8 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real peers the interop tests start: curl, lftp, vsftpd, Python's ftplib; unshare/setpriv
-# (util-linux) for the full-disk and unreadable-file tests; iproute2 and iperf3 for the lab; fonts-dejavu-core for `fatpipe plot`.
-packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates globus-gass-copy-progs globus-gridftp-server-progs fonts-dejavu-core)
+# (util-linux) for the full-disk and unreadable-file tests; iproute2 and iperf3 for the lab; fonts-dejavu-core for `fatpipe plot`;
+# clang, libelf-dev, zlib1g-dev and pkg-config to build the BPF congestion control (the `bpf` feature).
+packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates globus-gass-copy-progs globus-gridftp-server-progs fonts-dejavu-core
+          clang libelf-dev zlib1g-dev pkg-config)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,10 +23,11 @@ fi
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
-echo "==> cargo clippy"
+echo "==> cargo clippy (the default build, and with every feature: the BPF program)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "==> cargo test"
-cargo test --workspace --locked
+cargo clippy --workspace --all-targets --locked --all-features -- -D warnings
+echo "==> cargo test (with the BPF program)"
+cargo test --workspace --locked --all-features
 
 echo "==> benchmark smoke runs (the full versions are in README.md)"
 bench/emulator-capacity.sh --smoke

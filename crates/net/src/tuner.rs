@@ -156,8 +156,12 @@ impl Tuner {
         t.caps.extend(initial.iter().cloned());
         t.initial_caps = initial;
         if role == Role::Sender {
-            t.summary.cc =
-                crate::congestion::choose(sock.as_fd(), t.cfg.cc.as_deref(), &mut t.caps);
+            t.summary.cc = crate::congestion::choose(
+                sock.as_fd(),
+                t.cfg.cc.as_deref(),
+                t.cfg.pacing,
+                &mut t.caps,
+            );
         }
         if let Some(pace) = t.plan.pace_at_setup() {
             t.pace(pace);
@@ -165,8 +169,12 @@ impl Tuner {
         Ok(t)
     }
 
-    /// Applies a pacing; a failure is logged and kept for the summary.
+    /// Applies a pacing; a failure is logged and kept for the summary. A connection running
+    /// fatpipe's BPF congestion control is left alone: the program paces it itself.
     fn pace(&mut self, pace: fatpipe_tune::Pace) {
+        if self.summary.cc.as_deref() == Some(crate::congestion::BIC_PACED) {
+            return;
+        }
         if let Err(e) = crate::pacing::apply(self.sock.as_fd(), pace) {
             tracing::warn!("cannot pace a data connection: {e}");
             self.summary.unpaced.get_or_insert(e.to_string());
@@ -184,7 +192,8 @@ impl Tuner {
     /// Switches the connection to congestion control `name` (a refusal is kept for the
     /// summary).
     pub fn set_cc(&mut self, name: &str) {
-        self.summary.cc = crate::congestion::choose(self.sock.as_fd(), Some(name), &mut self.caps);
+        self.summary.cc =
+            crate::congestion::choose(self.sock.as_fd(), Some(name), None, &mut self.caps);
     }
 
     /// Starts the law at `bytes` (a `setsockopt` size) and applies it at once if the law

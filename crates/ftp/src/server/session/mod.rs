@@ -493,14 +493,7 @@ impl Session {
             .transpose()
             .map_err(|e| Reply::new(501, e))?;
         if let Some(cc) = &o.cc {
-            let here = fatpipe_net::congestion::available();
-            if !here.contains(cc) {
-                let msg = format!(
-                    "congestion control {cc} is not available here ({})",
-                    here.join(" ")
-                );
-                return Err(Reply::new(501, msg));
-            }
+            fatpipe_net::congestion::check(cc).map_err(|e| Reply::new(501, e))?;
         }
         if let Some(n) = o.notify {
             self.drs_notify = n;

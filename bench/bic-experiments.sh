@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Adaptive pacing with BIC (issue 14; the seed's figures 8-10 scaled from 10 to 1 Gbit/s), on
+# emulated 1 Gbit/s paths with a 1-BDP queue, tuned hosts, downloads of a sparse file to
+# /dev/null (memory to memory, as the seed measured). Per run: throughput, loss events (entries
+# into recovery and timeouts in the sending namespace) and retransmitted segments.
+#   one   50 ms, one flow beside constant UDP background at 64 % of the link (iperf3 -u, the same
+#         direction): BIC unpaced (fatpipe_bicx), BIC with adaptive pacing in the kernel
+#         (fatpipe_bic, the seed's BICIPG), cubic unpaced, cubic with user-space adaptive pacing
+#   four  50 ms, four flows: four adaptive (-p 4) against two adaptive + two unpaced (two copies
+#         of -p 2 at once)
+#   long  200 ms, four flows for about ten minutes: BIC against BIC with adaptive pacing
+# Usage: bench/bic-experiments.sh [one|four|long ...]   (default: all; root; builds fatpipe with
+# --features bpf). Tables go to results/pacing/bic-*.md; `one` takes ~25 min, `four` ~8, `long` ~22.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --locked -q -p fatpipe --features bpf
+bin=$PWD/target/release/fatpipe
+name=fpbicx
+out=results/pacing
+mkdir -p "$out"
+
+work=$(mktemp -d -p /dev/shm fatpipe-bic.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    pids=()
+    "$bin" testbed down --name "$name" >/dev/null 2>&1 || true
+}
+trap 'cleanup; rm -rf "$work"' EXIT INT TERM
+ex() { local side=$1; shift; "$bin" testbed exec "$side" --name "$name" -- "$@"; }
+
+# A fresh path with RTT $1, a server on side a serving sparse files of $2 GiB, iperf3 on side b.
+path() {
+    cleanup
+    "$bin" testbed up --name "$name" --rtt "$1" --rate 1gbit --profile tuned >/dev/null
+    rm -rf "$work/root"; mkdir -p "$work/root"
+    truncate -s "${2}G" "$work/root/zero.bin" # sparse: read at memory speed
+    ex a "$bin" serve --root "$work/root" --anonymous --listen 198.18.0.1:2121 \
+        >"$work/serve.out" 2>&1 & pids+=($!)
+    ex b iperf3 -s -p 5301 >/dev/null 2>&1 & pids+=($!)
+    sleep 1
+}
+
+# The sending namespace's loss events and retransmitted segments so far.
+counters() {
+    ex a nstat -az TcpExtTCPSackRecovery TcpExtTCPRenoRecovery TcpExtTCPTimeouts TcpRetransSegs |
+        awk '/^Tcp/ {if ($1 == "TcpRetransSegs") r = $2; else l += $2} END {print l + 0, r + 0}'
+}
+
+# `fatpipe cp` of zero.bin to /dev/null on side b with options "$@"; prints its data-phase Mbit/s.
+copy() {
+    ex b "$bin" cp --quiet --json --no-verify --tuning kernel "$@" ftp://198.18.0.1:2121/zero.bin /dev/null |
+        python3 -c 'import json,sys; f = json.load(sys.stdin)["files"][0]; print(round(f["bytes"] * 8e-6 / f["data_seconds"]))'
+}
+
+table() { # file, header
+    echo "$2" >"$out/$1"
+    echo "$2" | sed 's/[^|]*|/---|/g; s/^---//; s/^/|/' >>"$out/$1"
+}
+
+one() {
+    path 50ms 14
+    table bic-one.md "| control | pacing | Mbit/s | loss events | retransmitted segments |"
+    for c in "bic off" "bic adaptive" "cubic off" "cubic adaptive"; do
+        set -- $c
+        ex a iperf3 -c 198.18.0.2 -p 5301 -u -b 640M -l 1400 -t 3600 >/dev/null 2>&1 & bg=$!
+        sleep 3
+        read -r l0 r0 < <(counters)
+        mbit=$(copy -p 1 --cc "$1" --pacing "$2")
+        read -r l1 r1 < <(counters)
+        kill "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true
+        echo "| $1 | $2 | $mbit | $((l1 - l0)) | $((r1 - r0)) |" | tee -a "$out/bic-one.md"
+        sleep 5
+    done
+}
+
+four() {
+    path 50ms 20
+    table bic-four.md "| flows | Mbit/s (all) | loss events | retransmitted segments |"
+    read -r l0 r0 < <(counters)
+    mbit=$(copy -p 4 --cc bic)
+    read -r l1 r1 < <(counters)
+    echo "| 4 BIC + adaptive (-p 4) | $mbit | $((l1 - l0)) | $((r1 - r0)) |" | tee -a "$out/bic-four.md"
+    truncate -s 10G "$work/root/zero.bin"
+    read -r l0 r0 < <(counters)
+    s=$(date +%s.%N)
+    copy -p 2 --cc bic >"$work/paced" & a=$!
+    copy -p 2 --cc bic --pacing off >"$work/plain" & b=$!
+    wait "$a" "$b"
+    e=$(date +%s.%N)
+    read -r l1 r1 < <(counters)
+    all=$(echo "20 * 8 * 1.073741824 * 1000 / ($e - $s)" | bc)
+    echo "| 2 BIC + adaptive ($(cat "$work/paced")) + 2 BIC ($(cat "$work/plain")) | $all | $((l1 - l0)) | $((r1 - r0)) |" |
+        tee -a "$out/bic-four.md"
+}
+
+long() {
+    path 200ms 70
+    table bic-long.md "| flows | Mbit/s | loss events | retransmitted segments |"
+    for pacing in off adaptive; do
+        read -r l0 r0 < <(counters)
+        mbit=$(copy -p 4 --cc bic --pacing "$pacing")
+        read -r l1 r1 < <(counters)
+        echo "| 4 BIC, pacing $pacing | $mbit | $((l1 - l0)) | $((r1 - r0)) |" | tee -a "$out/bic-long.md"
+    done
+}
+
+for e in "${@:-one four long}"; do
+    for x in $e; do "$x"; done
+done

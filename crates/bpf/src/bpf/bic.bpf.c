@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fatpipe_bic: BIC with adaptive pacing (CWP/EABP) as a TCP congestion control in BPF
+ * (struct_ops), the seed's BICIPG with the kernel's pacing in place of the NIC's inter-packet
+ * gap; built with FP_PACED=0 it is fatpipe_bicx, BIC alone (the experiments' baseline, and the
+ * control under a user-space pacing law). The laws are in bic_law.h; this file binds them to
+ * the kernel's hooks:
+ *   cong_avoid    BIC's window growth (none while EABP holds the window)
+ *   ssthresh      BIC's decrease at a loss
+ *   set_state     a loss for the pacing law (entering CWR, Recovery or Loss)
+ *   in_ack_event  the pacing ceiling, every ACK: SO_MAX_PACING_RATE, under which the kernel's
+ *                 own pacing (sk_pacing_rate from cwnd and RTT) runs
+ * Kernel structures are declared with only the fields used; CO-RE relocates them against the
+ * running kernel's BTF.
+ */
+#include <linux/bpf.h>
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "bic_law.h"
+
+#ifndef FP_PACED
+#define FP_PACED 1
+#endif
+
+char _license[] SEC("license") = "GPL";
+
+#define SOL_SOCKET 1
+#define SO_MAX_PACING_RATE 47
+/* Room for a congestion control's private state in inet_connection_sock. */
+#define ICSK_CA_PRIV_BYTES (13 * sizeof(__u64))
+
+struct sock {
+} __attribute__((preserve_access_index));
+
+struct inet_connection_sock {
+	__u64 icsk_ca_priv[13];
+} __attribute__((preserve_access_index));
+
+struct tcp_sock {
+	__u32 snd_cwnd;
+	__u32 snd_ssthresh;
+	__u32 srtt_us;
+	__u32 mss_cache;
+	__u32 max_packets_out;
+	__u64 tcp_mstamp;
+	__u8 is_cwnd_limited : 1;
+} __attribute__((preserve_access_index));
+
+struct tcp_congestion_ops {
+	__u32 (*ssthresh)(struct sock *sk);
+	void (*cong_avoid)(struct sock *sk, __u32 ack, __u32 acked);
+	void (*set_state)(struct sock *sk, __u8 new_state);
+	void (*in_ack_event)(struct sock *sk, __u32 flags);
+	__u32 (*undo_cwnd)(struct sock *sk);
+	void (*init)(struct sock *sk);
+	char name[16];
+};
+
+extern __u32 tcp_slow_start(struct tcp_sock *tp, __u32 acked) __ksym;
+extern void tcp_cong_avoid_ai(struct tcp_sock *tp, __u32 w, __u32 acked) __ksym;
+
+/* One connection's state, kept in icsk_ca_priv. */
+struct fp_bic {
+	struct bic_law bic;
+	struct pace_law pace;
+};
+
+_Static_assert(sizeof(struct fp_bic) <= ICSK_CA_PRIV_BYTES, "state fits icsk_ca_priv");
+
+static __always_inline struct fp_bic *state_of(struct sock *sk)
+{
+	return (struct fp_bic *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
+
+static __always_inline struct tcp_sock *tcp_of(struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline int in_slow_start(const struct tcp_sock *tp)
+{
+	return tp->snd_cwnd < tp->snd_ssthresh;
+}
+
+/* Whether the window, not the application, limits the sender (tcp_is_cwnd_limited). */
+static __always_inline int cwnd_limited(const struct tcp_sock *tp)
+{
+	if (in_slow_start(tp))
+		return tp->snd_cwnd < 2 * tp->max_packets_out;
+	return BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+}
+
+SEC("struct_ops")
+void BPF_PROG(fp_bic_init, struct sock *sk)
+{
+	struct fp_bic *s = state_of(sk);
+
+	__builtin_memset(s, 0, sizeof(*s));
+	s->pace.time_eabp_ms = PACE_FIRST_EABP_MS;
+}
+
+SEC("struct_ops")
+void BPF_PROG(fp_bic_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = tcp_of(sk);
+	struct fp_bic *s = state_of(sk);
+
+	if (!cwnd_limited(tp))
+		return;
+	if (in_slow_start(tp)) {
+		acked = tcp_slow_start(tp, acked);
+		if (!acked)
+			return;
+	}
+	if (FP_PACED && pace_holds_window(&s->pace))
+		return;
+	bic_update(&s->bic, tp->snd_cwnd, tp->tcp_mstamp);
+	tcp_cong_avoid_ai(tp, s->bic.cnt, acked);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(fp_bic_ssthresh, struct sock *sk)
+{
+	return bic_on_loss(&state_of(sk)->bic, tcp_of(sk)->snd_cwnd);
+}
+
+SEC("struct_ops")
+void BPF_PROG(fp_bic_set_state, struct sock *sk, __u8 new_state)
+{
+	struct fp_bic *s = state_of(sk);
+
+	if (new_state == FP_CA_LOSS) {
+		/* A timeout: BIC starts over (the pacing law keeps what it learned). */
+		__builtin_memset(&s->bic, 0, sizeof(s->bic));
+	}
+	if (FP_PACED)
+		pace_on_state(&s->pace, new_state);
+}
+
+#if FP_PACED
+SEC("struct_ops")
+void BPF_PROG(fp_bic_in_ack_event, struct sock *sk, __u32 flags)
+{
+	struct tcp_sock *tp = tcp_of(sk);
+	struct fp_bic *s = state_of(sk);
+	__u32 ceiling = pace_on_ack(&s->pace, tp->snd_cwnd, tp->mss_cache, tp->srtt_us,
+				    in_slow_start(tp), tp->tcp_mstamp);
+	__u32 last = s->pace.ceiling;
+	int val;
+
+	/* A change of under 1/64 is not worth a setsockopt. */
+	if (last != 0 && (ceiling > last ? ceiling - last : last - ceiling) < last / 64)
+		return;
+	s->pace.ceiling = ceiling;
+	val = (int)ceiling;
+	bpf_setsockopt(sk, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val));
+}
+#endif
+
+SEC("struct_ops")
+__u32 BPF_PROG(fp_bic_undo_cwnd, struct sock *sk)
+{
+	return bic_undo(&state_of(sk)->bic, tcp_of(sk)->snd_cwnd);
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops fatpipe_bic = {
+	.init = (void *)fp_bic_init,
+	.ssthresh = (void *)fp_bic_ssthresh,
+	.cong_avoid = (void *)fp_bic_cong_avoid,
+	.set_state = (void *)fp_bic_set_state,
+#if FP_PACED
+	.in_ack_event = (void *)fp_bic_in_ack_event,
+#endif
+	.undo_cwnd = (void *)fp_bic_undo_cwnd,
+#if FP_PACED
+	.name = "fatpipe_bic",
+#else
+	.name = "fatpipe_bicx",
+#endif
+};
