@@ -55,7 +55,7 @@ copy() {
 
 table() { # file, header
     echo "$2" >"$out/$1"
-    echo "$2" | sed 's/[^|]*|/---|/g; s/^---//; s/^/|/' >>"$out/$1"
+    echo "$2" | sed 's/[^|]*|/---|/g; s/^---//' >>"$out/$1"
 }
 
 one() {
