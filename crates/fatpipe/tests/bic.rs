@@ -7,17 +7,6 @@
 
 mod common;
 use common::*;
-use std::path::Path;
-
-/// The sending connections' sample records that `end` wrote to `stats`.
-fn sender_samples(stats: &Path, end: &str) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(stats)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|r| r["event"] == "sample" && r["end"] == end && r["role"] == "sender")
-        .collect()
-}
 
 /// Every record ran fatpipe_bic, and the program paced most of them: a ceiling of the 200 Mbit/s
 /// path's order (under 800 Mbit/s; the kernel says u64::MAX while nobody set one).

@@ -6,7 +6,6 @@
 mod common;
 
 use common::*;
-use std::path::Path;
 
 const SIZE: u64 = (24 << 20) + 777;
 
@@ -18,16 +17,6 @@ fn cp(args: &[&str], src: &str, dst: &str) -> std::process::Output {
             .arg(src)
             .arg(dst),
     )
-}
-
-/// The sample records of the sending connections written by `end` in `stats`.
-fn sender_samples(stats: &Path, end: &str) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(stats)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|r| r["end"] == end && r["role"] == "sender")
-        .collect()
 }
 
 /// Every record names `cc`, and at least one carries a pacing rate.

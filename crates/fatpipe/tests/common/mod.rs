@@ -507,3 +507,14 @@ impl Drop for Testbed {
         let _ = run(&mut fatpipe_cmd(&["testbed", "down", "--name", self.0]));
     }
 }
+
+/// The sample records of the sending connections written by `end` in the `--stats` file
+/// `stats` (only samples carry a role).
+pub fn sender_samples(stats: &Path, end: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(stats)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["end"] == end && r["role"] == "sender")
+        .collect()
+}
