@@ -19,15 +19,7 @@ name=fpbicx
 out=results/pacing
 mkdir -p "$out"
 
-work=$(mktemp -d -p /dev/shm fatpipe-bic.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    pids=()
-    "$bin" testbed down --name "$name" >/dev/null 2>&1 || true
-}
-trap 'cleanup; rm -rf "$work"' EXIT INT TERM
-ex() { local side=$1; shift; "$bin" testbed exec "$side" --name "$name" -- "$@"; }
+. bench/testbed-lib.sh
 
 # A fresh path with RTT $1, a server on side a serving sparse files of $2 GiB, iperf3 on side b.
 path() {
@@ -35,9 +27,9 @@ path() {
     "$bin" testbed up --name "$name" --rtt "$1" --rate 1gbit --profile tuned >/dev/null
     rm -rf "$work/root"; mkdir -p "$work/root"
     truncate -s "${2}G" "$work/root/zero.bin" # sparse: read at memory speed
-    ex a "$bin" serve --root "$work/root" --anonymous --listen 198.18.0.1:2121 \
-        >"$work/serve.out" 2>&1 & pids+=($!)
-    ex b iperf3 -s -p 5301 >/dev/null 2>&1 & pids+=($!)
+    spawn a "$bin" serve --root "$work/root" --anonymous --listen 198.18.0.1:2121 \
+        >"$work/serve.out" 2>&1
+    spawn b iperf3 -s -p 5301 >/dev/null 2>&1
     sleep 1
 }
 
@@ -63,7 +55,8 @@ one() {
     table bic-one.md "| control | pacing | Mbit/s | loss events | retransmitted segments |"
     for c in "bic off" "bic adaptive" "cubic off" "cubic adaptive"; do
         set -- $c
-        ex a iperf3 -c 198.18.0.2 -p 5301 -u -b 640M -l 1400 -t 3600 >/dev/null 2>&1 & bg=$!
+        spawn a iperf3 -c 198.18.0.2 -p 5301 -u -b 640M -l 1400 -t 3600 >/dev/null 2>&1
+        bg=${pids[-1]}
         sleep 3
         read -r l0 r0 < <(counters)
         mbit=$(copy -p 1 --cc "$1" --pacing "$2")

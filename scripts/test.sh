@@ -4,10 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Real peers the interop tests start: curl, lftp, vsftpd, Python's ftplib; unshare/setpriv
+# Real peers the interop tests start: curl, lftp, vsftpd, Python's ftplib, gfal2 (FTS3's library, for copies between
+# servers; tcpdump captures the FTPS test's traffic); unshare/setpriv
 # (util-linux) for the full-disk and unreadable-file tests; iproute2 and iperf3 for the lab; fonts-dejavu-core for `fatpipe plot`;
 # clang, libelf-dev, zlib1g-dev and pkg-config to build the BPF congestion control (the `bpf` feature).
-packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates globus-gass-copy-progs globus-gridftp-server-progs fonts-dejavu-core
+packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates tcpdump globus-gass-copy-progs globus-gridftp-server-progs gfal2-util-scripts gfal2-plugin-gridftp fonts-dejavu-core
           clang libelf-dev zlib1g-dev pkg-config)
 missing=()
 for p in "${packages[@]}"; do

@@ -7,7 +7,7 @@ use anyhow::Context;
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Verify};
 use fatpipe_ftp::client::filter::Filter;
 use fatpipe_ftp::client::path_memory::{self, PathMemory};
-use fatpipe_ftp::client::{Credentials, Location, Streams};
+use fatpipe_ftp::client::{relay, Credentials, Location, Streams};
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_proto::udp::NetStack;
 use fatpipe_tune::rate::{RateControlKind, RateMemory};
@@ -57,9 +57,13 @@ pub struct Args {
     /// Print nothing but errors: no progress, no summary, no warnings.
     #[arg(short, long)]
     quiet: bool,
-    /// Give up on a connection silent for this long.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
-    timeout: Duration,
+    #[command(flatten)]
+    session: credentials::SessionArgs,
+    /// After a connection breaks (reset, refused while the server restarts, silent past
+    /// --timeout), keep trying the file over new sessions, continuing from what arrived, for
+    /// this long from its first failure (0: never).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    retry_for: Duration,
     /// Data connections per file: a number, or `auto` (start with one; open more while the
     /// buffers, not the path, hold the transfer back; each later file of the copy starts with
     /// the count the previous one ended with, and the first file where the last copy to the
@@ -229,7 +233,9 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         concurrency: a.concurrency.fixed(),
         limit_rate: a.limit_rate,
         resume: a.resume,
-        timeout: a.timeout,
+        timeout: a.session.timeout,
+        tls: a.session.tls(),
+        retry_for: a.retry_for,
         tune: Some(tune),
         streams: match a.parallel {
             CountArg::Fixed(n) => Streams::Fixed(n),
@@ -255,7 +261,14 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let results = std::thread::scope(|s| {
         s.spawn(|| progress.tick_until_done());
         let _stop = Finished(&progress.done);
-        copy::copy(&srcs, &dst, &creds, &opts, &progress)
+        match (srcs.as_slice(), &dst) {
+            // Between two servers: the data goes straight from one to the other.
+            ([src @ Location::Remote(_)], Location::Remote(to)) => {
+                let to_creds = credentials::for_url(to)?;
+                relay::relay(src, &dst, (&creds, &to_creds), &opts, &progress)
+            }
+            _ => copy::copy(&srcs, &dst, &creds, &opts, &progress),
+        }
     })?;
     progress.bar.finish_and_clear();
     let interrupted = progress.interrupted.load(Ordering::SeqCst);
@@ -347,7 +360,7 @@ fn udp_choice(
     let config = UdpConfig {
         control,
         max_rate,
-        timeout: a.timeout,
+        timeout: a.session.timeout,
         force_buffers: !a.tune.no_force_buffers,
         stats,
         status: progress.udp.clone(),
@@ -400,6 +413,9 @@ fn headline(results: &[FileResult], bytes: u64, seconds: f64) -> String {
         .filter(|&n| n > 1)
     {
         line.push_str(&format!(", up to {n} streams"));
+    }
+    if results.iter().any(|r| r.tls) {
+        line.push_str(", TLS");
     }
     let verified: Vec<&str> = results
         .iter()

@@ -1,10 +1,35 @@
-//! Where the client's login comes from: the URL, `FATPIPE_PASSWORD`, `~/.netrc` (or the file
-//! `$NETRC` names), or a prompt.
+//! Opening a client session: where the login comes from (the URL, `FATPIPE_PASSWORD`,
+//! `~/.netrc` or the file `$NETRC` names, or a prompt) and the options every command that
+//! talks to a server shares (`--timeout`, `--tls`, `--ca`).
 
 use anyhow::bail;
-use fatpipe_ftp::client::{Connection, Credentials, Location, RemoteUrl};
+use fatpipe_ftp::client::{Connection, Credentials, Location, RemoteUrl, TlsMode, TlsPolicy};
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// How a command reaches a server: the options `cp`, `ls`, `mkdir`, `rm` and `mv` share.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SessionArgs {
+    /// Give up on a connection silent for this long.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// FTPS (RFC 4217): `auto` secures the login and the data with TLS when the server accepts
+    /// AUTH TLS and stays in clear with servers that refuse it; `require` fails with those;
+    /// `off` never asks. A certificate that is not trusted is always an error.
+    #[arg(long, default_value = "auto", value_name = "off|auto|require")]
+    pub tls: TlsMode,
+    /// PEM certificates (a CA, or a server's own) trusted beside the system's roots.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+}
+
+impl SessionArgs {
+    /// The TLS policy these options ask for.
+    pub fn tls(&self) -> TlsPolicy {
+        TlsPolicy::new(self.tls, self.ca.clone())
+    }
+}
 
 /// The environment variable holding the password, so it never has to be on a command line.
 pub const PASSWORD_ENV: &str = "FATPIPE_PASSWORD";
@@ -47,8 +72,8 @@ pub fn remote(arg: &str) -> anyhow::Result<RemoteUrl> {
 }
 
 /// A session with the server `url` names, logged in as [`for_url`] says.
-pub fn open(url: &RemoteUrl, timeout: Duration) -> anyhow::Result<Connection> {
-    url.open(&for_url(url)?, timeout)
+pub fn open(url: &RemoteUrl, how: &SessionArgs) -> anyhow::Result<Connection> {
+    url.open(&for_url(url)?, how.timeout, &how.tls())
 }
 
 /// The netrc's `machine` entry for `host` (its `default` entry is not used: it would turn

@@ -3,22 +3,20 @@
 use crate::credentials;
 use fatpipe_proto::listing::{format_timeval, EntryKind};
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Options of `fatpipe ls`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// ftp://[user[:password]@]host[:port]/dir
     url: String,
-    /// Give up on a connection silent for this long.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
-    timeout: Duration,
+    #[command(flatten)]
+    session: credentials::SessionArgs,
 }
 
 /// Prints one line per entry: kind, size, modification time (UTC), name.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let url = credentials::remote(&a.url)?;
-    let mut c = credentials::open(&url, a.timeout)?;
+    let mut c = credentials::open(&url, &a.session)?;
     let entries = c.list(&url.path)?;
     c.quit();
     for e in entries {

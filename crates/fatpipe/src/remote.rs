@@ -5,7 +5,6 @@ use anyhow::bail;
 use fatpipe_ftp::client::{Connection, Location, RemoteUrl};
 use fatpipe_proto::listing::EntryKind;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Trees deeper than this are not removed (a link loop, or a hostile listing).
 const MAX_DEPTH: usize = 64;
@@ -19,9 +18,8 @@ pub struct MkdirArgs {
     /// Make missing parents too, and accept directories that exist.
     #[arg(short, long)]
     parents: bool,
-    /// Give up on a connection silent for this long.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
-    timeout: Duration,
+    #[command(flatten)]
+    session: credentials::SessionArgs,
 }
 
 /// Options of `fatpipe rm`.
@@ -33,9 +31,8 @@ pub struct RmArgs {
     /// Remove directories and everything in them.
     #[arg(short, long)]
     recursive: bool,
-    /// Give up on a connection silent for this long.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
-    timeout: Duration,
+    #[command(flatten)]
+    session: credentials::SessionArgs,
 }
 
 /// Options of `fatpipe mv`.
@@ -46,14 +43,13 @@ pub struct MvArgs {
     /// The new path on the same server: absolute, relative to the source's directory, or an
     /// ftp:// URL. An existing name is never replaced.
     to: String,
-    /// Give up on a connection silent for this long.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
-    timeout: Duration,
+    #[command(flatten)]
+    session: credentials::SessionArgs,
 }
 
 /// Makes each directory.
 pub fn mkdir(a: MkdirArgs) -> anyhow::Result<ExitCode> {
-    each(&a.urls, a.timeout, |c, path| {
+    each(&a.urls, &a.session, |c, path| {
         if a.parents {
             c.mkdir_all(path)
         } else {
@@ -64,7 +60,7 @@ pub fn mkdir(a: MkdirArgs) -> anyhow::Result<ExitCode> {
 
 /// Removes each file (and, with -r, each tree).
 pub fn rm(a: RmArgs) -> anyhow::Result<ExitCode> {
-    each(&a.urls, a.timeout, |c, path| {
+    each(&a.urls, &a.session, |c, path| {
         if !c.is_dir(path)? {
             return c.delete(path);
         }
@@ -91,7 +87,7 @@ pub fn mv(a: MvArgs) -> anyhow::Result<ExitCode> {
             format!("{dir}/{}", a.to)
         }
     };
-    each(std::slice::from_ref(&a.url), a.timeout, |c, path| {
+    each(std::slice::from_ref(&a.url), &a.session, |c, path| {
         c.rename(path, &to)
     })
 }
@@ -105,7 +101,7 @@ fn same_server(a: &RemoteUrl, b: &RemoteUrl) -> bool {
 /// the exit code is non-zero if any.
 fn each(
     urls: &[String],
-    timeout: Duration,
+    how: &credentials::SessionArgs,
     mut op: impl FnMut(&mut Connection, &str) -> anyhow::Result<()>,
 ) -> anyhow::Result<ExitCode> {
     let urls = urls
@@ -123,7 +119,7 @@ fn each(
             first.port
         );
     }
-    let mut c = credentials::open(first, timeout)?;
+    let mut c = credentials::open(first, how)?;
     let mut failed = false;
     for u in &urls {
         if let Err(e) = op(&mut c, &u.path) {

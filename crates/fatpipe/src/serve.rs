@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Options of `fatpipe serve`.
@@ -66,6 +67,21 @@ pub struct Args {
     /// Wait this long for a data connection, and fail a transfer that moves no byte this long (a shorter link outage is ridden through).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     data_timeout: Duration,
+    /// FTPS: the certificate chain (PEM, leaf first) offered to clients that send AUTH TLS;
+    /// read again when the file changes (a renewed certificate needs no restart).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// FTPS: the certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Refuse logins and data connections in clear: clients must send AUTH TLS, PBSZ 0, PROT P.
+    #[arg(long, requires = "tls_cert")]
+    require_tls: bool,
+    /// Let named users (not anonymous) send data to or take it from another host than their
+    /// own: third-party copies between servers (fatpipe cp ftp://A ftp://B, globus-url-copy,
+    /// FTS3/gfal2). Still never to a privileged port.
+    #[arg(long)]
+    allow_third_party: bool,
     /// Tuning of data connections unless a client picks another mode (OPTS DRS, SBUF).
     #[command(flatten)]
     tune: TuneArgs,
@@ -108,6 +124,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     config.max_file_size = a.max_file_size;
     config.data_timeout = a.data_timeout;
     config.tune = a.tune.config("server")?;
+    if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+        let id = fatpipe_net::tls::Identity::load(cert, key).map_err(anyhow::Error::msg)?;
+        config.tls = Some(Arc::new(id));
+    }
+    config.require_tls = a.require_tls;
+    config.allow_third_party = a.allow_third_party;
     let rt = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
     rt.block_on(async move {
         let root = config.root.display().to_string();

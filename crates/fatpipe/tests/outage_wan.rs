@@ -1,6 +1,6 @@
 //! Broken links and broken processes across an emulated 20 ms, 20 Mbit/s path (`fatpipe
-//! testbed`, needs root, as CI has): uploads and downloads ride through a link outage of 28 s
-//! with the default limits; a download stopped with Ctrl-C and an upload whose server was
+//! testbed`, needs root, as CI has): uploads and downloads, MODE E and MODE S, ride through a
+//! link outage of 28 s with the default limits; a download stopped with Ctrl-C and an upload whose server was
 //! killed resume to identical bytes (MODE E, four streams: the partial files have holes).
 
 mod common;
@@ -30,30 +30,59 @@ fn uploads_and_downloads_ride_through_a_28_second_outage() {
     std::fs::write(&schedule, "0s loss=0\n5s loss=100%\n33s loss=0\n").unwrap();
     let tb = testbed("fpcut", &["--schedule", schedule.to_str().unwrap()]);
     let root = tempfile::tempdir().unwrap();
-    random_file(&root.path().join("down.bin"), 12 << 20, 51);
+    // MODE E (four streams) and MODE S (one), each way, all at once across the outage.
+    let modes = [("4", 51), ("1", 53)];
+    for (p, seed) in modes {
+        random_file(&root.path().join(format!("down{p}.bin")), 8 << 20, seed);
+    }
     let s = server(&tb, root);
-    let up = work.path().join("up.bin");
-    random_file(&up, 12 << 20, 52);
-    let back = work.path().join("down.bin");
-    let (down_url, up_url) = (s.url("down.bin"), s.url("up.bin"));
-    let (up_path, back_path) = (up.to_str().unwrap(), back.to_str().unwrap());
-    let both = std::thread::scope(|sc| {
-        let d = sc.spawn(|| {
-            run(&mut tb.fatpipe("b", &["cp", "--quiet", "-p", "4", &down_url, back_path]))
-        });
-        let u =
-            sc.spawn(|| run(&mut tb.fatpipe("b", &["cp", "--quiet", "-p", "4", up_path, &up_url])));
-        [d.join().unwrap(), u.join().unwrap()]
+    for (p, seed) in modes {
+        random_file(&work.path().join(format!("up{p}.bin")), 8 << 20, seed + 1);
+    }
+    let copies: Vec<(String, String, String)> = modes
+        .iter()
+        .flat_map(|(p, _)| {
+            let down = work.path().join(format!("down{p}.bin"));
+            let up = work.path().join(format!("up{p}.bin"));
+            [
+                (
+                    p.to_string(),
+                    s.url(&format!("down{p}.bin")),
+                    down.display().to_string(),
+                ),
+                (
+                    p.to_string(),
+                    up.display().to_string(),
+                    s.url(&format!("up{p}.bin")),
+                ),
+            ]
+        })
+        .collect();
+    let outs = std::thread::scope(|sc| {
+        let running: Vec<_> = copies
+            .iter()
+            .map(|(p, from, to)| {
+                let tb = &tb;
+                sc.spawn(move || run(&mut tb.fatpipe("b", &["cp", "--quiet", "-p", p, from, to])))
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
     });
-    for out in &both {
+    for out in &outs {
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    assert_same(&s.path("down.bin"), &back);
-    assert_same(&up, &s.path("up.bin"));
+    for (p, _) in modes {
+        let (down, up) = (format!("down{p}.bin"), format!("up{p}.bin"));
+        assert_same(&s.path(&down), &work.path().join(&down));
+        assert_same(&work.path().join(&up), &s.path(&up));
+    }
 }
 
 #[test]

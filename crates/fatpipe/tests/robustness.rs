@@ -123,9 +123,12 @@ fn cut_download_never_reports_success_and_resume_completes_it() {
         let _ = std::fs::remove_file(&local);
         let (port, h) = fake_server(cut);
         let url = format!("ftp://127.0.0.1:{port}/file");
+        // Not tried again (--retry-for 0): the fake server answers once.
         let out = run(&mut fatpipe_cmd(&[
             "cp",
             "--json",
+            "--retry-for",
+            "0",
             &url,
             local.to_str().unwrap(),
         ]));

@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context};
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer, Verify};
-use fatpipe_ftp::client::{Credentials, Location, RemoteUrl, Streams};
+use fatpipe_ftp::client::{Credentials, Location, RemoteUrl, Streams, TlsMode, TlsPolicy};
 use fatpipe_ftp::server::auth::Anonymous;
 use fatpipe_ftp::server::{Server, ServerConfig};
 use fatpipe_net::Pump;
@@ -288,6 +288,9 @@ fn loopback(a: &Args, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
         limit_rate: None,
         resume: false,
         timeout: Duration::from_secs(60),
+        // The demo server has no certificate: no AUTH TLS round trip.
+        tls: TlsPolicy::new(TlsMode::Off, None),
+        retry_for: Duration::ZERO,
         tune: None,
         streams: Streams::Fixed(1),
         first_start: None,

@@ -1,15 +1,18 @@
 //! The movers: what carries a transfer's bytes between a file and its data connections, behind
 //! one trait so that the server and the client start, watch and cancel every kind alike. MODE
-//! S's stream mover (one connection), MODE E's block sender and receiver (many, made while the
-//! transfer runs), the UDP channel's sender and receiver (`udp`); TLS streams slot in beside them. Each connection a mover
-//! makes is handed to its conductor's callback, which starts the connection's laws.
+//! S's stream mover (one connection, plain or under TLS for `PROT P`), MODE E's block sender
+//! and receiver (many, made while the transfer runs), the UDP channel's sender and receiver
+//! (`udp`). Each connection a mover makes is handed to its conductor's callback, which starts
+//! the connection's laws.
 
+use crate::link::Link;
 use crate::mode_e::{self, Channel, OnStream, SendJob};
+use crate::tls::Secure;
 use crate::{Pump, PumpError};
 use fatpipe_proto::mode_e::Reassembly;
 use std::fs::File;
 use std::io::Write;
-use std::net::{Shutdown, TcpStream};
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 
 /// What a mover moved.
@@ -58,33 +61,61 @@ pub struct StreamMover<'a> {
     pub link: TcpStream,
     /// What moves over it.
     pub work: StreamWork<'a>,
+    /// `PROT P`: the connection is secured first, and the data passes through TLS.
+    pub secure: Option<Secure>,
 }
 
 impl Mover for StreamMover<'_> {
     fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError> {
-        let StreamMover { link, work } = *self;
+        let StreamMover { link, work, secure } = *self;
         pump.attach(&link).map_err(PumpError::Write)?;
         on_link(&link, pump, false);
         let sending = !matches!(work, StreamWork::Receive { .. });
-        let bytes = match work {
-            StreamWork::SendFile { file, ascii: false } => pump.send_file(file, &link),
-            StreamWork::SendFile { file, ascii: true } => {
-                pump.copy_to_ascii(&mut &*file, &mut &link)
+        let fail = |e| pump.classify(PumpError::Write(e));
+        let mut link = Link::new(link, secure.as_ref()).map_err(fail)?;
+        let bytes = match (work, &mut link) {
+            (StreamWork::SendFile { file, ascii: false }, Link::Plain(s)) => {
+                pump.send_file(file, s)
             }
-            StreamWork::SendBytes(b) => pump.copy(&mut &b[..], &mut &link),
-            StreamWork::Receive { into, ascii: false } => pump.copy(&mut &link, into),
-            StreamWork::Receive { into, ascii: true } => pump.copy_from_ascii(&mut &link, into),
+            (work, link) => carry(pump, work, link),
         }?;
+        // The sender's close is what tells the receiver the file is complete. A receiver
+        // answers TLS's close_notify with its own (Python's ftplib waits for it); only the
+        // sender's is part of the transfer.
         if sending {
-            // Closing the data connection is what tells the receiver the file is complete.
-            link.shutdown(Shutdown::Write)
-                .map_err(|e| pump.classify(PumpError::Write(e)))?;
+            link.close_write().map_err(fail)?;
+            if let Link::Tls(_) = link {
+                // What a TLS peer sent and nobody read (session tickets) would turn the close
+                // into a reset that could cut the data's tail at the receiver: wait for its end.
+                link.await_close(CLOSE_WAIT);
+            }
+        } else if let Link::Tls(_) = link {
+            let _ = link.close_write();
         }
         Ok(Moved {
             bytes,
             streams: 1,
             ..Moved::default()
         })
+    }
+}
+
+/// Longest wait for a TLS receiver to close after the sender's `close_notify`.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs `work` over a connection through the pump's copies (every case but a plain
+/// connection's binary file send, which `sendfile` does in the kernel).
+fn carry(
+    pump: &Pump,
+    work: StreamWork<'_>,
+    link: &mut (impl std::io::Read + Write),
+) -> Result<u64, PumpError> {
+    match work {
+        StreamWork::SendFile { file, ascii: false } => pump.copy(&mut &*file, link),
+        StreamWork::SendFile { file, ascii: true } => pump.copy_to_ascii(&mut &*file, link),
+        StreamWork::SendBytes(b) => pump.copy(&mut &b[..], link),
+        StreamWork::Receive { into, ascii: false } => pump.copy(link, into),
+        StreamWork::Receive { into, ascii: true } => pump.copy_from_ascii(link, into),
     }
 }
 

@@ -139,6 +139,15 @@ impl Pump {
         self.limit.store(bits_per_s.unwrap_or(0), Ordering::Relaxed);
     }
 
+    /// Raises the count to `total` bytes that another party moved and reported (the sender of
+    /// a copy between two servers, in its performance markers), for progress.
+    pub fn reported(&self, total: u64) {
+        let seen = self.bytes();
+        if total > seen {
+            self.count((total - seen) as usize);
+        }
+    }
+
     /// Counts `n` bytes moved, then waits as long as a rate limit (here or on the parent) says.
     pub(crate) fn add(&self, n: usize) {
         self.count(n);

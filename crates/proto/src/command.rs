@@ -19,6 +19,31 @@ pub enum TransferType {
     Image,
 }
 
+/// A data-channel protection level (`PROT`, RFC 2228/4217).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProtLevel {
+    /// `C`: data in clear.
+    Clear,
+    /// `S`: integrity only (not offered by TLS).
+    Safe,
+    /// `E`: confidentiality only (not offered by TLS).
+    Confidential,
+    /// `P`: TLS on every data connection.
+    Private,
+}
+
+impl ProtLevel {
+    /// The level's letter on the wire.
+    pub fn letter(self) -> char {
+        match self {
+            ProtLevel::Clear => 'C',
+            ProtLevel::Safe => 'S',
+            ProtLevel::Confidential => 'E',
+            ProtLevel::Private => 'P',
+        }
+    }
+}
+
 /// The argument of `EPSV`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EpsvArg {
@@ -137,6 +162,14 @@ pub enum Command {
     Allo(u64),
     /// SBUF (GridFTP; drsFTP during a transfer): the TCP buffer size to use.
     Sbuf(u64),
+    /// AUTH: start a security mechanism on the control connection (`TLS`; RFC 2228/4217).
+    Auth(String),
+    /// PBSZ: the protection buffer size (0 under TLS).
+    Pbsz(u64),
+    /// PROT: the data connections' protection level.
+    Prot(ProtLevel),
+    /// CCC: go back to a clear control connection.
+    Ccc,
     /// SITE: a site-specific command (`SITE SETNETSTACK udp`), its words as sent.
     Site(String),
 }
@@ -358,6 +391,20 @@ impl Command {
                 .map(Command::Sbuf)
                 .ok_or_else(|| CommandError::syntax("SBUF needs a buffer size in bytes")),
             "SITE" => Ok(Command::Site(need(arg)?)),
+            "AUTH" => Ok(Command::Auth(need(arg)?.trim().to_string())),
+            "PBSZ" => need(arg)?
+                .trim()
+                .parse()
+                .map(Command::Pbsz)
+                .map_err(|_| CommandError::syntax("PBSZ needs a decimal size")),
+            "PROT" => match need(arg)?.trim().to_ascii_uppercase().as_str() {
+                "C" => Ok(Command::Prot(ProtLevel::Clear)),
+                "S" => Ok(Command::Prot(ProtLevel::Safe)),
+                "E" => Ok(Command::Prot(ProtLevel::Confidential)),
+                "P" => Ok(Command::Prot(ProtLevel::Private)),
+                _ => Err(CommandError::unsupported("PROT takes C, S, E or P")),
+            },
+            "CCC" => none(Command::Ccc),
             _ => Err(CommandError::unknown(&verb)),
         }
     }
@@ -470,6 +517,10 @@ impl fmt::Display for Command {
             Command::Allo(n) => write!(f, "ALLO {n}"),
             Command::Sbuf(n) => write!(f, "SBUF {n}"),
             Command::Site(a) => write!(f, "SITE {a}"),
+            Command::Auth(a) => write!(f, "AUTH {a}"),
+            Command::Pbsz(n) => write!(f, "PBSZ {n}"),
+            Command::Prot(l) => write!(f, "PROT {}", l.letter()),
+            Command::Ccc => f.write_str("CCC"),
         }
     }
 }
@@ -543,6 +594,9 @@ mod tests {
         // Multi-byte characters where a delimiter or protocol digit is expected.
         assert_eq!(code("EPRT é1|x|"), 501);
         assert_eq!(code("EPRT |é|::1|5|"), 522);
+        assert_eq!(code("PROT X"), 504);
+        assert_eq!(code("PBSZ x"), 501);
+        assert_eq!(code("AUTH"), 501);
     }
 
     #[test]
@@ -583,6 +637,16 @@ mod tests {
             Just(Command::Pasv),
             Just(Command::Abor),
             Just(Command::ModeExtended),
+            Just(Command::Ccc),
+            "[A-Z-]{1,8}".prop_map(Command::Auth),
+            any::<u64>().prop_map(Command::Pbsz),
+            prop_oneof![
+                Just(ProtLevel::Clear),
+                Just(ProtLevel::Safe),
+                Just(ProtLevel::Confidential),
+                Just(ProtLevel::Private)
+            ]
+            .prop_map(Command::Prot),
             (any::<u64>(), any::<u64>(), path()).prop_map(|(offset, length, path)| Command::Eret {
                 offset,
                 length,

@@ -150,6 +150,11 @@ impl FatpipeServer {
     }
 }
 
+/// A self-signed certificate for `localhost` and 127.0.0.1, written to `dir`: (cert, key).
+pub fn tls_files(dir: &Path) -> (PathBuf, PathBuf) {
+    fatpipe_net::tls::testing::self_signed_files(dir).unwrap()
+}
+
 /// A vsftpd on loopback serving a writable anonymous tree (the `pub` folder under its root).
 pub struct Vsftpd {
     pub port: u16,
@@ -159,6 +164,11 @@ pub struct Vsftpd {
 
 impl Vsftpd {
     pub fn start() -> Vsftpd {
+        Self::start_with("")
+    }
+
+    /// Starts one with `extra` lines added to its configuration.
+    pub fn start_with(extra: &str) -> Vsftpd {
         require("vsftpd");
         let root = tempfile::tempdir().unwrap();
         let pubdir = root.path().join("pub");
@@ -188,7 +198,7 @@ impl Vsftpd {
                      anon_mkdir_write_enable=YES\nanon_other_write_enable=YES\nanon_world_readable_only=NO\n\
                      anon_root={}\nno_anon_password=YES\nallow_writeable_chroot=YES\nanon_umask=022\n\
                      seccomp_sandbox=NO\nsecure_chroot_dir=/var/run/vsftpd/empty\nxferlog_enable=NO\n\
-                     pasv_enable=YES\nconnect_from_port_20=NO\n",
+                     pasv_enable=YES\nconnect_from_port_20=NO\n{extra}",
                     root.path().display()
                 ),
             )

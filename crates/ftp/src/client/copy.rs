@@ -1,6 +1,7 @@
 //! Whole copies as `fatpipe cp` performs them: one file or a tree, either direction, with
 //! resume, per-file results and a check that every byte arrived.
 
+use super::connection::checksum_command;
 use super::filter::Filter;
 use super::part::Part;
 use super::plan::{self, Job};
@@ -42,6 +43,11 @@ pub struct CopyOptions {
     pub limit_rate: Option<u64>,
     /// Limit for connecting and for any silence on a connection.
     pub timeout: Duration,
+    /// Whether sessions are secured with TLS (`--tls`, `--ca`).
+    pub tls: super::TlsPolicy,
+    /// How long a file whose connection broke is tried again over new sessions, from its
+    /// first failure (`--retry-for`; zero: never).
+    pub retry_for: Duration,
     /// How data connections are tuned (`None`: not at all, not even told to the server).
     pub tune: Option<TunerConfig>,
     /// How many data connections each file uses (`-p`).
@@ -98,9 +104,14 @@ pub struct FileResult {
     pub cc_on_random_loss: Option<String>,
     /// What the UDP data channel did (`udp: …`), when the file moved over it.
     pub udp: Option<String>,
+    /// Whether the file's data connections were TLS (`PROT P`; the login was then too).
+    pub tls: bool,
     /// The checksum both ends agreed on, as `ALG:hex` (verified copies).
     pub verified: Option<String>,
 }
+
+/// Files up to this size have their checksum asked for with their `RETR` (ahead).
+const ASK_AHEAD_MAX: u64 = 64 << 20;
 
 /// What one file's copy did.
 struct Done {
@@ -200,7 +211,7 @@ fn sides<'a>(
     match (first, dst) {
         (Location::Remote(r), Location::Local(_) | Location::Stdout) => Ok((r, paths, true)),
         (Location::Local(_), Location::Remote(r)) => Ok((r, paths, false)),
-        _ => bail!("one side of a copy must be an ftp:// URL and the other a local path"),
+        _ => bail!("one side of a copy must be an ftp:// URL and the other a local path, or both URLs of one file each"),
     }
 }
 
@@ -278,6 +289,7 @@ impl Copier<'_> {
             cc_on_random_loss: streams.as_ref().and_then(|s| s.cc.clone()),
             stream_decisions: streams.map(|s| s.decisions).unwrap_or_default(),
             udp,
+            tls: self.c.data_secured(),
             verified,
         };
         self.obs.file_finished(&result);
@@ -349,6 +361,11 @@ impl Copier<'_> {
             let (mut part, first) = Part::open(target, resume, size)?;
             obs.file_started(rpath, size, first.len(), pump);
             let (mut held, mut moved) = (first.clone(), 0);
+            // A small file's checksum goes out with its RETR (the server hashes it before
+            // sending; a large one's would hold the transfer up for longer than a round trip).
+            if size.is_some_and(|s| s <= ASK_AHEAD_MAX) {
+                ask_checksum_ahead(c, verify, rpath, part.path());
+            }
             loop {
                 let n = match download_into(c, rpath, size, &mut part, &held, pump) {
                     Ok(n) => n,
@@ -417,6 +434,8 @@ impl Copier<'_> {
                 } else {
                     c.store_file(rpath, have, &file, pump)?
                 };
+                // The checksum goes out with SIZE: one round trip for both.
+                ask_checksum_ahead(c, verify, rpath, local);
                 if let Some(remote) = c.size(rpath)? {
                     if remote != len {
                         bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
@@ -425,7 +444,7 @@ impl Copier<'_> {
                 obs.verifying(rpath);
                 match verify_copy(c, verify, rpath, local) {
                     Ok(verified) => {
-                        if !c.set_modified(rpath, modified)? {
+                        if !c.set_modified(rpath, modified) {
                             tracing::debug!("{rpath}: the server cannot set its modification time (no MFMT)");
                         }
                         return Ok(Done { bytes: moved, resumed_from: first, verified });
@@ -507,6 +526,37 @@ fn verify_copy(
     rpath: &str,
     local: &Path,
 ) -> anyhow::Result<Option<String>> {
+    let Some(alg) = verify_alg(c, verify, rpath, local)? else {
+        return Ok(None);
+    };
+    let file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
+    let mine = checksum(&file, alg, 0, None)
+        .with_context(|| format!("checksum of {}", local.display()))?;
+    let theirs = c.checksum(alg, rpath)?;
+    if mine != theirs {
+        bail!(
+            "{rpath}: {alg} checksum mismatch: {} has {mine}, the server has {theirs}",
+            local.display()
+        );
+    }
+    Ok(Some(format!("{alg}:{mine}")))
+}
+
+/// Asks the server ahead for the checksum [`verify_copy`] will compare `rpath` with (it goes
+/// out with the next command: see `Connection::ask_ahead`).
+fn ask_checksum_ahead(c: &mut Connection, verify: Verify, rpath: &str, local: &Path) {
+    if let Ok(Some(alg)) = verify_alg(c, verify, rpath, local) {
+        c.ask_ahead(checksum_command(alg, rpath));
+    }
+}
+
+/// The algorithm [`verify_copy`] compares `rpath` and `local` with, if any.
+fn verify_alg(
+    c: &Connection,
+    verify: Verify,
+    rpath: &str,
+    local: &Path,
+) -> anyhow::Result<Option<ChecksumAlg>> {
     let algs = c.checksum_algs();
     let regular = std::fs::metadata(local).is_ok_and(|m| m.is_file());
     let alg = match verify {
@@ -525,17 +575,7 @@ fn verify_copy(
             format!("{rpath}: cannot verify: the server offers no CKSM algorithm fatpipe knows")
         })?,
     };
-    let file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
-    let mine = checksum(&file, alg, 0, None)
-        .with_context(|| format!("checksum of {}", local.display()))?;
-    let theirs = c.checksum(alg, rpath)?;
-    if mine != theirs {
-        bail!(
-            "{rpath}: {alg} checksum mismatch: {} has {mine}, the server has {theirs}",
-            local.display()
-        );
-    }
-    Ok(Some(format!("{alg}:{mine}")))
+    Ok(Some(alg))
 }
 
 /// Gives a downloaded file the source's modification time (a failure only warns: the bytes

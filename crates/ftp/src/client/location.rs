@@ -29,8 +29,9 @@ impl RemoteUrl {
         &self,
         creds: &super::Credentials,
         timeout: std::time::Duration,
+        tls: &super::TlsPolicy,
     ) -> anyhow::Result<super::Connection> {
-        super::Connection::open(&self.host, self.port, creds, timeout).map_err(|e| {
+        super::Connection::open(&self.host, self.port, creds, timeout, tls).map_err(|e| {
             let refused = e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>()
                     .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)

@@ -9,6 +9,8 @@ mod part;
 pub mod path_memory;
 mod plan;
 mod pool;
+pub mod relay;
+mod retry;
 
-pub use connection::{Connection, Credentials, Streams, StreamsReport};
+pub use connection::{Connection, Credentials, Streams, StreamsReport, TlsMode, TlsPolicy};
 pub use location::{Location, RemoteUrl};

@@ -6,10 +6,12 @@
 
 use super::copy::{Copier, CopyOptions, FileResult, Observer};
 use super::plan::Job;
+use super::retry;
 use super::{Connection, Credentials, RemoteUrl};
 use fatpipe_net::udp::UdpConfig;
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Sessions a copy of many files opens when not told.
 const AUTO_SESSIONS: u32 = 4;
@@ -24,7 +26,7 @@ pub(super) fn session(
     creds: &Credentials,
     opts: &CopyOptions,
 ) -> anyhow::Result<Connection> {
-    let mut conn = remote.open(creds, opts.timeout)?;
+    let mut conn = remote.open(creds, opts.timeout, &opts.tls)?;
     if let Some(t) = &opts.tune {
         conn.set_tuning(t.clone())?;
     }
@@ -83,11 +85,20 @@ pub(super) fn run(
     jobs: Vec<Job>,
 ) -> Vec<FileResult> {
     let queue = Mutex::new(jobs.into_iter().enumerate().collect::<VecDeque<_>>());
+    let server = Server {
+        remote,
+        creds,
+        resuming: CopyOptions {
+            resume: true,
+            first_start: None,
+            ..opts.clone()
+        },
+    };
     let mut done = std::thread::scope(|s| {
         let others: Vec<_> = (1..sessions)
             .map(|_| {
                 s.spawn(|| match session(remote, creds, opts) {
-                    Ok(c) => work(c, opts, obs, &queue),
+                    Ok(c) => work(c, &server, opts, obs, &queue),
                     Err(e) => {
                         tracing::warn!(
                             "one more session could not log in ({e:#}); the others go on"
@@ -97,7 +108,7 @@ pub(super) fn run(
                 })
             })
             .collect();
-        let mut done = work(first, opts, obs, &queue);
+        let mut done = work(first, &server, opts, obs, &queue);
         for o in others {
             match o.join() {
                 Ok(d) => done.extend(d),
@@ -110,12 +121,21 @@ pub(super) fn run(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// The server of a copy, for new sessions when one broke: where, who, and the options of a
+/// session that continues what arrived (`--resume`).
+struct Server<'a> {
+    remote: &'a RemoteUrl,
+    creds: &'a Credentials,
+    resuming: CopyOptions,
+}
+
 /// One session's loop: the next planned file until none is left; each result with its place
-/// in the plan.
-fn work(
+/// in the plan. A file whose connection broke is tried again (see [`retry`]).
+fn work<'a>(
     c: Connection,
-    opts: &CopyOptions,
-    obs: &dyn Observer,
+    server: &'a Server<'a>,
+    opts: &'a CopyOptions,
+    obs: &'a dyn Observer,
     queue: &Mutex<VecDeque<(usize, Job)>>,
 ) -> Vec<(usize, FileResult)> {
     let mut copier = Copier {
@@ -126,12 +146,67 @@ fn work(
     };
     let mut places = Vec::new();
     while let Some((i, job)) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
-        copier.run(job);
+        copier.run(job.clone());
         places.push(i);
+        // Standard output cannot take bytes back: a broken download there is not retried.
+        if !matches!(job, Job::Download { target: None, .. }) {
+            retry_file(&mut copier, server, &job);
+        }
     }
     let Copier { c, results, .. } = copier;
     c.quit();
     places.into_iter().zip(results).collect()
+}
+
+/// While the file's last attempt lost its connection and `--retry-for` allows: a pause, a new
+/// session, the file again from what arrived. The file's result is its last attempt's; one
+/// that gives up says how to continue.
+fn retry_file<'a>(copier: &mut Copier<'a>, server: &'a Server<'a>, job: &Job) {
+    let opts = copier.opts;
+    let first_failure = Instant::now();
+    let mut pause = None;
+    loop {
+        let Some(error) = copier.results.last().and_then(|r| r.error.clone()) else {
+            return;
+        };
+        if !retry::transient(&error) || copier.obs.stop_requested() {
+            return;
+        }
+        let wait = retry::next_pause(pause);
+        pause = Some(wait);
+        if first_failure.elapsed() + wait > opts.retry_for {
+            if let Some(r) = copier.results.last_mut() {
+                r.error = Some(format!(
+                    "{error} (gave up after retrying for {}, --retry-for; run the same command \
+                     with --resume to continue from what arrived)",
+                    humantime::format_duration(Duration::from_secs(
+                        first_failure.elapsed().as_secs()
+                    ))
+                ));
+            }
+            return;
+        }
+        tracing::warn!(
+            "{error}; trying again in {} (--retry-for)",
+            humantime::format_duration(wait)
+        );
+        std::thread::sleep(wait);
+        match session(server.remote, server.creds, &server.resuming) {
+            Ok(c) => {
+                // The old session's connections are broken: dropped, not asked to QUIT.
+                drop(std::mem::replace(&mut copier.c, c));
+                copier.results.pop();
+                copier.opts = &server.resuming;
+                copier.run(job.clone());
+                copier.opts = opts;
+            }
+            Err(e) => {
+                if let Some(r) = copier.results.last_mut() {
+                    r.error = Some(format!("{e:#}"));
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -150,6 +225,8 @@ mod tests {
             limit_rate: None,
             resume: false,
             timeout: Duration::from_secs(1),
+            tls: Default::default(),
+            retry_for: Duration::ZERO,
             tune: None,
             streams: Streams::Fixed(1),
             first_start: None,

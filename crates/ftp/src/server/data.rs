@@ -19,11 +19,12 @@ pub enum DataSpec {
 
 impl DataSpec {
     /// Makes the connection. Passive connections are accepted only from `peer_ip` (the control
-    /// connection's peer), so nobody else can steal a transfer.
+    /// connection's peer), so nobody else can steal a transfer; `None`: from any host (a
+    /// third-party copy, `--allow-third-party`).
     /// `prepare` runs on an active socket before it connects (buffers that fix the window scale).
     pub async fn connect(
         self,
-        peer_ip: IpAddr,
+        peer_ip: Option<IpAddr>,
         local_ip: IpAddr,
         timeout: Duration,
         prepare: impl FnOnce(&tokio::net::TcpSocket) -> std::io::Result<()> + Send,
@@ -33,7 +34,7 @@ impl DataSpec {
                 DataSpec::None => Err(std::io::Error::other("no data connection was set up")),
                 DataSpec::Passive(listener) => loop {
                     let (s, from) = listener.accept().await?;
-                    if same_host(from.ip(), peer_ip) {
+                    if peer_ip.is_none_or(|p| same_host(from.ip(), p)) {
                         break Ok(s);
                     }
                     tracing::warn!(%from, "refused data connection from a foreign address");

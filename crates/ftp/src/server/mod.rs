@@ -71,6 +71,13 @@ pub struct ServerConfig {
     /// tuning mode, pacing, congestion control, the laws' knobs, how buffers are set, where
     /// samples go.
     pub tune: TunerConfig,
+    /// FTPS: the certificate and key (`AUTH TLS` is offered only with them).
+    pub tls: Option<Arc<fatpipe_net::tls::Identity>>,
+    /// No login and no data connection in clear (`--require-tls`).
+    pub require_tls: bool,
+    /// Named users may direct data to or from another host than their own (third-party
+    /// copies between servers, as FTS3 and gfal2 drive them).
+    pub allow_third_party: bool,
 }
 
 impl ServerConfig {
@@ -101,6 +108,9 @@ impl ServerConfig {
                 end: "server",
                 ..TunerConfig::untuned()
             },
+            tls: None,
+            require_tls: false,
+            allow_third_party: false,
         }
     }
 }

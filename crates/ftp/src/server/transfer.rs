@@ -5,6 +5,7 @@ use super::data::DataSpec;
 use fatpipe_net::mode_e::{Channel, Links, OnStream, Prepare, Requests, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
+use fatpipe_net::tls::Secure;
 use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
 use fatpipe_net::{Conductor, Mover, Pump, PumpError, TunerConfig};
 use fatpipe_proto::gridftp::{
@@ -127,7 +128,8 @@ enum Data {
 /// Where the connection is made, how long to wait for it, and how an active socket is prepared.
 pub struct Endpoints {
     pub spec: DataSpec,
-    pub peer_ip: IpAddr,
+    /// Where data connections may come from: the client, or any host (`None`: third-party).
+    pub peer_ip: Option<IpAddr>,
     pub local_ip: IpAddr,
     pub timeout: Duration,
     pub prepare: Prepare,
@@ -138,6 +140,8 @@ pub struct Endpoints {
     pub keep_open: bool,
     /// MODE E: most connections a receiving end accepts for one transfer.
     pub max_streams: u32,
+    /// `PROT P`: how the MODE S connection is secured.
+    pub secure: Option<Secure>,
 }
 
 /// The partial record of a MODE E upload's file: what it held before the transfer, plus what
@@ -259,11 +263,15 @@ impl Running {
         let keep = kept.clone();
         let handle = tokio::spawn(async move {
             let close = !ends.keep_open;
+            let secure = ends.secure.clone();
             let max_streams = ends.max_streams;
             let data = if job.blocks() {
                 match ends.kept {
                     Some(c) => Data::Blocks(c),
-                    None => Data::Blocks(Channel::new(links(ends)?)),
+                    None => {
+                        let secure = ends.secure.clone();
+                        Data::Blocks(Channel::new(links(ends)?).secured(secure))
+                    }
                 }
             } else {
                 let prepare = ends.prepare.clone();
@@ -279,6 +287,7 @@ impl Running {
             let r = tokio::task::spawn_blocking(move || {
                 let how = How {
                     close,
+                    secure,
                     max_streams,
                     requests,
                     reassembly,
@@ -457,6 +466,8 @@ fn links(ends: Endpoints) -> Result<Links, Reply> {
 struct How {
     /// MODE E send: connections close after the transfer.
     close: bool,
+    /// MODE S under `PROT P`: how the connection is secured.
+    secure: Option<Secure>,
     /// MODE E receive: most connections accepted.
     max_streams: u32,
     /// MODE E send whose stream count grows: where the conductor's requests arrive.
@@ -478,7 +489,7 @@ fn run(
 ) -> (Result<Outcome, Reply>, Option<Channel>) {
     let on_link = conductor.on_link();
     let channel = match data {
-        Data::Stream(link) => return (stream(pump, job, link, &on_link), None),
+        Data::Stream(link) => return (stream(pump, job, link, how.secure, &on_link), None),
         Data::Blocks(channel) => channel,
     };
     let r = match job {
@@ -561,6 +572,7 @@ fn stream(
     pump: &Arc<Pump>,
     mut job: Job,
     link: TcpStream,
+    secure: Option<Secure>,
     on_link: &OnStream,
 ) -> Result<Outcome, Reply> {
     let limit = match &job {
@@ -573,18 +585,18 @@ fn stream(
                 file,
                 ascii: *ascii,
             };
-            (Box::new(StreamMover { link, work }), true)
+            (Box::new(StreamMover { link, work, secure }), true)
         }
         Job::SendBytes(bytes) => {
             let work = StreamWork::SendBytes(std::mem::take(bytes));
-            (Box::new(StreamMover { link, work }), true)
+            (Box::new(StreamMover { link, work, secure }), true)
         }
         Job::Receive { file, ascii } => {
             let work = StreamWork::Receive {
                 into: file,
                 ascii: *ascii,
             };
-            (Box::new(StreamMover { link, work }), false)
+            (Box::new(StreamMover { link, work, secure }), false)
         }
         Job::SendUdp {
             file,

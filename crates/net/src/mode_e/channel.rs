@@ -2,6 +2,8 @@
 //! channel that keeps the connections a transfer left open for the next one.
 
 use super::{lock, Prepare};
+use crate::link::Link;
+use crate::tls::Secure;
 use crate::wake::Wake;
 use socket2::Socket;
 use std::io::{self, ErrorKind};
@@ -25,8 +27,9 @@ pub enum Links {
     Accept {
         /// The listening socket (PASV/EPSV, or this client's PORT/EPRT).
         listener: TcpListener,
-        /// The only address connections are taken from.
-        peer: IpAddr,
+        /// The only address connections are taken from; `None`: any (a server that allows
+        /// third-party copies, whose data comes from another server).
+        peer: Option<IpAddr>,
         /// Longest wait for a connection while no data moves.
         timeout: Duration,
     },
@@ -70,7 +73,9 @@ impl Links {
 /// which the next transfer uses first: warm windows instead of a new handshake and slow start.
 pub struct Channel {
     pub(super) links: Links,
-    idle: Mutex<Vec<TcpStream>>,
+    /// `PROT P`: how each new connection is secured.
+    secure: Option<Secure>,
+    idle: Mutex<Vec<Link>>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -86,8 +91,19 @@ impl Channel {
     pub fn new(links: Links) -> Channel {
         Channel {
             links,
+            secure: None,
             idle: Mutex::default(),
         }
+    }
+
+    /// The channel with its new connections secured as `secure` says (`PROT P`).
+    pub fn secured(self, secure: Option<Secure>) -> Channel {
+        Channel { secure, ..self }
+    }
+
+    /// A new connection's TCP socket made secure, if the channel is (the handshake).
+    pub(super) fn link(&self, sock: TcpStream) -> io::Result<Link> {
+        Link::new(sock, self.secure.as_ref())
     }
 
     /// Connections kept open by the previous transfer.
@@ -97,9 +113,9 @@ impl Channel {
 
     /// Hands every kept connection that is still open to a transfer (one the peer or the
     /// network closed meanwhile would fail it); the others are dropped.
-    pub(super) fn take_idle(&self) -> Vec<TcpStream> {
+    pub(super) fn take_idle(&self) -> Vec<Link> {
         let all = std::mem::take(&mut *lock(&self.idle));
-        let (open, gone): (Vec<_>, Vec<_>) = all.into_iter().partition(still_open);
+        let (open, gone): (Vec<_>, Vec<_>) = all.into_iter().partition(|l| still_open(l.socket()));
         if !gone.is_empty() {
             tracing::warn!(
                 closed = gone.len(),
@@ -109,8 +125,8 @@ impl Channel {
         open
     }
 
-    pub(super) fn keep(&self, sock: TcpStream) {
-        lock(&self.idle).push(sock);
+    pub(super) fn keep(&self, link: Link) {
+        lock(&self.idle).push(link);
     }
 }
 
@@ -138,10 +154,10 @@ pub struct Kept {
     pub channel: Channel,
 }
 
-/// Waits up to 100 ms (and never past `deadline`) for a connection from `peer`.
+/// Waits up to 100 ms (and never past `deadline`) for a connection from `peer` (any: `None`).
 pub(super) fn accept_from(
     listener: &TcpListener,
-    peer: IpAddr,
+    peer: Option<IpAddr>,
     deadline: Instant,
     wake: Option<&Wake>,
 ) -> io::Result<Option<TcpStream>> {
@@ -153,7 +169,7 @@ pub(super) fn accept_from(
         return Ok(None);
     }
     match listener.accept() {
-        Ok((s, from)) if from.ip().to_canonical() == peer.to_canonical() => {
+        Ok((s, from)) if peer.is_none_or(|p| from.ip().to_canonical() == p.to_canonical()) => {
             s.set_nonblocking(false)?;
             s.set_nodelay(true)?;
             Ok(Some(s))

@@ -91,7 +91,7 @@ mod tests {
         });
         let receiving = Channel::new(Links::Accept {
             listener,
-            peer: "127.0.0.1".parse().unwrap(),
+            peer: Some("127.0.0.1".parse().unwrap()),
             timeout: Duration::from_secs(10),
         });
         (Arc::new(sending), receiving)
@@ -189,7 +189,7 @@ mod tests {
         // A kept connection closed while the receiver reads it, before any block: not an error.
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        receiving.keep(l.accept().unwrap().0);
+        receiving.keep(crate::link::Link::Plain(l.accept().unwrap().0));
         let closer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(200));
             drop(peer);
@@ -259,7 +259,7 @@ mod tests {
         });
         let links = Channel::new(Links::Accept {
             listener,
-            peer: "127.0.0.1".parse().unwrap(),
+            peer: Some("127.0.0.1".parse().unwrap()),
             timeout: Duration::from_secs(5),
         });
         let state = Arc::new(Mutex::new(Reassembly::new(100)));

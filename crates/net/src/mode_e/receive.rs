@@ -4,6 +4,7 @@
 use super::channel::accept_from;
 use super::Links;
 use super::{join_streams, lock, Channel, OnStream};
+use crate::link::Link;
 use crate::wake::Wake;
 use crate::{Moved, Pump, PumpError};
 use fatpipe_proto::mode_e::{Action, BlockError, Header, Reassembly, CLOSE, EOD, HEADER_LEN};
@@ -36,19 +37,30 @@ pub fn receive(
     let wake = Wake::new().map_err(PumpError::Read)?;
     let wake = &wake;
     std::thread::scope(|scope| {
-        let start = |sock: TcpStream, reused: bool| -> Result<_, PumpError> {
+        let start = |arrival: Arrival| -> Result<_, PumpError> {
             let mine = Arc::new(Pump::child(pump));
-            mine.attach(&sock).map_err(PumpError::Read)?;
-            on_stream(&sock, &mine, reused);
+            let reused = matches!(arrival, Arrival::Kept(_));
+            mine.attach(arrival.socket()).map_err(PumpError::Read)?;
+            on_stream(arrival.socket(), &mine, reused);
             Ok(scope.spawn(move || {
-                let r = receive_stream(file, base, state, &sock, reused, idle, &mine);
-                match r {
-                    Ok(true) => channel.keep(sock),
-                    // Pumps and tuners hold clones of the socket: close it for all of them.
-                    _ => {
-                        let _ = sock.shutdown(std::net::Shutdown::Both);
+                // A new connection's TLS handshake runs here, beside the other streams.
+                let link = match arrival {
+                    Arrival::Kept(link) => Ok(link),
+                    Arrival::New(sock) => channel
+                        .link(sock)
+                        .map_err(|e| mine.classify(PumpError::Read(e))),
+                };
+                let r = link.and_then(|mut link| {
+                    let r = receive_stream(file, base, state, &mut link, reused, idle, &mine);
+                    match r {
+                        Ok(true) => channel.keep(link),
+                        // Pumps and tuners hold clones of the socket: close it for all of them.
+                        _ => {
+                            let _ = link.socket().shutdown(std::net::Shutdown::Both);
+                        }
                     }
-                }
+                    r
+                });
                 if r.is_err() {
                     pump.cancel();
                 }
@@ -59,7 +71,7 @@ pub fn receive(
         let mut streams = reused;
         let mut workers = kept
             .into_iter()
-            .map(|s| start(s, true))
+            .map(|l| start(Arrival::Kept(l)))
             .collect::<Result<Vec<_>, _>>()?;
         let mut last_progress = (Instant::now(), 0u64);
         loop {
@@ -112,7 +124,7 @@ pub fn receive(
                 }
                 Some(sock) => {
                     streams += 1;
-                    workers.push(start(sock, false)?);
+                    workers.push(start(Arrival::New(sock))?);
                 }
                 None => {}
             }
@@ -127,6 +139,22 @@ pub fn receive(
     })
 }
 
+/// A connection a receive starts on: kept from the last transfer, or just accepted (to be
+/// secured, if the channel is, in its own thread).
+enum Arrival {
+    Kept(Link),
+    New(TcpStream),
+}
+
+impl Arrival {
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Arrival::Kept(l) => l.socket(),
+            Arrival::New(s) => s,
+        }
+    }
+}
+
 fn receiver_panicked() -> PumpError {
     PumpError::Read(io::Error::other("receiver panicked"))
 }
@@ -139,7 +167,7 @@ fn receive_stream(
     file: &File,
     base: u64,
     state: &Mutex<Reassembly>,
-    sock: &TcpStream,
+    link: &mut Link,
     reused: bool,
     idle: Duration,
     pump: &Pump,
@@ -148,19 +176,21 @@ fn receive_stream(
     // A kept connection's first header may never come: the wait for it is bounded.
     let mut awaiting_first = reused;
     if awaiting_first {
-        sock.set_read_timeout(Some(idle))
+        link.socket()
+            .set_read_timeout(Some(idle))
             .map_err(|e| pump.classify(PumpError::Read(e)))?;
     }
     loop {
         pump.check()?;
         let mut h = [0u8; HEADER_LEN];
-        match read_exact(pump, sock, &mut h) {
+        match read_exact(pump, link, &mut h) {
             Err(PumpError::Read(e)) if awaiting_first && dropped(&e) => return Ok(false),
             r => r?,
         }
         if awaiting_first {
             awaiting_first = false;
-            sock.set_read_timeout(None)
+            link.socket()
+                .set_read_timeout(None)
                 .map_err(|e| pump.classify(PumpError::Read(e)))?;
         }
         let header = Header::decode(&h);
@@ -189,7 +219,7 @@ fn receive_stream(
                 // byte count to see how much the window lets through per RTT.
                 while at < end {
                     let want = ((end - at) as usize).min(buf.len());
-                    let n = read_some(pump, sock, &mut buf[..want])?;
+                    let n = read_some(pump, link, &mut buf[..want])?;
                     file.write_all_at(&buf[..n], at)
                         .map_err(|e| pump.classify(PumpError::Write(e)))?;
                     pump.add(n);
@@ -219,7 +249,7 @@ fn dropped(e: &io::Error) -> bool {
 }
 
 /// Reads what is there (at least one byte); the connection ending here is an error.
-fn read_some(pump: &Pump, mut sock: &TcpStream, buf: &mut [u8]) -> Result<usize, PumpError> {
+fn read_some(pump: &Pump, sock: &mut impl Read, buf: &mut [u8]) -> Result<usize, PumpError> {
     loop {
         match sock.read(buf) {
             Ok(0) => {
@@ -238,7 +268,7 @@ fn read_some(pump: &Pump, mut sock: &TcpStream, buf: &mut [u8]) -> Result<usize,
     }
 }
 
-fn read_exact(pump: &Pump, mut sock: &TcpStream, buf: &mut [u8]) -> Result<(), PumpError> {
+fn read_exact(pump: &Pump, sock: &mut impl Read, buf: &mut [u8]) -> Result<(), PumpError> {
     sock.read_exact(buf).map_err(|e| {
         let e = if e.kind() == ErrorKind::UnexpectedEof {
             io::Error::new(

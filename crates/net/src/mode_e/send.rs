@@ -2,11 +2,11 @@
 //! conductor asks (its stream policy decides), each stream ended with its EOD.
 
 use super::{join_streams, lock, Channel, OnStream};
+use crate::link::Link;
 use crate::{Moved, Pump, PumpError};
 use fatpipe_proto::mode_e::{Header, SendPlan};
 use std::fs::File;
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::io::{self, Write};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -100,7 +100,7 @@ pub fn send(
     let result = std::thread::scope(|scope| {
         // Each stream says when it ends, so that the last one's end is seen at once (waiting for
         // a periodic look cost 100 ms per file).
-        let stream = |kept: Option<TcpStream>| {
+        let stream = |kept: Option<Link>| {
             let ctx = &ctx;
             let ended = tx.clone();
             scope.spawn(move || {
@@ -163,7 +163,7 @@ struct Sending<'a> {
 }
 
 /// Sends blocks over `kept` (or a new connection) until the plan has none left.
-fn send_stream(ctx: &Sending<'_>, kept: Option<TcpStream>) -> Result<(), PumpError> {
+fn send_stream(ctx: &Sending<'_>, kept: Option<Link>) -> Result<(), PumpError> {
     let Sending {
         file,
         shift,
@@ -173,40 +173,44 @@ fn send_stream(ctx: &Sending<'_>, kept: Option<TcpStream>) -> Result<(), PumpErr
         pump,
         on_stream,
     } = *ctx;
-    let reused = kept.is_some();
-    let sock = match kept {
-        Some(s) => s,
-        None => channel.links.open().map_err(PumpError::Write)?,
-    };
     let mine = Arc::new(Pump::child(pump));
-    mine.attach(&sock).map_err(PumpError::Write)?;
-    on_stream(&sock, &mine, reused);
+    let fail = |e| mine.classify(PumpError::Write(e));
+    let mut link = match kept {
+        Some(link) => {
+            mine.attach(link.socket()).map_err(PumpError::Write)?;
+            on_stream(link.socket(), &mine, true);
+            link
+        }
+        None => {
+            let sock = channel.links.open().map_err(PumpError::Write)?;
+            mine.attach(&sock).map_err(PumpError::Write)?;
+            on_stream(&sock, &mine, false);
+            channel.link(sock).map_err(fail)?
+        }
+    };
     loop {
         mine.check()?;
         let next = lock(plan).next_block();
         let Some((offset, count)) = next else { break };
-        (&sock)
-            .write_all(&Header::data(offset - shift, count).encode())
-            .map_err(|e| mine.classify(PumpError::Write(e)))?;
-        mine.send_range(file, offset, count, &sock)?;
+        link.write_all(&Header::data(offset - shift, count).encode())
+            .map_err(fail)?;
+        link.send_range(&mine, file, offset, count)?;
     }
     let tail: Vec<u8> = lock(plan)
         .finish_stream(close)
         .iter()
         .flat_map(|h| h.encode())
         .collect();
-    (&sock)
-        .write_all(&tail)
-        .map_err(|e| mine.classify(PumpError::Write(e)))?;
+    link.write_all(&tail)
+        .and_then(|_| link.flush())
+        .map_err(fail)?;
     if !close {
-        channel.keep(sock);
+        channel.keep(link);
         return Ok(());
     }
     // Wait (a bounded while: a receiver may keep the connection) for the receiver to close
     // first, so the last bytes are not lost to a reset.
-    let _ = sock.shutdown(std::net::Shutdown::Write);
-    let _ = sock.set_read_timeout(Some(CLOSE_WAIT));
-    let _ = (&sock).read(&mut [0u8; 1]);
-    let _ = sock.shutdown(std::net::Shutdown::Both);
+    let _ = link.close_write();
+    link.await_close(CLOSE_WAIT);
     Ok(())
 }

@@ -61,6 +61,16 @@ pub struct StreamsReport {
     pub cc: Option<String>,
 }
 
+/// `CKSM alg 0 -1 path`: a whole remote file's checksum.
+pub fn checksum_command(alg: ChecksumAlg, path: &str) -> Command {
+    Command::Cksm(Cksm {
+        alg,
+        offset: 0,
+        length: None,
+        path: path.into(),
+    })
+}
+
 /// Largest MODE E block this client sends.
 const BLOCK: u64 = 1 << 20;
 
@@ -151,13 +161,14 @@ impl Connection {
     }
 
     /// Asks the server for a checksum of a whole remote file (`CKSM alg 0 -1 path`).
+    /// The answer comes from a `CKSM` asked ahead ([`Connection::ask_ahead`]) when there is one.
     pub fn checksum(&mut self, alg: ChecksumAlg, path: &str) -> anyhow::Result<String> {
-        let r = self.checked(&Command::Cksm(Cksm {
-            alg,
-            offset: 0,
-            length: None,
-            path: path.into(),
-        }))?;
+        let cmd = checksum_command(alg, path);
+        let r = match self.answered(&cmd) {
+            Some(r) if r.is_success() => r,
+            Some(r) => bail!("{cmd}: server said {r}"),
+            None => self.checked(&cmd)?,
+        };
         Ok(r.text().trim().to_ascii_lowercase())
     }
 
@@ -204,7 +215,7 @@ impl Connection {
     /// connections at both ends.
     fn listen_data(&mut self) -> anyhow::Result<std::net::TcpListener> {
         self.kept = None;
-        let local = self.writer.local_addr()?;
+        let local = self.control.get_ref().tcp().local_addr()?;
         let l =
             fatpipe_net::socket::bind_in_range(local.ip(), None, 0, std::net::TcpListener::bind)
                 .context("cannot listen for data connections")?;
@@ -237,9 +248,10 @@ impl Connection {
             Some(c) => c,
             None => Channel::new(Links::Accept {
                 listener: self.listen_data()?,
-                peer: self.peer.ip(),
+                peer: Some(self.peer.ip()),
                 timeout: self.timeout,
-            }),
+            })
+            .secured(self.secure.clone()),
         };
         let rest = (!held.is_empty()).then(|| Command::RestRanges(held.clone()));
         let what = self.begin(rest, &Command::Retr(path.into()))?;
@@ -294,7 +306,8 @@ impl Connection {
                 target: self.passive_target()?,
                 prepare: self.prepare(),
                 timeout: self.timeout,
-            }),
+            })
+            .secured(self.secure.clone()),
         };
         let len = file.metadata()?.len();
         self.last_tune = None;

@@ -76,16 +76,18 @@ impl Connection {
             .flatten())
     }
 
-    /// Sets a remote file's modification time (`MFMT`); `false` when the server cannot.
-    pub fn set_modified(&mut self, path: &str, modified: i64) -> anyhow::Result<bool> {
+    /// Sets a remote file's modification time (`MFMT`), asked ahead: it goes out with the next
+    /// command (the next file's, or `QUIT`), and its reply only reaches the log. `false` when
+    /// the server cannot.
+    pub fn set_modified(&mut self, path: &str, modified: i64) -> bool {
         if !self.has_feature("MFMT") {
-            return Ok(false);
+            return false;
         }
-        let r = self.command(&Command::Mfmt {
+        self.ask_ahead(Command::Mfmt {
             modified,
             path: path.into(),
-        })?;
-        Ok(r.is_success())
+        });
+        true
     }
 
     /// Deletes a remote file (`DELE`).

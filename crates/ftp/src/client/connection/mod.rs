@@ -2,11 +2,16 @@
 //! single transfers (passive: `EPSV`, falling back to `PASV`); MODE E transfers are gridftp.rs's,
 //! the UDP channel udp.rs's, sizes, directories and listings listing.rs's.
 
+mod ahead;
 mod gridftp;
 mod listing;
+mod secure;
+mod third_party;
 mod udp;
 use gridftp::Blocks;
-pub use gridftp::{Streams, StreamsReport};
+pub use gridftp::{checksum_command, Streams, StreamsReport};
+use secure::ControlStream;
+pub use secure::{TlsMode, TlsPolicy};
 
 use anyhow::{anyhow, bail, Context};
 use fatpipe_net::mode_e::{Kept, Prepare};
@@ -50,8 +55,11 @@ impl Credentials {
 /// An open, logged-in control connection.
 #[derive(Debug)]
 pub struct Connection {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
+    /// The control connection (plain, or TLS after `AUTH TLS`), buffered for reading replies.
+    control: BufReader<ControlStream>,
+    /// TLS on the control connection: how data connections are secured; kept only when the
+    /// server accepted `PROT P`.
+    secure: Option<fatpipe_net::tls::Secure>,
     parser: ReplyParser,
     features: Vec<String>,
     peer: SocketAddr,
@@ -76,18 +84,24 @@ pub struct Connection {
     udp: Option<fatpipe_net::udp::UdpConfig>,
     /// What the UDP channel of the latest transfer did.
     last_udp: Option<String>,
+    /// Commands asked ahead, to go out with the next command (ahead.rs).
+    ahead: Vec<Command>,
+    /// Their replies, until asked for.
+    answers: Vec<(Command, Reply)>,
 }
 
 /// Longest reply line accepted from a server.
 const MAX_REPLY_LINE: usize = 64 * 1024;
 
 impl Connection {
-    /// Connects, reads the greeting, logs in and reads the server's features.
+    /// Connects, reads the greeting, secures the session as `tls` says, logs in and reads the
+    /// server's features.
     pub fn open(
         host: &str,
         port: u16,
         creds: &Credentials,
         timeout: Duration,
+        tls: &TlsPolicy,
     ) -> anyhow::Result<Connection> {
         let addrs: Vec<SocketAddr> = (host, port)
             .to_socket_addrs()
@@ -96,7 +110,7 @@ impl Connection {
         let mut last = anyhow!("{host} has no address");
         for a in addrs {
             match fatpipe_net::socket::connect(a, timeout) {
-                Ok(s) => return Self::start(s, creds, timeout),
+                Ok(s) => return Self::start(s, host, creds, timeout, tls),
                 Err(e) => last = anyhow::Error::new(e).context(format!("cannot connect to {a}")),
             }
         }
@@ -105,14 +119,16 @@ impl Connection {
 
     fn start(
         stream: TcpStream,
+        host: &str,
         creds: &Credentials,
         timeout: Duration,
+        tls: &TlsPolicy,
     ) -> anyhow::Result<Connection> {
         stream.set_read_timeout(Some(timeout))?;
         let peer = stream.peer_addr()?;
         let mut c = Connection {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
+            control: BufReader::new(ControlStream::Plain(stream)),
+            secure: None,
             parser: ReplyParser::default(),
             features: Vec::new(),
             peer,
@@ -129,11 +145,14 @@ impl Connection {
             kept: None,
             udp: None,
             last_udp: None,
+            ahead: Vec::new(),
+            answers: Vec::new(),
         };
         let greeting = c.read_reply()?;
         if !greeting.is_success() {
             bail!("{peer} refused the connection: {greeting}");
         }
+        let secured = c.secure_control(host, tls)?;
         let r = c.command(&Command::User(creds.user.clone()))?;
         let r = if r.is_intermediate() {
             c.command(&Command::Pass(creds.password.clone()))?
@@ -141,7 +160,10 @@ impl Connection {
             r
         };
         if !r.is_success() {
-            let fix = if creds.user == "anonymous" {
+            let said = r.to_string().to_ascii_lowercase();
+            let fix = if !secured && ["encrypt", "tls", "ssl"].iter().any(|w| said.contains(w)) {
+                "the server wants TLS first: use --tls auto (the default) or --tls require"
+            } else if creds.user == "anonymous" {
                 "the server takes no anonymous logins: name a user in the URL (ftp://USER@host/…)"
             } else {
                 "check the user name and the password"
@@ -154,6 +176,9 @@ impl Connection {
                 .iter()
                 .map(|l| l.trim().to_ascii_uppercase())
                 .collect();
+        }
+        if secured {
+            c.protect_data(tls)?;
         }
         Ok(c)
     }
@@ -220,7 +245,7 @@ impl Connection {
         let mut line = Vec::new();
         loop {
             line.clear();
-            let n = (&mut self.reader)
+            let n = (&mut self.control)
                 .take(MAX_REPLY_LINE as u64)
                 .read_until(b'\n', &mut line)
                 .map_err(|e| match timed_out(&e) {
@@ -244,8 +269,8 @@ impl Connection {
 
     /// A reply if one arrives within `wait` (and before `wake` rings), else `None`.
     fn poll_reply(&mut self, wait: Duration, wake: Option<&Wake>) -> anyhow::Result<Option<Reply>> {
-        if self.reader.buffer().is_empty() {
-            let ready = readable(self.writer.as_fd(), wait, wake)
+        if self.control.buffer().is_empty() && !self.control.get_mut().holds_input() {
+            let ready = readable(self.control.get_ref().tcp().as_fd(), wait, wake)
                 .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))?;
             if !ready {
                 return Ok(None);
@@ -258,14 +283,16 @@ impl Connection {
     /// (a line break would end the command and start another) is an error, never sent.
     fn send_only(&mut self, cmd: &Command) -> anyhow::Result<()> {
         let wire = cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?;
-        self.writer
+        let control = self.control.get_mut();
+        control
             .write_all(&wire)
+            .and_then(|_| control.flush())
             .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))
     }
 
     /// Sends a command and returns its (first) reply.
     pub fn command(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
-        self.send_only(cmd)?;
+        self.send_with_ahead(cmd)?;
         let r = self.read_reply()?;
         tracing::debug!(
             "{} -> {r}",
@@ -361,7 +388,8 @@ impl Connection {
         work: StreamWork<'_>,
         failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<u64> {
-        let make = move |link| Box::new(StreamMover { link, work }) as Box<dyn Mover + '_>;
+        let secure = self.secure.clone();
+        let make = move |link| Box::new(StreamMover { link, work, secure }) as Box<dyn Mover + '_>;
         self.run_mode_s(cmd, offset, tuned, pump, make, failed)
             .map(|(m, _)| m.bytes)
     }
@@ -544,7 +572,9 @@ impl Connection {
     pub fn quit(mut self) {
         // A server that went silent does not hold the command up for another --timeout.
         let _ = self
-            .writer
+            .control
+            .get_ref()
+            .tcp()
             .set_read_timeout(Some(self.timeout.min(FINAL_GRACE)));
         let _ = self.command(&Command::Quit);
     }

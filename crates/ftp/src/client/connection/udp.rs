@@ -18,6 +18,12 @@ impl Connection {
     /// end's side; `stack` is what the server is told). Returns why not when the server cannot.
     pub fn use_udp(&mut self, stack: &NetStack, udp: UdpConfig) -> anyhow::Result<Option<String>> {
         self.udp = None;
+        if self.data_secured() {
+            return Ok(Some(format!(
+                "data connections to {} are TLS, and the UDP channel has no encryption",
+                self.peer
+            )));
+        }
         if !self.has_feature(SETNETSTACK) {
             return Ok(Some(format!(
                 "{} has no UDP data channel (no SETNETSTACK feature)",

@@ -12,7 +12,6 @@ use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::{addr, Reply, TransferType};
 use std::io::{Seek, SeekFrom};
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
 use std::sync::Arc;
 
 impl Session {
@@ -82,15 +81,17 @@ impl Session {
         }
     }
 
-    /// PORT/EPRT: only to the control connection's own peer and an unprivileged port (RFC 2577).
+    /// PORT/EPRT: only to the control connection's own peer (another host for a third-party
+    /// copy where the server allows them) and an unprivileged port (RFC 2577).
     pub(super) fn active(&mut self, target: SocketAddr) -> Result<Reply, Reply> {
         if self.epsv_all {
             return Err(Reply::new(503, "EPSV ALL in effect, use EPSV"));
         }
-        if !same_host(target.ip(), self.peer.ip()) {
+        if !same_host(target.ip(), self.peer.ip()) && !self.third_party(target.ip()) {
             return Err(Reply::new(
                 504,
-                "Refused: the data address must be the client's own",
+                "Refused: the data address must be the client's own (this server takes \
+                 third-party copies only with --allow-third-party, from named users)",
             ));
         }
         if target.port() < 1024 {
@@ -109,6 +110,7 @@ impl Session {
     /// Checked before a file is opened, so that nothing is touched when the transfer cannot start.
     /// Kept connections that this transfer will not use are closed here, as `begin` would.
     pub(super) fn data_ready(&mut self, blocks: bool, receiving: bool) -> Result<(), Reply> {
+        self.data_security()?;
         let fresh = !matches!(self.data, DataSpec::None);
         let usable = self
             .kept
@@ -133,22 +135,28 @@ impl Session {
         // With no new data address, a MODE E transfer in the direction of the last one uses
         // the connections it left open; `data_ready` has closed any it will not use.
         self.data_ready(job.blocks(), job.receiving())?;
+        let secure = self.data_security()?;
         let kept = self.kept.take().map(|k| k.channel);
         let c = &self.shared.config;
         let tune = self.tune.clone();
         let ends = Endpoints {
             spec: std::mem::take(&mut self.data),
-            peer_ip: self.peer.ip(),
+            // A third-party copy's data comes from the other server.
+            peer_ip: (!self.third_party(self.peer.ip())).then(|| self.peer.ip()),
             local_ip: self.local.ip(),
             timeout: c.data_timeout,
             prepare: Arc::new(move |fd| before_connect(&tune, fd)),
             kept,
             keep_open: self.reuse,
             max_streams: c.max_streams,
+            secure,
         };
         let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tune.clone());
         self.send(Reply::new(150, opening));
-        let control = self.writer.as_ref().as_fd().try_clone_to_owned().ok();
+        let control = self
+            .control
+            .socket()
+            .and_then(|fd| fd.try_clone_to_owned().ok());
         self.transfer = Some(Running::start(job, ends, label, tune, control));
         Ok(Flow::Continue)
     }

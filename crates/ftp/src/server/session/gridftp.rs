@@ -27,6 +27,12 @@ impl Session {
             self.udp = None;
             return Ok(Reply::new(200, "Network stack: tcp"));
         }
+        if self.prot == fatpipe_proto::command::ProtLevel::Private {
+            return Err(Reply::new(
+                534,
+                "The UDP data channel cannot be protected: PROT C first, or stay on TCP",
+            ));
+        }
         let control = match n.control.as_deref() {
             None => RateControlKind::Default,
             Some(c) => RateControlKind::parse(c).ok_or_else(|| {

@@ -3,10 +3,13 @@
 //! GridFTP's partial transfers and checksums are gridftp.rs's.
 
 mod channel;
+mod control;
 mod files;
 mod gridftp;
 mod login;
+mod security;
 
+use control::Control;
 use files::Listing;
 
 use super::auth::Login;
@@ -16,9 +19,10 @@ use super::Shared;
 use fatpipe_net::mode_e::Kept;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::TunerConfig;
+use fatpipe_proto::command::ProtLevel;
 use fatpipe_proto::drs::{sbuf_text, DrsOpts};
 use fatpipe_proto::gridftp::{ChecksumAlg, Parallelism};
-use fatpipe_proto::line::{Frame, LineFramer};
+use fatpipe_proto::line::Frame;
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::reply::quote_path;
 use fatpipe_proto::{Command, Reply, TransferType, VPath};
@@ -27,8 +31,6 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 /// Whether the session goes on after a command.
@@ -60,43 +62,19 @@ const FEATURES: &[&str] = &[
     "UTF8",
 ];
 
-/// The `FEAT` lines: the fixed features and the checksum algorithms.
-fn features() -> Vec<String> {
+/// The `FEAT` lines: the fixed features, the checksum algorithms and `more` (FTPS's).
+fn features(more: Vec<String>) -> Vec<String> {
     let mut all: Vec<String> = FEATURES.iter().map(|f| f.to_string()).collect();
     all.push(ChecksumAlg::feature());
+    all.extend(more);
     all.sort();
     all
-}
-
-/// The reading side of the control connection, framed into lines.
-struct ControlIn {
-    reader: OwnedReadHalf,
-    framer: LineFramer,
-    pending: VecDeque<Frame>,
-    buf: Vec<u8>,
-}
-
-impl ControlIn {
-    /// The next frame, or `None` at end of stream. Cancel-safe: the only await is a socket read.
-    async fn next_frame(&mut self) -> std::io::Result<Option<Frame>> {
-        loop {
-            if let Some(f) = self.pending.pop_front() {
-                return Ok(Some(f));
-            }
-            let n = self.reader.read(&mut self.buf).await?;
-            if n == 0 {
-                return Ok(None);
-            }
-            self.pending.extend(self.framer.push(&self.buf[..n]));
-        }
-    }
 }
 
 struct Session {
     shared: Arc<Shared>,
     id: u64,
-    input: ControlIn,
-    writer: OwnedWriteHalf,
+    control: Control,
     outbox: Vec<Reply>,
     peer: SocketAddr,
     local: SocketAddr,
@@ -132,6 +110,13 @@ struct Session {
     allo: Option<u64>,
     /// `SITE SETNETSTACK udp`: MODE S binary transfers move over the UDP channel.
     udp: Option<UdpConfig>,
+    /// `AUTH TLS`: the configurations the control connection was secured with and its data
+    /// connections will be (one session cache: data connections resume the control's session).
+    tls: Option<fatpipe_net::tls::ServerTls>,
+    /// `PBSZ` was sent (RFC 4217: before `PROT`).
+    pbsz: bool,
+    /// `PROT`: the data connections' protection level.
+    prot: ProtLevel,
 }
 
 /// Runs a session on an accepted control connection until the client leaves or is sent away.
@@ -139,18 +124,11 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
     let peer = stream.peer_addr()?;
     let local = stream.local_addr()?;
     stream.set_nodelay(true)?;
-    let (reader, writer) = stream.into_split();
     let max_line = shared.config.max_line;
     let mut s = Session {
         shared: shared.clone(),
         id,
-        input: ControlIn {
-            reader,
-            framer: LineFramer::new(max_line),
-            pending: VecDeque::new(),
-            buf: vec![0; 8192],
-        },
-        writer,
+        control: Control::new(stream, max_line),
         outbox: Vec::new(),
         peer,
         local,
@@ -176,6 +154,9 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         kept: None,
         allo: None,
         udp: None,
+        tls: None,
+        pbsz: false,
+        prot: ProtLevel::Clear,
     };
     tracing::info!(session = id, %peer, "connected");
     s.send(Reply::new(220, "fatpipe FTP server ready"));
@@ -195,7 +176,7 @@ impl Session {
 
     async fn flush(&mut self) -> std::io::Result<()> {
         for r in self.outbox.drain(..) {
-            self.writer.write_all(&r.encode()).await?;
+            self.control.write_all(&r.encode()).await?;
         }
         Ok(())
     }
@@ -242,13 +223,13 @@ impl Session {
                         continue;
                     }
                     },
-                    f = self.input.next_frame() => f?,
+                    f = self.control.next_frame() => f?,
                 }
             } else if let Some(line) = self.deferred.pop_front() {
                 Some(Frame::Line(line))
             } else {
                 let (wait, why) = self.patience();
-                match tokio::time::timeout(wait, self.input.next_frame()).await {
+                match tokio::time::timeout(wait, self.control.next_frame()).await {
                     Ok(f) => f?,
                     Err(_) => {
                         self.send(Reply::new(421, why));
@@ -349,8 +330,23 @@ impl Session {
 
     async fn handle(&mut self, cmd: Command) -> Result<Flow, Reply> {
         let reply = match cmd {
-            Command::User(name) => self.user(name),
-            Command::Pass(password) => return self.pass(&password).await,
+            Command::User(name) => {
+                self.login_allowed()?;
+                self.user(name)
+            }
+            Command::Pass(password) => {
+                self.login_allowed()?;
+                return self.pass(&password).await;
+            }
+            Command::Auth(mechanism) => return self.auth(&mechanism).await,
+            Command::Pbsz(_) => self.pbsz()?,
+            Command::Prot(level) => self.prot(level)?,
+            Command::Ccc => {
+                return Err(Reply::new(
+                    534,
+                    "CCC refused: the control connection stays encrypted",
+                ))
+            }
             Command::Quit => {
                 self.send(Reply::new(221, "Goodbye"));
                 return Ok(Flow::Close);
@@ -360,7 +356,10 @@ impl Session {
             Command::Feat => Reply::multi(
                 211,
                 "Features:",
-                features().iter().map(|f| format!(" {f}")).collect(),
+                features(self.security_features())
+                    .iter()
+                    .map(|f| format!(" {f}"))
+                    .collect(),
                 "End",
             ),
             Command::Opts(opt) => match opt.split_once(' ') {
@@ -540,7 +539,7 @@ fn on_off(value: &str) -> Result<bool, Reply> {
 }
 
 fn help() -> Reply {
-    const VERBS: &str = "USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM MFMT REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF CKSM ERET ESTO SITE";
+    const VERBS: &str = "AUTH PBSZ PROT CCC USER PASS QUIT NOOP SYST FEAT OPTS TYPE MODE STRU PWD CWD CDUP LIST NLST MLST MLSD SIZE MDTM MFMT REST RETR STOR APPE DELE MKD RMD RNFR RNTO PASV EPSV PORT EPRT ABOR STAT HELP ALLO SBUF CKSM ERET ESTO SITE";
     Reply::multi(
         214,
         "The following commands are recognized:",

@@ -1,0 +1,148 @@
+//! Server-to-server copies: `fatpipe cp ftp://A/x ftp://B/y`, globus-url-copy and gfal2 (the
+//! library FTS3 runs for each transfer) driving a copy between two `fatpipe serve
+//! --allow-third-party` on different loopback addresses (client 127.0.0.1, servers 127.0.0.2
+//! and .3, so each server's data peer is not its client); between fatpipe and
+//! globus-gridftp-server; and the refusals without the option or for anonymous users.
+
+mod common;
+use common::*;
+use std::process::Command;
+
+/// A server on `ip` with user alice, allowing third-party copies unless `extra` says otherwise.
+fn server_on(ip: &str, extra: &[&str]) -> FatpipeServer {
+    let listen = format!("{ip}:0");
+    let mut args = vec![
+        "--listen",
+        &listen,
+        "--user",
+        "alice:pw",
+        "--data-timeout",
+        "5s",
+    ];
+    args.extend_from_slice(extra);
+    FatpipeServer::start(&args)
+}
+
+fn url(s: &FatpipeServer, path: &str) -> String {
+    format!("ftp://alice:pw@{}/{path}", s.addr)
+}
+
+fn json_cp(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["cp", "--json"];
+    all.extend_from_slice(args);
+    let out = run_ok(&mut fatpipe_cmd(&all));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn fatpipe_cp_between_two_servers_mode_e_and_mode_s() {
+    let a = server_on("127.0.0.2", &["--allow-third-party"]);
+    let b = server_on("127.0.0.3", &["--allow-third-party"]);
+    random_file(&a.path("x"), 20 << 20, 1);
+    let s = json_cp(&["-p", "4", &url(&a, "x"), &url(&b, "y")]);
+    assert_same(&a.path("x"), &b.path("y"));
+    assert_eq!(s["files"][0]["streams"], 4, "{s}");
+    assert!(
+        s["files"][0]["verified"]
+            .as_str()
+            .unwrap()
+            .starts_with("XXH3:"),
+        "{s}"
+    );
+    // One stream in MODE S, into a directory.
+    std::fs::create_dir(b.path("dir")).unwrap();
+    let s = json_cp(&["-p", "1", &url(&a, "x"), &url(&b, "dir/")]);
+    assert_same(&a.path("x"), &b.path("dir/x"));
+    assert!(s["files"][0]["streams"].is_null(), "{s}");
+}
+
+#[test]
+fn without_the_option_or_as_anonymous_a_server_refuses() {
+    // Bounce protection stays: PORT to a host other than the client's.
+    let plain = server_on("127.0.0.2", &["--anonymous"]);
+    let mut r = Raw::login(plain.addr, "alice", "pw");
+    assert_eq!(r.cmd("PORT 127,0,0,3,200,10").0, 504);
+    let open = server_on("127.0.0.2", &["--allow-third-party", "--anonymous"]);
+    let mut r = Raw::login(open.addr, "anonymous", "x");
+    assert_eq!(r.cmd("PORT 127,0,0,3,200,10").0, 504);
+    let mut r = Raw::login(open.addr, "alice", "pw");
+    assert_eq!(r.cmd("PORT 127,0,0,3,200,10").0, 200);
+    assert_eq!(r.cmd("PORT 127,0,0,3,0,80").0, 504, "privileged port");
+    // fatpipe cp between servers when the source does not allow it: an error naming the option.
+    let b = server_on("127.0.0.3", &["--allow-third-party"]);
+    random_file(&plain.path("x"), 1000, 2);
+    let out = run(&mut fatpipe_cmd(&["cp", &url(&plain, "x"), &url(&b, "y")]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--allow-third-party"),
+        "{err}"
+    );
+}
+
+#[test]
+fn globus_url_copy_drives_a_copy_between_two_fatpipe_servers() {
+    require("globus-url-copy");
+    let a = server_on("127.0.0.2", &["--allow-third-party"]);
+    let b = server_on("127.0.0.3", &["--allow-third-party"]);
+    random_file(&a.path("x"), 12 << 20, 3);
+    for p in ["1", "4"] {
+        let to = format!("y{p}");
+        run_ok(Command::new("globus-url-copy").args(["-p", p, &url(&a, "x"), &url(&b, &to)]));
+        assert_same(&a.path("x"), &b.path(&to));
+    }
+}
+
+#[test]
+fn globus_url_copy_between_fatpipe_and_globus_gridftp_server() {
+    require("globus-url-copy");
+    let f = server_on("127.0.0.2", &["--allow-third-party"]);
+    let g = GlobusServer::start();
+    random_file(&f.path("x"), 6 << 20, 4);
+    run_ok(Command::new("globus-url-copy").args([
+        "-p",
+        "4",
+        &url(&f, "x"),
+        &g.url("from-fatpipe"),
+    ]));
+    assert_same(&f.path("x"), &g.path("from-fatpipe"));
+    run_ok(Command::new("globus-url-copy").args([&g.url("from-fatpipe"), &url(&f, "back")]));
+    assert_same(&f.path("x"), &f.path("back"));
+}
+
+/// gfal2's Python binding as FTS3 uses the library: credentials per server, checksums at both
+/// ends compared (ADLER32, gfal2's default), then the copy.
+const GFAL2: &str = r#"
+import gfal2, sys
+src, dst, a, b = sys.argv[1:5]
+ctx = gfal2.creat_context()
+for host in (a, b):
+    ctx.cred_set(host, ctx.cred_new("USER", "alice"))
+    ctx.cred_set(host, ctx.cred_new("PASSWORD", "pw"))
+params = ctx.transfer_parameters()
+params.set_checksum(gfal2.checksum_mode.both, "ADLER32", "")
+params.timeout = 60
+ctx.filecopy(params, src, dst)
+print("copied", ctx.checksum(dst, "ADLER32"))
+"#;
+
+#[test]
+fn gfal2_drives_a_copy_between_two_fatpipe_servers() {
+    // Debian's python3-gfal2 is built for the system's Python.
+    require("gfal-copy");
+    let a = server_on("127.0.0.2", &["--allow-third-party"]);
+    let b = server_on("127.0.0.3", &["--allow-third-party"]);
+    random_file(&a.path("x"), 8 << 20, 5);
+    let base = |s: &FatpipeServer| format!("ftp://{}", s.addr);
+    let plain = |s: &FatpipeServer, p: &str| format!("ftp://{}/{p}", s.addr);
+    let out = run_ok(Command::new("/usr/bin/python3").args([
+        "-c",
+        GFAL2,
+        &plain(&a, "x"),
+        &plain(&b, "y"),
+        &base(&a),
+        &base(&b),
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("copied "), "{text}");
+    assert_same(&a.path("x"), &b.path("y"));
+}

@@ -1,0 +1,214 @@
+//! FTPS for the client (RFC 4217): the control connection as plain TCP or TLS, `AUTH TLS`
+//! before the login (`--tls auto|require|off`), then `PBSZ 0` and `PROT P` so that every data
+//! connection is TLS too, resuming the control connection's session.
+
+use super::Connection;
+use anyhow::{anyhow, bail};
+use fatpipe_net::tls::{client_config, Secure};
+use fatpipe_proto::command::ProtLevel;
+use fatpipe_proto::Command;
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+/// Whether a client secures its sessions (`--tls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsMode {
+    /// Never: credentials and data in clear.
+    Off,
+    /// When the server accepts `AUTH TLS`; in clear with servers that refuse it. A server
+    /// that accepts it but shows a certificate this end does not trust is an error.
+    #[default]
+    Auto,
+    /// Always: a server that refuses TLS is an error.
+    Require,
+}
+
+impl std::str::FromStr for TlsMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(TlsMode::Off),
+            "auto" => Ok(TlsMode::Auto),
+            "require" => Ok(TlsMode::Require),
+            _ => Err(format!("--tls takes off, auto or require, not {s:?}")),
+        }
+    }
+}
+
+/// How a client's sessions use TLS: the mode, the extra trusted certificates, and the
+/// configuration made from them once and shared by every session of the process (so that
+/// each resumes the others' TLS sessions).
+#[derive(Debug, Clone, Default)]
+pub struct TlsPolicy {
+    /// `--tls`.
+    pub mode: TlsMode,
+    /// `--ca`: certificates trusted beside the system's.
+    pub ca: Option<PathBuf>,
+    config: Arc<OnceLock<Result<Arc<ClientConfig>, String>>>,
+}
+
+impl TlsPolicy {
+    /// A policy with `mode`, trusting `ca` beside the system's roots.
+    pub fn new(mode: TlsMode, ca: Option<PathBuf>) -> TlsPolicy {
+        TlsPolicy {
+            mode,
+            ca,
+            config: Arc::default(),
+        }
+    }
+
+    fn config(&self) -> anyhow::Result<Arc<ClientConfig>> {
+        self.config
+            .get_or_init(|| client_config(self.ca.as_deref()))
+            .clone()
+            .map_err(|e| anyhow!(e))
+    }
+}
+
+/// The control connection's bytes: plain, or through TLS after `AUTH TLS`.
+#[derive(Debug)]
+pub(super) enum ControlStream {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl ControlStream {
+    /// The TCP connection under it (waited on for replies during transfers, timeouts set).
+    pub(super) fn tcp(&self) -> &TcpStream {
+        match self {
+            ControlStream::Plain(s) => s,
+            ControlStream::Tls(s) => &s.sock,
+        }
+    }
+
+    /// Whether TLS holds reply bytes already decrypted or received (the socket would not
+    /// show them as readable).
+    pub(super) fn holds_input(&mut self) -> bool {
+        match self {
+            ControlStream::Plain(_) => false,
+            ControlStream::Tls(s) => s
+                .conn
+                .process_new_packets()
+                .map_or(true, |st| st.plaintext_bytes_to_read() > 0),
+        }
+    }
+}
+
+impl Read for ControlStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            ControlStream::Plain(s) => s.read(buf),
+            ControlStream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for ControlStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            ControlStream::Plain(s) => s.write(buf),
+            ControlStream::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            ControlStream::Plain(s) => s.flush(),
+            ControlStream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+impl Connection {
+    /// Before the login: `AUTH TLS` and the handshake, as `policy` says. Returns whether the
+    /// session is now secured.
+    pub(super) fn secure_control(
+        &mut self,
+        host: &str,
+        policy: &TlsPolicy,
+    ) -> anyhow::Result<bool> {
+        if policy.mode == TlsMode::Off {
+            return Ok(false);
+        }
+        let config = policy.config()?;
+        let name = ServerName::try_from(host.to_string())
+            .map_err(|e| anyhow!("{host} cannot be checked against a certificate: {e}"))?;
+        let r = self.command(&Command::Auth("TLS".into()))?;
+        if r.code != 234 {
+            if policy.mode == TlsMode::Require {
+                bail!(
+                    "{} refused TLS ({r}); --tls require allows no login in clear",
+                    self.peer
+                );
+            }
+            tracing::debug!(
+                "{} refused AUTH TLS ({r}): the session is in clear",
+                self.peer
+            );
+            return Ok(false);
+        }
+        let ControlStream::Plain(tcp) = self.control.get_ref() else {
+            bail!("the control connection is already secured");
+        };
+        let conn = ClientConnection::new(config.clone(), name.clone())?;
+        let mut tls = StreamOwned::new(conn, tcp.try_clone()?);
+        while tls.conn.is_handshaking() {
+            tls.conn
+                .complete_io(&mut tls.sock)
+                .map_err(|e| untrusted(&self.peer.to_string(), host, e))?;
+        }
+        *self.control.get_mut() = ControlStream::Tls(Box::new(tls));
+        self.secure = Some(Secure::Client { config, name });
+        Ok(true)
+    }
+
+    /// After the login: `PBSZ 0` and `PROT P`, so that data connections are TLS too. A
+    /// server that refuses them moves data in clear (an error under `--tls require`).
+    pub(super) fn protect_data(&mut self, policy: &TlsPolicy) -> anyhow::Result<()> {
+        let secure = self.secure.take();
+        let pbsz = self.command(&Command::Pbsz(0))?;
+        let prot = match pbsz.is_success() {
+            true => Some(self.command(&Command::Prot(ProtLevel::Private))?),
+            false => None,
+        };
+        match prot {
+            Some(r) if r.is_success() => {
+                self.secure = secure;
+                Ok(())
+            }
+            r => {
+                let said = r.unwrap_or(pbsz);
+                if policy.mode == TlsMode::Require {
+                    bail!("{} refused to protect data connections: {said}", self.peer);
+                }
+                tracing::warn!(
+                    "{} refused to protect data connections ({said}): data moves in clear",
+                    self.peer
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether data connections are TLS (`PROT P` in effect).
+    pub fn data_secured(&self) -> bool {
+        self.secure.is_some()
+    }
+}
+
+/// A failed handshake, said so that the user knows what to do.
+fn untrusted(peer: &str, host: &str, e: io::Error) -> anyhow::Error {
+    let text = fatpipe_net::tls::explain(&e);
+    let fix = if text.contains("certificate") {
+        format!(
+            ": the certificate {peer} showed is not trusted for {host}; \
+             give its CA with --ca FILE (or --tls off to stay in clear)"
+        )
+    } else {
+        String::new()
+    };
+    anyhow!("TLS handshake with {peer} failed: {text}{fix}")
+}

@@ -1,0 +1,139 @@
+//! FTPS (RFC 4217): `AUTH TLS` secures the control connection, `PBSZ 0` and `PROT P|C` set the
+//! data connections' protection; `CCC` is refused (the control channel stays encrypted). With
+//! `--require-tls` nothing is logged in and no data moves in clear.
+
+use super::{Flow, Session};
+use fatpipe_net::tls::Secure;
+use fatpipe_proto::command::ProtLevel;
+use fatpipe_proto::Reply;
+
+impl Session {
+    /// `AUTH TLS` (or `TLS-C`, `SSL`): `234`, then the handshake. A new security context
+    /// starts a new login (RFC 2228): whoever logged in before must do it again.
+    pub(super) async fn auth(&mut self, mechanism: &str) -> Result<Flow, Reply> {
+        let Some(identity) = self.shared.config.tls.clone() else {
+            return Err(Reply::new(
+                534,
+                "TLS is not available: this server has no certificate (--tls-cert)",
+            ));
+        };
+        if !["TLS", "TLS-C", "SSL"]
+            .iter()
+            .any(|m| mechanism.eq_ignore_ascii_case(m))
+        {
+            return Err(Reply::new(
+                504,
+                format!("AUTH {mechanism} not understood: use AUTH TLS"),
+            ));
+        }
+        if self.control.is_tls() {
+            return Err(Reply::new(503, "The control connection already uses TLS"));
+        }
+        self.send(Reply::new(234, "AUTH TLS successful"));
+        if self.flush().await.is_err() {
+            return Ok(Flow::Close);
+        }
+        let config = identity.config();
+        let (patience, _) = self.patience();
+        if let Err(e) = self.control.secure(config.control.clone(), patience).await {
+            tracing::info!(session = self.id, "TLS handshake failed: {e}");
+            return Ok(Flow::Close);
+        }
+        tracing::debug!(session = self.id, "control connection secured");
+        self.tls = Some(config);
+        self.user = None;
+        self.login = None;
+        Ok(Flow::Continue)
+    }
+
+    /// `PBSZ`: 0 is the only size under TLS; anything else is answered with `PBSZ=0`.
+    pub(super) fn pbsz(&mut self) -> Result<Reply, Reply> {
+        if self.tls.is_none() {
+            return Err(Reply::new(503, "PBSZ needs AUTH TLS first"));
+        }
+        self.pbsz = true;
+        Ok(Reply::new(200, "PBSZ=0"))
+    }
+
+    /// `PROT`: `P` puts TLS on every data connection, `C` takes it off (refused under
+    /// `--require-tls`); TLS offers neither `S` nor `E`.
+    pub(super) fn prot(&mut self, level: ProtLevel) -> Result<Reply, Reply> {
+        if self.tls.is_none() {
+            return Err(Reply::new(503, "PROT needs AUTH TLS first"));
+        }
+        if !self.pbsz {
+            return Err(Reply::new(503, "PROT needs PBSZ 0 first"));
+        }
+        match level {
+            ProtLevel::Private if self.udp.is_some() => Err(Reply::new(
+                534,
+                "The UDP data channel cannot be protected: SITE SETNETSTACK tcp first",
+            )),
+            ProtLevel::Private => {
+                // Connections kept from a transfer under the other level are not used.
+                self.kept = None;
+                self.prot = level;
+                Ok(Reply::new(200, "Protection level set to Private"))
+            }
+            ProtLevel::Clear if self.shared.config.require_tls => Err(Reply::new(
+                534,
+                "This server moves no data in clear (--require-tls): use PROT P",
+            )),
+            ProtLevel::Clear => {
+                self.kept = None;
+                self.prot = level;
+                Ok(Reply::new(200, "Protection level set to Clear"))
+            }
+            ProtLevel::Safe | ProtLevel::Confidential => Err(Reply::new(
+                536,
+                format!("PROT {} is not supported with TLS", level.letter()),
+            )),
+        }
+    }
+
+    /// Refuses a login in clear on a server that requires TLS.
+    pub(super) fn login_allowed(&self) -> Result<(), Reply> {
+        if self.shared.config.require_tls && !self.control.is_tls() {
+            return Err(Reply::new(
+                530,
+                "This server requires TLS: send AUTH TLS before logging in",
+            ));
+        }
+        Ok(())
+    }
+
+    /// How the next data connections are secured: `None` in clear. Refuses data in clear on
+    /// a server that requires TLS.
+    pub(super) fn data_security(&self) -> Result<Option<Secure>, Reply> {
+        match (&self.tls, self.prot) {
+            (Some(config), ProtLevel::Private) => Ok(Some(Secure::Server(config.data.clone()))),
+            _ if self.shared.config.require_tls => Err(Reply::new(
+                521,
+                "Data connections must be protected on this server: PBSZ 0, then PROT P",
+            )),
+            _ => Ok(None),
+        }
+    }
+
+    /// Whether this session may move data to or from `host` when it is not its client: only
+    /// with `--allow-third-party`, only for named users, never to a multicast, broadcast or
+    /// unspecified address.
+    pub(super) fn third_party(&self, host: std::net::IpAddr) -> bool {
+        let named = self.login.as_ref().is_some_and(|l| l.user != "anonymous");
+        let unicast = match host.to_canonical() {
+            std::net::IpAddr::V4(v4) => {
+                !(v4.is_multicast() || v4.is_broadcast() || v4.is_unspecified())
+            }
+            std::net::IpAddr::V6(v6) => !(v6.is_multicast() || v6.is_unspecified()),
+        };
+        self.shared.config.allow_third_party && named && unicast
+    }
+
+    /// The `FEAT` lines of FTPS, when the server has a certificate.
+    pub(super) fn security_features(&self) -> Vec<String> {
+        match self.shared.config.tls {
+            Some(_) => vec!["AUTH TLS".into(), "PBSZ".into(), "PROT".into()],
+            None => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! TLS configurations: the server's identity (certificate chain and key from PEM files, read
+//! again when the files change, so a renewed certificate takes effect without a restart) and
+//! the client's trust (the system's roots plus `--ca`), both on the ring provider.
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::ring::default_provider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::ServerSessionMemoryCache;
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+/// A server's certificate and key files and the configuration made from them.
+#[derive(Debug)]
+pub struct Identity {
+    cert: PathBuf,
+    key: PathBuf,
+    loaded: Mutex<Loaded>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    stamp: Stamp,
+    config: ServerTls,
+}
+
+/// A server's two configurations, sharing one session cache: the control connection's
+/// hands out session tickets, which data connections resume; a data connection's hands out
+/// none (a client that only sends on it would leave them unread, and closing a socket with
+/// unread bytes resets it, cutting the upload's tail: lftp does so).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// For `AUTH TLS` on the control connection.
+    pub control: Arc<ServerConfig>,
+    /// For the data connections of a session.
+    pub data: Arc<ServerConfig>,
+}
+
+/// Tickets a control connection hands out: one per data connection that resumes its session
+/// (the client keeps 8 per server).
+const CONTROL_TICKETS: usize = 8;
+/// Sessions the server remembers for resumption.
+const SESSION_CACHE: usize = 4096;
+
+/// The files' modification times: a change means a renewed certificate.
+type Stamp = (Option<SystemTime>, Option<SystemTime>);
+
+fn stamp(cert: &Path, key: &Path) -> Stamp {
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    (mtime(cert), mtime(key))
+}
+
+impl Identity {
+    /// Reads the files; an unreadable file, no certificate or a key that does not match is an
+    /// error that names the file.
+    pub fn load(cert: &Path, key: &Path) -> Result<Identity, String> {
+        let config = server_config(cert, key)?;
+        Ok(Identity {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            loaded: Mutex::new(Loaded {
+                stamp: stamp(cert, key),
+                config,
+            }),
+        })
+    }
+
+    /// The configuration for a new control connection: read again first if either file
+    /// changed since (a reload that fails keeps the previous one and says why).
+    pub fn config(&self) -> ServerTls {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let now = stamp(&self.cert, &self.key);
+        if now != loaded.stamp {
+            match server_config(&self.cert, &self.key) {
+                Ok(c) => {
+                    tracing::info!(cert = %self.cert.display(), "TLS certificate reloaded");
+                    loaded.config = c;
+                }
+                Err(e) => tracing::warn!("keeping the previous TLS certificate: {e}"),
+            }
+            loaded.stamp = now;
+        }
+        loaded.config.clone()
+    }
+}
+
+/// A server's configurations from PEM files: the chain (leaf first) and its private key.
+fn server_config(cert: &Path, key: &Path) -> Result<ServerTls, String> {
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read certificates from {}: {e}", cert.display()))?;
+    if chain.is_empty() {
+        return Err(format!("{} holds no PEM certificate", cert.display()));
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("cannot read a private key from {}: {e}", key.display()))?;
+    let mut control = ServerConfig::builder_with_provider(Arc::new(default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key_der)
+        .map_err(|e| {
+            format!(
+                "{} and {} do not make a usable identity: {e}",
+                cert.display(),
+                key.display()
+            )
+        })?;
+    control.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
+    control.send_tls13_tickets = CONTROL_TICKETS;
+    let mut data = control.clone();
+    data.send_tls13_tickets = 0;
+    Ok(ServerTls {
+        control: Arc::new(control),
+        data: Arc::new(data),
+    })
+}
+
+/// The client's configuration: the system's trusted roots (those it can parse) plus the
+/// certificates in `ca`, each of which is also trusted as itself when a server shows it (a
+/// self-signed server certificate, even one marked as a CA, as `openssl req -x509` makes).
+/// Sessions are cached, so data connections resume the control connection's session (servers
+/// such as vsftpd with `require_ssl_reuse` demand it).
+pub fn client_config(ca: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
+    let provider = Arc::new(default_provider());
+    let mut roots = RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    let mut pinned = Vec::new();
+    if let Some(ca) = ca {
+        pinned = CertificateDer::pem_file_iter(ca)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("cannot read certificates from {}: {e}", ca.display()))?;
+        if pinned.is_empty() {
+            return Err(format!("{} holds no PEM certificate", ca.display()));
+        }
+        for c in &pinned {
+            roots
+                .add(c.clone())
+                .map_err(|e| format!("{}: unusable certificate: {e}", ca.display()))?;
+        }
+    }
+    if roots.is_empty() {
+        return Err(
+            "no trusted certificates: the system has none (install ca-certificates) and no --ca was given"
+                .into(),
+        );
+    }
+    let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| e.to_string())?;
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Pinned { pinned, webpki }))
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// The usual chain and name checks, except that a certificate given with `--ca` is accepted
+/// when the server shows exactly it.
+#[derive(Debug)]
+struct Pinned {
+    pinned: Vec<CertificateDer<'static>>,
+    webpki: Arc<WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if self
+            .pinned
+            .iter()
+            .any(|c| c.as_ref() == end_entity.as_ref())
+        {
+            return Ok(ServerCertVerified::assertion());
+        }
+        self.webpki
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
