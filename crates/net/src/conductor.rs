@@ -9,7 +9,7 @@
 use crate::mode_e::{growth, Grow, OnStream, Requests};
 use crate::tcpinfo::tcp_stats;
 use crate::{TuneSummary, Tuner, TunerConfig};
-use fatpipe_tune::congestion::CongestionPolicy;
+use fatpipe_tune::congestion::{CongestionPolicy, FOR_RANDOM_LOSS};
 use fatpipe_tune::streams::{Observation, StreamPolicy};
 use fatpipe_tune::{Pacing, Role};
 use std::net::TcpStream;
@@ -287,8 +287,8 @@ impl Conductor {
             streams: &streams,
             memory,
         };
-        self.grow_streams(&obs);
         self.choose_cc(&obs);
+        self.grow_streams(&obs);
     }
 
     /// The congestion-control policy's decision: on random loss every connection (and every
@@ -312,6 +312,13 @@ impl Conductor {
         ch.log.push(change.reason);
     }
 
+    /// Whether the senders run bbr because the congestion-control policy chose it.
+    fn model_based(&self) -> bool {
+        lock(&self.0.choosing)
+            .as_ref()
+            .is_some_and(|c| c.chosen == Some(FOR_RANDOM_LOSS))
+    }
+
     /// The stream policy's decision: more streams when it says so, and its decisions to the
     /// log and the telemetry.
     fn grow_streams(&self, obs: &Observation<'_>) {
@@ -319,6 +326,9 @@ impl Conductor {
         let Some(gr) = g.as_mut() else {
             return;
         };
+        if self.model_based() {
+            gr.policy.model_based();
+        }
         let settled = gr.policy.is_settled();
         let change = gr.policy.observe(obs);
         if let Some(c) = &change {

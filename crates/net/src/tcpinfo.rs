@@ -89,6 +89,7 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
         bytes_acked: raw.bytes_acked,
         bytes_received: raw.bytes_received,
         rcv_mss: raw.rcv_mss,
+        rcv_ooopack: raw.rcv_ooopack,
         max_pacing_rate: raw.max_pacing_rate,
     })
 }

@@ -61,6 +61,9 @@ pub struct TcpStats {
     /// The largest segment the peer sent lately, bytes (the kernel's `rcv_mss` estimate; 64
     /// KiB on loopback).
     pub rcv_mss: u32,
+    /// Packets that arrived out of order (behind a hole a lost segment left), a receiver's
+    /// count over the connection.
+    pub rcv_ooopack: u32,
 }
 
 impl TcpStats {

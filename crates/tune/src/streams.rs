@@ -69,6 +69,9 @@ const SLOW: f64 = 0.4;
 /// From this RTT on, a lone stream held by a peer window that still grows gets company at once
 /// (a step's slow start costs 0.8 s or more); below it the policy waits for that window's cap.
 const LONG_RTT: u32 = 100_000;
+/// The queue a model-based sender (bbr) keeps by itself: its probing sends a quarter above
+/// the rate it measured.
+const MODEL_QUEUE: f64 = 1.25;
 /// Evaluation period, in RTTs and at least so long: a lone stream is looked at every RTT,
 /// several (whose new members are ramping up) every two.
 const LONE_PERIOD: (u32, Duration) = (1, Duration::from_millis(150));
@@ -111,6 +114,8 @@ pub struct StreamPolicy {
     step: Option<(usize, f64)>,
     /// The previous period showed a queue.
     queue_seen: bool,
+    /// The RTT's stretch over its minimum that counts as a queue.
+    queue_mark: f64,
     /// Streams asked for so far (connections may still be on their way).
     opened: usize,
     settled: bool,
@@ -126,6 +131,7 @@ impl StreamPolicy {
             mark: None,
             step: None,
             queue_seen: false,
+            queue_mark: path::QUEUE,
             opened: 0,
             settled: false,
             log: Vec::new(),
@@ -138,6 +144,13 @@ impl StreamPolicy {
     pub fn starting_at(mut self, streams: u32) -> StreamPolicy {
         self.opened = streams as usize;
         self
+    }
+
+    /// The senders now run a model-based congestion control (bbr, chosen on random loss): its
+    /// own probing keeps up to a quarter of the BDP queued, so only a longer queue says the
+    /// path is full (a step that takes rate from the streams already there still does).
+    pub fn model_based(&mut self) {
+        self.queue_mark = MODEL_QUEUE;
     }
 
     /// Whether the policy has stopped growing.
@@ -220,7 +233,7 @@ impl StreamPolicy {
         // A queue seen once may be the bursts of streams in slow start; seen in two periods
         // running, it stands. Losses with a queue are congestion: the path is full. Losses while
         // the RTT stays at its minimum are random (a lossy link), no sign of a full path.
-        let queued = queue > path::QUEUE;
+        let queued = queue > self.queue_mark;
         let seen = std::mem::replace(&mut self.queue_seen, queued);
         if queued && (lost > 0.0 || seen) {
             return self.settle(format!(

@@ -33,6 +33,11 @@ pub struct FluidPath {
     pub losses: u32,
     /// The segment size the receiver's kernel sees (`rcv_mss`; 64 KiB on loopback).
     pub segment: u32,
+    /// Random loss: every round leaves holes that hold the window's left edge back this many
+    /// RTTs (the sender, model-based, keeps its rate through them); `None`: a clean path.
+    pub holes: Option<f64>,
+    /// Packets that arrived out of order so far (the receiver's `rcv_ooopack`).
+    pub out_of_order: u32,
     cwnd: f64,
     ssthresh: f64,
     rtt: f64,
@@ -58,6 +63,8 @@ impl FluidPath {
             queue: rate * base,
             losses: 0,
             segment: SEGMENT as u32,
+            holes: None,
+            out_of_order: 0,
             cwnd: 10.0 * SEGMENT,
             ssthresh: f64::INFINITY,
             rtt: base,
@@ -70,18 +77,23 @@ impl FluidPath {
     /// Starts a round: the sender's flight leaves as one train.
     fn round(&mut self) {
         let bdp = self.rate * self.base;
-        let flight = self.cwnd.min(self.window);
+        // Holes hold part of the window: what flies is the window over the RTTs it covers.
+        let window = self.window / (1.0 + self.holes.unwrap_or(0.0));
+        if self.holes.is_some() {
+            self.out_of_order += 10;
+        }
+        let flight = self.cwnd.min(window);
         if flight > bdp + self.queue {
             self.losses += 1;
             self.ssthresh = self.cwnd / 2.0;
             self.cwnd = self.ssthresh;
         }
-        let flight = self.cwnd.min(self.window).min(bdp + self.queue);
+        let flight = self.cwnd.min(window).min(bdp + self.queue);
         self.rtt = self.base + (flight - bdp).max(0.0) / self.rate;
         self.round_end = self.t + self.rtt;
         self.train_end = self.t + flight / self.burst.unwrap_or(self.rate);
         // A window that held the round back is not grown.
-        if self.cwnd <= self.window {
+        if self.cwnd <= window {
             self.cwnd = if self.cwnd < self.ssthresh {
                 2.0 * self.cwnd
             } else {
@@ -112,6 +124,7 @@ impl FluidPath {
                 rcv_wnd: self.window as u32,
                 bytes_received: self.bytes as u64,
                 rcv_mss: self.segment,
+                rcv_ooopack: self.out_of_order,
                 ..TcpStats::default()
             };
             let s = Sample {

@@ -24,6 +24,7 @@
 //! third of it to drain. When the buffer has limited sending, at least twice its size; never
 //! more than the peer's window needs.
 
+use super::holes::Holes;
 use super::trains::{outlasts_two_spans, train_span, TrainRates, Trains};
 use super::window::History;
 use super::{rate, Decision, Law, Setup};
@@ -35,6 +36,16 @@ use std::time::Duration;
 /// Window in flight per unit of BDP once the path is the limit: enough to fill it through
 /// jitter, and the least memory that does.
 const STEADY_GAIN: f64 = 1.1;
+/// On a path that loses segments at random, the RTTs a hole holds the window's left edge
+/// back (until the retransmission arrives): the window holds that much more than the BDP.
+const HOLE_RTTS: f64 = 1.5;
+/// An RTT this far above the base beside holes: a queue full enough to drop (a model-based
+/// sender's probing adds up to a quarter, and random loss goes on under it).
+const DROPPING_QUEUE: f64 = 1.25;
+/// On a lossy path, a rate this many times the last one marked is still growing ...
+const RAMP: f64 = 1.25;
+/// ... when it got there within this many RTTs.
+const RAMP_RTTS: u32 = 3;
 /// Growth per RTT during start-up while the window is the limit (slow start's pace).
 const GROWTH_GAIN: f64 = 4.0;
 /// Growth per trial after start-up (the path may already be full).
@@ -105,6 +116,15 @@ fn trains_note(train: Option<TrainRates>) -> String {
     })
 }
 
+/// Whether holes widen the window, for a decision's note.
+fn holes_note(lossy: bool) -> &'static str {
+    if lossy {
+        ", holes every round (random loss): window for the BDP and the holes"
+    } else {
+        ""
+    }
+}
+
 /// The `SO_RCVBUF` value that lets Linux advertise a window of `window` bytes.
 pub(crate) fn rcvbuf_for(window: u64) -> u64 {
     (window as f64 * RCVBUF_PER_WINDOW) as u64
@@ -116,6 +136,11 @@ pub struct Drs {
     role: Role,
     history: History,
     trains: Trains,
+    holes: Holes,
+    /// On a lossy path: the rate that last grew by a quarter, and when.
+    ramp: (f64, Duration),
+    /// The window leads a growing rate on a lossy path.
+    ramping: bool,
     path: PathEstimate,
     size: Option<u64>,
     low_since: Option<Duration>,
@@ -149,6 +174,9 @@ impl Drs {
             role,
             history: History::default(),
             trains: Trains::default(),
+            holes: Holes::default(),
+            ramp: (0.0, Duration::ZERO),
+            ramping: false,
             path: PathEstimate::default(),
             size: None,
             low_since: None,
@@ -208,6 +236,16 @@ impl Drs {
         };
         let span = train_span(base);
         let train = span.and_then(|span| self.trains.observe(s.now, arrived(s, tcp), span));
+        // On a lossy path in-order arrivals come in bursts as holes fill: no trains to time,
+        // and the window holds the RTTs the holes stand beside the BDP.
+        let queue = stretch(rtt, base) > DROPPING_QUEUE;
+        let lossy = self.holes.observe(s.now, tcp.rcv_ooopack, rtt, queue);
+        let train = train.filter(|_| !lossy);
+        let (gain, hold) = if lossy {
+            (STEADY_GAIN + HOLE_RTTS, 1.0 + HOLE_RTTS)
+        } else {
+            (STEADY_GAIN, 1.0)
+        };
         if let Some(span) = span {
             d.next = span;
         }
@@ -228,7 +266,7 @@ impl Drs {
             } else {
                 window
             };
-        let limited = in_flight >= FULL * in_effect;
+        let limited = hold * in_flight >= FULL * in_effect;
         if limited {
             self.seeded = false;
         }
@@ -265,7 +303,7 @@ impl Drs {
             .filter(|(c, span)| {
                 self.unpaced && outlasts_two_spans(self.share(c.capacity), *span, in_flight)
             })
-            .map(|(c, _)| STEADY_GAIN * self.share(c.capacity) * base.as_secs_f64());
+            .map(|(c, _)| gain * self.share(c.capacity) * base.as_secs_f64());
         if let Some(t) = self
             .trial
             .filter(|t| s.now.saturating_sub(t.at) >= TRIAL_RTTS * rtt)
@@ -275,7 +313,7 @@ impl Drs {
                 // Back to where the trial started, or to the steady window of the BDP it
                 // revealed if larger.
                 let current = self.size.unwrap_or(t.from);
-                let back = t.from.max((STEADY_GAIN * bdp) as u64).min(current);
+                let back = t.from.max((gain * bdp) as u64).min(current);
                 self.quiet_until = s.now + QUIET;
                 self.low_since = None;
                 self.size = Some(back);
@@ -293,16 +331,12 @@ impl Drs {
             // The window grew no further than the trains' capacity; without trains, a quarter
             // of it showed no queue a step ago: the BDP is at least about that.
             let floor = capacity.map_or(STEADY_GAIN * window / GROWTH_GAIN, |c| c.min(window));
-            let size = (STEADY_GAIN * bdp).max(floor) as u64;
+            let size = (gain * bdp).max(floor) as u64;
             // A seeded window not yet filled is no overshoot of this connection's: kept.
             let kept = if self.seeded { self.size } else { None };
-            let size = size.max(self.least).max(kept.unwrap_or(0));
-            self.previous = self.size;
-            self.size = Some(size);
-            self.changed_at = s.now;
-            self.low_since = None;
-            let note = format!("start-up over: queue seen, settle at {STEADY_GAIN} x BDP");
-            Self::set_window(d, size, tcp, note);
+            let size = size.max(kept.unwrap_or(0));
+            let note = format!("start-up over: queue seen, settle at {gain} x BDP");
+            self.settle(s.now, size, d, tcp, note);
             return;
         }
         // During start-up the window keeps a step ahead of slow start, up to the steady window
@@ -317,10 +351,28 @@ impl Drs {
             } else {
                 window
             }
+        } else if lossy {
+            // The sender's rate still grows (a quarter within three RTTs, as bbr judges its
+            // start-up): the window stays a start-up step ahead of it, else it holds the BDP
+            // and the holes.
+            if now_rate >= RAMP * self.ramp.0 {
+                self.ramp = (now_rate, s.now);
+                self.ramping = true;
+            }
+            if s.now.saturating_sub(self.ramp.1) < RAMP_RTTS * rtt {
+                (GROWTH_GAIN * in_flight).max(gain * bdp)
+            } else if std::mem::take(&mut self.ramping) {
+                // The ramp is over: what led it goes, the BDP and the holes stay.
+                let note = format!("ramp over on a lossy path: settle at {gain} x BDP");
+                self.settle(s.now, (gain * bdp) as u64, d, tcp, note);
+                return;
+            } else {
+                gain * bdp
+            }
         } else if self.starting {
             (GROWTH_GAIN * in_flight)
                 .min(capacity.unwrap_or(f64::INFINITY))
-                .max(STEADY_GAIN * bdp)
+                .max(gain * bdp)
         } else if limited && room && self.trial.is_none() && settled && s.now >= self.quiet_until {
             // Trains show what the path carries (the base RTT follows a longer route, above):
             // the window can go there at once after a step up in rate or RTT, a quarter at
@@ -335,9 +387,9 @@ impl Drs {
             });
             (GENTLE_GAIN * window)
                 .max(path.min(GROWTH_GAIN * window))
-                .max(STEADY_GAIN * bdp)
+                .max(gain * bdp)
         } else {
-            (STEADY_GAIN * bdp).min(window)
+            (gain * bdp).min(window)
         };
         let before = self.size;
         // A full window holds the rate back only with room beyond it; with a queue behind it
@@ -365,18 +417,30 @@ impl Drs {
                 rate: now_rate,
             });
             format!(
-                "try: window-limited, {} bytes in flight per RTT{}, base RTT {:.0} ms",
+                "try: window-limited, {} bytes in flight per RTT{}{}, base RTT {:.0} ms",
                 in_flight as u64,
                 trains_note(train),
+                holes_note(lossy),
                 base.as_secs_f64() * 1e3
             )
         } else {
             format!(
-                "grow: {} bytes in flight per RTT{}",
+                "grow: {} bytes in flight per RTT{}{}",
                 in_flight as u64,
-                trains_note(train)
+                trains_note(train),
+                holes_note(lossy)
             )
         };
+        Self::set_window(d, size, tcp, note);
+    }
+
+    /// Ends a growth phase: the window goes to `size` (not below the least), up or down.
+    fn settle(&mut self, now: Duration, size: u64, d: &mut Decision, tcp: &TcpStats, note: String) {
+        let size = size.max(self.least);
+        self.previous = self.size;
+        self.size = Some(size);
+        self.changed_at = now;
+        self.low_since = None;
         Self::set_window(d, size, tcp, note);
     }
 

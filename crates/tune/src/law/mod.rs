@@ -7,6 +7,7 @@ pub mod classic;
 pub mod drs;
 pub mod fixed;
 pub mod follow;
+mod holes;
 pub mod probe;
 mod trains;
 pub(crate) mod window;

@@ -375,3 +375,24 @@ fn memory_and_count_limits_hold() {
     assert_eq!(n, 2, "{:?}", p.log);
     assert!(p.log.last().is_some_and(|l| l.contains("--max-memory")));
 }
+
+#[test]
+fn under_bbr_its_own_probing_queue_does_not_stop_the_growth() {
+    // RTT 15 % above its minimum with losses: a full path for a loss-based sender, bbr's
+    // probing on a lossy link once the congestion policy chose bbr.
+    let run = |model_based: bool| {
+        let mut p = StreamPolicy::new(WIDE);
+        if model_based {
+            p.model_based();
+        }
+        let mut s = stream(115_000, 100_000, 0);
+        assert_eq!(one_stream(&mut p, 0, &s), None);
+        s.busy_us = 600_000;
+        s.rwnd_limited_us = 600_000;
+        s.bytes_acked = 10_000_000;
+        s.total_retrans = 30;
+        (one_stream(&mut p, 600, &s).map(|c| c.add), p.is_settled())
+    };
+    assert_eq!(run(false), (None, true));
+    assert_eq!(run(true), (Some(7), false));
+}

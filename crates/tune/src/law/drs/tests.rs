@@ -216,3 +216,20 @@ fn sender_holds_what_may_be_in_flight() {
     // Of a few streams' small flights, little more than a refill's worth.
     assert_eq!(2 * sndbuf_for(1 << 20, RTT), 1_132_462 + (64 << 10));
 }
+
+#[test]
+fn on_a_lossy_path_the_window_holds_the_holes_beside_the_bdp() {
+    // 1 Gbit/s, 100 ms, random loss: each hole holds the window's left edge 1.25 RTTs, and
+    // in-order data comes in bursts as holes fill (no trains). A window of 1.1 x BDP would
+    // carry half the path's rate.
+    let mut path = FluidPath::new(125e6, 0.1);
+    path.holes = Some(1.25);
+    let mut law = receiver();
+    path.run(&mut law, 8.0);
+    let before = path.bytes;
+    path.run(&mut law, 10.0);
+    let rate = (path.bytes - before) / 2.0;
+    assert!(rate > 0.95 * 125e6, "{:.0} Mbit/s", rate * 8e-6);
+    // What the holes need and a little more, not without bound.
+    assert!(path.window < 3.5 * 12.5e6, "{}", path.window);
+}
