@@ -73,7 +73,7 @@ pub struct Args {
     #[arg(short = 'p', long = "parallel", default_value = "auto", value_parser = parse_streams)]
     parallel: CountArg,
     /// Files copied at once, each over a control connection of its own: a number (1-16), or
-    /// `auto` (four for four or more files of less than 64 MiB on average, else one).
+    /// `auto` (for four or more files of less than 64 MiB on average four, or eight where the server is 50 ms or more away; else one).
     #[arg(long, default_value = "auto", value_parser = parse_concurrency)]
     concurrency: CountArg,
     /// Most data connections `-p auto` opens.

@@ -179,7 +179,8 @@ pub fn copy(
         }
     };
     obs.planned(jobs.len(), jobs.iter().filter_map(Job::size).sum());
-    let sessions = pool::concurrency(opts, &jobs, dst == &Location::Stdout);
+    let stdout = dst == &Location::Stdout;
+    let sessions = pool::concurrency(opts, &jobs, stdout, conn.round_trip());
     Ok(pool::run(conn, sessions, remote, creds, opts, obs, jobs))
 }
 

@@ -15,6 +15,11 @@ use std::time::{Duration, Instant};
 
 /// Sessions a copy of many files opens when not told.
 const AUTO_SESSIONS: u32 = 4;
+/// ... and on a long path, where each file's round trips outweigh its data (256 files of 4 MiB
+/// at 100 ms: see docs/parallel-streams-experiments.md).
+const LONG_PATH_SESSIONS: u32 = 8;
+/// A control round trip this long makes a long path.
+const LONG_PATH: Duration = Duration::from_millis(50);
 /// Files at least this large on average are copied one at a time when not told: their data
 /// phase, not their round trips, takes the time, and parallel streams serve them better.
 const SMALL_FILES: u64 = 64 << 20;
@@ -54,10 +59,16 @@ pub(super) fn session(
     Ok(conn)
 }
 
-/// How many sessions copy `jobs`: as asked (`--concurrency`), else four for four or more
-/// files of less than 64 MiB on average, else one. One always for standard output (one
-/// stream of bytes) and the UDP channel (one paced flow per path).
-pub(super) fn concurrency(opts: &CopyOptions, jobs: &[Job], to_stdout: bool) -> u32 {
+/// How many sessions copy `jobs`: as asked (`--concurrency`), else for four or more files of
+/// less than 64 MiB on average four, or eight where the control connection's `round_trip` is
+/// 50 ms or more; else one. One always for standard output (one stream of bytes) and the UDP
+/// channel (one paced flow per path).
+pub(super) fn concurrency(
+    opts: &CopyOptions,
+    jobs: &[Job],
+    to_stdout: bool,
+    round_trip: Option<Duration>,
+) -> u32 {
     let files = u32::try_from(jobs.len()).unwrap_or(u32::MAX).max(1);
     if to_stdout || opts.udp.is_some() {
         return 1;
@@ -66,10 +77,12 @@ pub(super) fn concurrency(opts: &CopyOptions, jobs: &[Job], to_stdout: bool) -> 
         return n.clamp(1, files);
     }
     let bytes: u64 = jobs.iter().filter_map(Job::size).sum();
-    if files >= AUTO_SESSIONS && bytes / u64::from(files) < SMALL_FILES {
-        AUTO_SESSIONS
-    } else {
+    if files < AUTO_SESSIONS || bytes / u64::from(files) >= SMALL_FILES {
         1
+    } else if round_trip.is_some_and(|t| t >= LONG_PATH) {
+        LONG_PATH_SESSIONS.min(files)
+    } else {
+        AUTO_SESSIONS
     }
 }
 
@@ -247,18 +260,23 @@ mod tests {
     }
 
     #[test]
-    fn many_small_files_go_four_at_a_time_large_ones_one() {
+    fn many_small_files_go_four_at_a_time_eight_on_a_long_path_large_ones_one() {
         let auto = options(None);
-        assert_eq!(concurrency(&auto, &files(256, 4 << 20), false), 4);
-        assert_eq!(concurrency(&auto, &files(3, 4 << 20), false), 1);
-        assert_eq!(concurrency(&auto, &files(8, 1 << 30), false), 1);
+        let lan = Some(Duration::from_millis(1));
+        let wan = Some(Duration::from_millis(100));
+        assert_eq!(concurrency(&auto, &files(256, 4 << 20), false, lan), 4);
+        assert_eq!(concurrency(&auto, &files(256, 4 << 20), false, None), 4);
+        assert_eq!(concurrency(&auto, &files(256, 4 << 20), false, wan), 8);
+        assert_eq!(concurrency(&auto, &files(5, 4 << 20), false, wan), 5);
+        assert_eq!(concurrency(&auto, &files(3, 4 << 20), false, wan), 1);
+        assert_eq!(concurrency(&auto, &files(8, 1 << 30), false, wan), 1);
         // Asked for: as asked, never more than the files.
         assert_eq!(
-            concurrency(&options(Some(8)), &files(256, 1 << 30), false),
+            concurrency(&options(Some(8)), &files(256, 1 << 30), false, lan),
             8
         );
-        assert_eq!(concurrency(&options(Some(8)), &files(2, 1), false), 2);
+        assert_eq!(concurrency(&options(Some(8)), &files(2, 1), false, lan), 2);
         // Standard output takes one stream of bytes.
-        assert_eq!(concurrency(&options(Some(8)), &files(256, 1), true), 1);
+        assert_eq!(concurrency(&options(Some(8)), &files(256, 1), true, wan), 1);
     }
 }

@@ -88,12 +88,20 @@ pub struct Connection {
     ahead: Vec<Command>,
     /// Their replies, until asked for.
     answers: Vec<(Command, Reply)>,
+    /// The quickest command-to-reply time seen on the control connection: about the path's
+    /// round trip.
+    round_trip: Option<Duration>,
 }
 
 /// Longest reply line accepted from a server.
 const MAX_REPLY_LINE: usize = 64 * 1024;
 
 impl Connection {
+    /// About the round trip to the server: the quickest reply to a command so far.
+    pub fn round_trip(&self) -> Option<Duration> {
+        self.round_trip
+    }
+
     /// Connects, reads the greeting, secures the session as `tls` says, logs in and reads the
     /// server's features.
     pub fn open(
@@ -146,6 +154,7 @@ impl Connection {
             udp: None,
             last_udp: None,
             ahead: Vec::new(),
+            round_trip: None,
             answers: Vec::new(),
         };
         let greeting = c.read_reply()?;
@@ -292,8 +301,15 @@ impl Connection {
 
     /// Sends a command and returns its (first) reply.
     pub fn command(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
+        // Only a command sent alone times the round trip (replies asked ahead come first).
+        let alone = self.ahead.is_empty();
+        let sent = std::time::Instant::now();
         self.send_with_ahead(cmd)?;
         let r = self.read_reply()?;
+        if alone {
+            let took = sent.elapsed();
+            self.round_trip = Some(self.round_trip.map_or(took, |t| t.min(took)));
+        }
         tracing::debug!(
             "{} -> {r}",
             if cmd.is_secret() {
