@@ -88,3 +88,29 @@ fn a_congestion_control_the_server_lacks_is_refused_and_the_copy_goes_on() {
     assert_eq!(code, 501, "{text}");
     assert_eq!(raw.cmd("OPTS DRS Pacing=adaptive;CC=reno").0, 200);
 }
+
+#[test]
+fn a_server_sending_with_bbr_tells_the_client_which_reads_no_trains() {
+    // bbr paces its own connections: the server says so (`126 PACED bbr`) and the client's
+    // receiving laws take packet spacing as the sender's pacing rate; the client's telemetry
+    // records it. Under reno nothing is said.
+    let s = FatpipeServer::start(&["--anonymous"]);
+    random_file(&s.path("f.bin"), SIZE, 43);
+    let work = tempfile::tempdir().unwrap();
+    let told = |cc: &str| {
+        let stats = work.path().join(format!("{cc}.jsonl"));
+        let back = work.path().join(format!("{cc}.bin"));
+        let flags = ["-p", "2", "--cc", cc, "--stats", stats.to_str().unwrap()];
+        cp(&flags, &s.url("f.bin"), back.to_str().unwrap());
+        assert_same(&s.path("f.bin"), &back);
+        std::fs::read_to_string(&stats)
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == "cc" && e["end"] == "client")
+            .map(|e| e["cc"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(told("bbr"), ["bbr"]);
+    assert!(told("reno").is_empty());
+}

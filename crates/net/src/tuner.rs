@@ -216,6 +216,11 @@ impl Tuner {
         self.plan.set_streams(streams);
     }
 
+    /// The sending peer paces its connections (see `Law::sender_paces`).
+    pub fn sender_paces(&mut self) {
+        self.plan.sender_paces();
+    }
+
     /// Time until the law wants its next sample.
     pub fn due_in(&self, now: Instant) -> Duration {
         self.next_at.saturating_duration_since(now)

@@ -86,10 +86,32 @@ pub fn parse_sbuf_text(text: &str) -> Option<u64> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
+/// The text of the `126` reply a sending fatpipe server gives a drsFTP client once its data
+/// connections run a congestion control that paces itself (bbr): `PACED <control>: …`. The
+/// client's receiving laws then read packet spacing as the sender's pacing rate.
+pub fn paced_text(cc: &str) -> String {
+    format!("PACED {cc}: the sender's congestion control paces its data connections")
+}
+
+/// The congestion control named in a reply text written by [`paced_text`].
+pub fn parse_paced_text(text: &str) -> Option<&str> {
+    let rest = text.trim().strip_prefix("PACED ")?;
+    let cc = rest.split(':').next()?.trim();
+    (!cc.is_empty() && !cc.contains(char::is_whitespace)).then_some(cc)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn paced_text_names_the_control() {
+        assert_eq!(parse_paced_text(&paced_text("bbr")), Some("bbr"));
+        assert_eq!(parse_paced_text("PACED : x"), None);
+        assert_eq!(parse_paced_text("SBUF 5"), None);
+        assert_eq!(parse_paced_text("PACED two words: x"), None);
+    }
 
     #[test]
     fn parses_options() {

@@ -46,6 +46,11 @@ impl Plan {
         self.buffers.set_streams(streams);
     }
 
+    /// Tells the buffer law that the sending peer paces (see [`Law::sender_paces`]).
+    pub fn sender_paces(&mut self) {
+        self.buffers.sender_paces();
+    }
+
     /// Takes one sample; both laws decide.
     pub fn on_sample(&mut self, s: &Sample) -> Decision {
         let mut d = self.buffers.on_sample(s);

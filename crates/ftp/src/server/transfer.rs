@@ -2,6 +2,7 @@
 //! `NOOP` are answered while it runs. Ends in the reply the client is owed.
 
 use super::data::DataSpec;
+use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::{Channel, Links, OnStream, Prepare, Requests, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
@@ -180,8 +181,9 @@ const BLOCK: u64 = 1 << 20;
 /// What a running transfer has to say to its session.
 #[derive(Debug)]
 pub enum Event {
-    /// The tuner changed this end's buffer: the drsFTP announcement.
-    Announce(u64),
+    /// What the conductor has for the client: a buffer size (drsFTP's announcement), or
+    /// that this sending end paces.
+    Announce(Told),
     /// The transfer ended with this reply after moving this many bytes.
     Finished(Reply, u64),
     /// Progress of a MODE E transfer, for the client.
@@ -193,7 +195,7 @@ pub struct Running {
     handle: JoinHandle<Result<Outcome, Reply>>,
     pump: Arc<Pump>,
     conductor: Conductor,
-    announcements: mpsc::UnboundedReceiver<u64>,
+    announcements: mpsc::UnboundedReceiver<Told>,
     /// Whether this end receives the data (the drsFTP `126` replies are only for that case).
     pub receiving: bool,
     /// What is being moved, for logs and `STAT`.

@@ -158,6 +158,8 @@ pub struct Drs {
     route_floor: Option<Duration>,
     /// Trains have shown an unpaced sender: their rate is the bottleneck's.
     unpaced: bool,
+    /// The sender said it paces: arrivals show its pacing rate, never the bottleneck's.
+    paced_sender: bool,
     /// Connections of the transfer, this one among them: each takes its share of the capacity
     /// the trains show (every connection's trains cross the bottleneck at its full rate).
     streams: u32,
@@ -189,6 +191,7 @@ impl Drs {
             starting: true,
             route_floor: None,
             unpaced: false,
+            paced_sender: false,
             streams: 1,
             seeded: false,
         }
@@ -240,7 +243,7 @@ impl Drs {
         // and the window holds the RTTs the holes stand beside the BDP.
         let queue = stretch(rtt, base) > DROPPING_QUEUE;
         let lossy = self.holes.observe(s.now, tcp.rcv_ooopack, rtt, queue);
-        let train = train.filter(|_| !lossy);
+        let train = train.filter(|_| !self.holes.suspected() && !self.paced_sender);
         let (gain, hold) = if lossy {
             (STEADY_GAIN + HOLE_RTTS, 1.0 + HOLE_RTTS)
         } else {
@@ -528,6 +531,11 @@ impl Law for Drs {
         self.size = Some(bytes.max(STOCK_BUFFER));
         self.seeded = true;
         true
+    }
+
+    fn sender_paces(&mut self) {
+        self.paced_sender = true;
+        self.unpaced = false;
     }
 
     fn set_streams(&mut self, streams: u32) {

@@ -48,6 +48,12 @@ impl Holes {
         self.lossy
     }
 
+    /// Holes without a queue in one of the recent rounds: random loss may be starting, and
+    /// in-order arrivals already come in bursts.
+    pub fn suspected(&self) -> bool {
+        self.lossy || self.recent != 0
+    }
+
     fn close_round(&mut self) {
         let random = self.seen && !self.queued;
         self.recent = ((self.recent << 1) | u32::from(random)) & ((1 << RECENT) - 1);
@@ -107,6 +113,16 @@ mod tests {
         let mut h = Holes::default();
         let lossy = feed(&mut h, 0, 6, |_| true, |_| false);
         assert_eq!(lossy, [false, false, false, true, true, true]);
+    }
+
+    #[test]
+    fn one_round_of_holes_is_a_suspicion_only() {
+        let mut h = Holes::default();
+        let lossy = feed(&mut h, 0, 3, |r| r == 0, |_| false);
+        assert!(lossy.iter().all(|l| !l));
+        assert!(h.suspected());
+        feed(&mut h, 3, 6, |_| false, |_| false);
+        assert!(!h.suspected());
     }
 
     #[test]

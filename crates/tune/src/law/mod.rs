@@ -84,6 +84,10 @@ pub trait Law: Send {
     /// The transfer now runs `streams` connections in all, this one among them: a law that
     /// sizes from the capacity of the whole path takes its share of it.
     fn set_streams(&mut self, _streams: u32) {}
+
+    /// The peer that sends the data paces its connections (it said so on the control
+    /// channel): its packets arrive at its pacing rate, not in trains at the bottleneck's.
+    fn sender_paces(&mut self) {}
 }
 
 /// Rate in bytes/s of `bytes` over `dt`.

@@ -14,12 +14,13 @@ use secure::ControlStream;
 pub use secure::{TlsMode, TlsPolicy};
 
 use anyhow::{anyhow, bail, Context};
+use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::{Kept, Prepare};
 use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::wake::{readable, Wake};
 use fatpipe_net::{Conductor, Moved, Mover, Pump, PumpError, TuneSummary, TunerConfig};
-use fatpipe_proto::drs::{parse_sbuf_text, DrsOpts};
+use fatpipe_proto::drs::{parse_paced_text, parse_sbuf_text, DrsOpts};
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
 use fatpipe_tune::{Role, Tuning};
@@ -473,9 +474,12 @@ impl Connection {
         let moved = std::thread::scope(|scope| -> anyhow::Result<anyhow::Result<T>> {
             let bell = &wake;
             let worker = scope.spawn(move || {
-                let told = |n| {
-                    let _ = announce.send(n);
-                    bell.ring();
+                // An upload's own pacing is not told to the server: only sizes.
+                let told = |t| {
+                    if let Told::Buffer(n) = t {
+                        let _ = announce.send(n);
+                        bell.ring();
+                    }
                 };
                 conductor
                     .run(work, told)
@@ -603,12 +607,14 @@ const FINAL_GRACE: Duration = Duration::from_secs(2);
 /// How long the control thread waits for a reply at a time while a transfer runs.
 const POLL: Duration = Duration::from_millis(50);
 
-/// Takes a reply that came while a transfer ran: the server's `126 SBUF` announcement and
-/// the answer to an `SBUF` probe (its round trip timed from `probes`) go to the conductor;
+/// Takes a reply that came while a transfer ran: the server's `126 SBUF` and `126 PACED`
+/// announcements and the answer to an `SBUF` probe (its round trip timed from `probes`) go
+/// to the conductor;
 /// markers (`111`, `112`) and other preliminary replies are skipped; anything else is the
 /// transfer's final reply, returned.
 fn take_reply(conductor: &Conductor, probes: &mut VecDeque<Instant>, r: Reply) -> Option<Reply> {
-    match (r.code, parse_sbuf_text(&r.text())) {
+    let text = r.text();
+    match (r.code, parse_sbuf_text(&text)) {
         (126, Some(n)) => {
             conductor.on_peer_buffer(n);
         }
@@ -617,6 +623,11 @@ fn take_reply(conductor: &Conductor, probes: &mut VecDeque<Instant>, r: Reply) -
                 conductor.on_probe_rtt(sent.elapsed());
             }
             conductor.on_peer_buffer(n);
+        }
+        (126, None) => {
+            if let Some(cc) = parse_paced_text(&text) {
+                conductor.on_peer_paces(cc);
+            }
         }
         _ if r.is_preliminary() => {}
         _ => return Some(r),

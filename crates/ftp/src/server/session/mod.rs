@@ -16,11 +16,12 @@ use super::auth::Login;
 use super::data::DataSpec;
 use super::transfer::{Event, Running};
 use super::Shared;
+use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::Kept;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::command::ProtLevel;
-use fatpipe_proto::drs::{sbuf_text, DrsOpts};
+use fatpipe_proto::drs::{paced_text, sbuf_text, DrsOpts};
 use fatpipe_proto::gridftp::{ChecksumAlg, Parallelism};
 use fatpipe_proto::line::Frame;
 use fatpipe_proto::ranges::RangeSet;
@@ -215,9 +216,14 @@ impl Session {
                         self.flush().await?;
                         continue;
                     }
-                    Event::Announce(n) => {
-                        if self.drs_notify && t.receiving {
-                            self.send(Reply::new(126, sbuf_text(n)));
+                    Event::Announce(told) => {
+                        let text = match told {
+                            Told::Buffer(n) if t.receiving => Some(sbuf_text(n)),
+                            Told::Paced(cc) if !t.receiving => Some(paced_text(&cc)),
+                            _ => None,
+                        };
+                        if let Some(text) = text.filter(|_| self.drs_notify) {
+                            self.send(Reply::new(126, text));
                             self.flush().await?;
                         }
                         continue;

@@ -121,6 +121,28 @@ fn one_of_several_connections_stops_at_its_share_of_the_capacity() {
 }
 
 #[test]
+fn a_receiver_told_its_sender_paces_takes_no_share_of_its_packets_rate() {
+    // bbr paces each connection itself (it says so: `126 PACED`): its packets' spacing is
+    // no bottleneck train, and a window held to an eighth of it would end bbr's start-up.
+    // One connection alone on 250 Mbit/s, 100 ms (BDP 3.125 MB), seven siblings told.
+    let run = |paces: bool| {
+        let mut path = FluidPath::new(31.25e6, 0.1);
+        path.burst = Some(125e6);
+        let mut law = receiver();
+        law.set_streams(8);
+        if paces {
+            law.sender_paces();
+        }
+        let chosen = path.run(&mut law, 4.0);
+        chosen.iter().find(|c| c.1 >= 3.125e6).map(|c| c.0)
+    };
+    // Told, the window reaches the BDP with slow start (about six RTTs); untold, an eighth of
+    // the packets' rate holds it back for more than a second.
+    assert!(run(true).is_some_and(|t| t < 0.8), "{:?}", run(true));
+    assert!(run(false).is_some_and(|t| t > 1.2), "{:?}", run(false));
+}
+
+#[test]
 fn receiver_follows_an_rtt_increase() {
     let mut path = FluidPath::new(12.5e6, 0.04);
     let mut law = receiver();
