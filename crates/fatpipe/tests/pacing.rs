@@ -90,27 +90,42 @@ fn a_congestion_control_the_server_lacks_is_refused_and_the_copy_goes_on() {
 }
 
 #[test]
-fn a_server_sending_with_bbr_tells_the_client_which_reads_no_trains() {
-    // bbr paces its own connections: the server says so (`126 PACED bbr`) and the client's
-    // receiving laws take packet spacing as the sender's pacing rate; the client's telemetry
-    // records it. Under reno nothing is said.
-    let s = FatpipeServer::start(&["--anonymous"]);
-    random_file(&s.path("f.bin"), SIZE, 43);
+fn a_sender_running_bbr_tells_the_receiver_which_reads_no_trains() {
+    // bbr paces its own connections: a download's server says so (`126 PACED bbr`), an
+    // upload's client too (`OPTS DRS Paced=bbr`), and the receiving end's laws take packet
+    // spacing as the sender's pacing rate; its telemetry records it. Under reno nothing is said.
     let work = tempfile::tempdir().unwrap();
-    let told = |cc: &str| {
+    let server_stats = work.path().join("server.jsonl");
+    let s = FatpipeServer::start(&[
+        "--anonymous-write",
+        "--stats",
+        server_stats.to_str().unwrap(),
+    ]);
+    random_file(&s.path("f.bin"), SIZE, 43);
+    // The `cc` events a stats file holds for `end`.
+    let told = |stats: &std::path::Path, end: &str| {
+        std::fs::read_to_string(stats)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == "cc" && e["end"] == end)
+            .map(|e| e["cc"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    };
+    for cc in ["reno", "bbr"] {
         let stats = work.path().join(format!("{cc}.jsonl"));
         let back = work.path().join(format!("{cc}.bin"));
         let flags = ["-p", "2", "--cc", cc, "--stats", stats.to_str().unwrap()];
         cp(&flags, &s.url("f.bin"), back.to_str().unwrap());
         assert_same(&s.path("f.bin"), &back);
-        std::fs::read_to_string(&stats)
-            .unwrap()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|e| e["event"] == "cc" && e["end"] == "client")
-            .map(|e| e["cc"].as_str().unwrap_or_default().to_string())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(told("bbr"), ["bbr"]);
-    assert!(told("reno").is_empty());
+        cp(
+            &flags,
+            back.to_str().unwrap(),
+            &s.url(&format!("up-{cc}.bin")),
+        );
+        assert_same(&back, &s.path(&format!("up-{cc}.bin")));
+        let heard = usize::from(cc == "bbr");
+        assert_eq!(told(&stats, "client").len(), heard, "client, {cc}");
+        assert_eq!(told(&server_stats, "server").len(), heard, "server, {cc}");
+    }
 }

@@ -7,6 +7,9 @@
 //!   `OPTS DRS Tuning=<mode>` picks the server's tuning mode for the session, `Pacing=<law>`
 //!   how its sending connections are paced, `CC=<name>` their congestion control. Items
 //!   combine with `;`: `OPTS DRS ON;Tuning=drs;Pacing=adaptive;CC=bbr`.
+//! - `OPTS DRS Paced=<name>` during an upload tells the server that the client's sending
+//!   connections run a congestion control that paces itself (bbr); `126 PACED <name>: …`
+//!   tells a client the same of a download's server.
 //! - `SBUF <bytes>` during a transfer tells the server the client's buffer (the server's send
 //!   buffer may follow) and is answered at once with `200 SBUF <server's buffer>`; its round
 //!   trip is drsFTP's RTT probe.
@@ -22,6 +25,8 @@ pub struct DrsOpts {
     pub pacing: Option<String>,
     /// `CC=<name>`: the congestion control of what the server sends (checked by the caller).
     pub cc: Option<String>,
+    /// `Paced=<name>`: the client's sending connections run this self-pacing control.
+    pub paced: Option<String>,
 }
 
 impl DrsOpts {
@@ -37,6 +42,7 @@ impl DrsOpts {
                         "tuning" => &mut o.tuning,
                         "pacing" => &mut o.pacing,
                         "cc" => &mut o.cc,
+                        "paced" => &mut o.paced,
                         _ => return Err(format!("unknown DRS option {item:?}")),
                     };
                     *slot = Some(v.trim().to_string());
@@ -45,7 +51,7 @@ impl DrsOpts {
             }
         }
         if o == DrsOpts::default() {
-            return Err("OPTS DRS needs ON, OFF, Tuning=, Pacing= or CC=".into());
+            return Err("OPTS DRS needs ON, OFF, Tuning=, Pacing=, CC= or Paced=".into());
         }
         Ok(o)
     }
@@ -66,6 +72,7 @@ impl std::fmt::Display for DrsOpts {
             ("Tuning", &self.tuning),
             ("Pacing", &self.pacing),
             ("CC", &self.cc),
+            ("Paced", &self.paced),
         ] {
             if let Some(v) = v {
                 items.push(format!("{k}={v}"));
@@ -141,8 +148,9 @@ mod tests {
             t in "[a-z:0-9-]{1,12}",
             pacing in proptest::option::of("[a-z]{1,8}"),
             cc in proptest::option::of("[a-z0-9_]{1,8}"),
+            paced in proptest::option::of("[a-z0-9_]{1,8}"),
         ) {
-            let o = DrsOpts { notify, tuning: Some(t), pacing, cc };
+            let o = DrsOpts { notify, tuning: Some(t), pacing, cc, paced };
             let text = o.to_string();
             prop_assert_eq!(DrsOpts::parse(text.trim_start_matches("DRS ")), Ok(o));
         }

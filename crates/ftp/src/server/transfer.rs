@@ -376,6 +376,11 @@ impl Running {
         out
     }
 
+    /// The uploading peer's connections run `cc`, which paces itself (`OPTS DRS Paced=`).
+    pub fn peer_paces(&self, cc: &str) {
+        self.conductor.on_peer_paces(cc);
+    }
+
     /// The peer announced its buffer (`SBUF` during the transfer); returns this end's buffer
     /// (the largest of its connections').
     pub fn peer_buffer(&self, bytes: u64) -> Option<u64> {

@@ -205,6 +205,7 @@ impl Connection {
                 tuning: Some(tuning.to_string()),
                 pacing: cfg.pacing.map(|p| p.to_string()),
                 cc: cfg.cc.clone(),
+                paced: None,
             };
             let r = self.command(&Command::Opts(opts.to_string()))?;
             self.drs_peer = r.is_success();
@@ -457,8 +458,9 @@ impl Connection {
 
     /// Runs `work` under the conductor (in threads of their own) while this one keeps the
     /// control channel: it sends `SBUF` when a law announces a size (timing the answer as an
-    /// RTT probe) and takes the server's `126 SBUF` announcements and GridFTP markers. Returns the work's outcome and
-    /// the final reply. A final reply that comes first and says the transfer failed cancels
+    /// RTT probe) and `OPTS DRS Paced=` once this end's senders pace themselves, and takes the
+    /// server's `126` announcements and GridFTP markers. Returns the work's outcome and the
+    /// final reply. A final reply that comes first and says the transfer failed cancels
     /// `pump`'s work.
     fn drive<T: Send>(
         &mut self,
@@ -467,29 +469,35 @@ impl Connection {
         work: impl FnOnce() -> anyhow::Result<T> + Send,
     ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Reply>)> {
         let mut fin: Option<Reply> = None;
-        let mut probes: VecDeque<Instant> = VecDeque::new();
+        let mut asked = Asked::default();
         // The conductor rings when a law has a size to announce.
         let wake = Wake::new().context("cannot make an eventfd")?;
-        let (announce, announced) = mpsc::channel::<u64>();
+        let (announce, announced) = mpsc::channel::<Told>();
         let moved = std::thread::scope(|scope| -> anyhow::Result<anyhow::Result<T>> {
             let bell = &wake;
             let worker = scope.spawn(move || {
-                // An upload's own pacing is not told to the server: only sizes.
                 let told = |t| {
-                    if let Told::Buffer(n) = t {
-                        let _ = announce.send(n);
-                        bell.ring();
-                    }
+                    let _ = announce.send(t);
+                    bell.ring();
                 };
                 conductor
                     .run(work, told)
                     .unwrap_or_else(|| Err(anyhow!("the data transfer thread panicked")))
             });
             while !worker.is_finished() {
-                for n in announced.try_iter() {
-                    if self.drs_peer && fin.is_none() {
-                        self.send_only(&Command::Sbuf(n))?;
-                        probes.push_back(Instant::now());
+                for t in announced.try_iter() {
+                    if !self.drs_peer || fin.is_some() {
+                        continue;
+                    }
+                    match t {
+                        Told::Buffer(n) => {
+                            self.send_only(&Command::Sbuf(n))?;
+                            asked.probes.push_back(Instant::now());
+                        }
+                        Told::Paced(cc) => {
+                            self.send_only(&Command::Opts(format!("DRS Paced={cc}")))?;
+                            asked.notices += 1;
+                        }
                     }
                 }
                 // The server has spoken: only the data side's end remains; look for it every
@@ -500,7 +508,7 @@ impl Connection {
                 }
                 match self.poll_reply(POLL, Some(&wake)) {
                     Ok(Some(r)) => {
-                        fin = take_reply(conductor, &mut probes, r);
+                        fin = take_reply(conductor, &mut asked, r);
                         if let (Some(f), Some(p)) = (&fin, pump) {
                             if !f.is_success() {
                                 p.cancel();
@@ -540,12 +548,12 @@ impl Connection {
                 self.read_reply()
             };
             match next {
-                Ok(r) => fin = take_reply(conductor, &mut probes, r),
+                Ok(r) => fin = take_reply(conductor, &mut asked, r),
                 Err(e) => break Err(e),
             }
         };
         if fin.is_ok() {
-            for _ in probes.drain(..) {
+            for _ in 0..asked.probes.len() + asked.notices {
                 self.read_reply()?;
             }
         }
@@ -607,22 +615,33 @@ const FINAL_GRACE: Duration = Duration::from_secs(2);
 /// How long the control thread waits for a reply at a time while a transfer runs.
 const POLL: Duration = Duration::from_millis(50);
 
+/// What the control thread said to the server during a transfer and awaits answers to.
+#[derive(Default)]
+struct Asked {
+    /// `SBUF` probes, when each was sent.
+    probes: VecDeque<Instant>,
+    /// `OPTS DRS Paced=` notices.
+    notices: usize,
+}
+
 /// Takes a reply that came while a transfer ran: the server's `126 SBUF` and `126 PACED`
-/// announcements and the answer to an `SBUF` probe (its round trip timed from `probes`) go
-/// to the conductor;
-/// markers (`111`, `112`) and other preliminary replies are skipped; anything else is the
-/// transfer's final reply, returned.
-fn take_reply(conductor: &Conductor, probes: &mut VecDeque<Instant>, r: Reply) -> Option<Reply> {
+/// announcements and the answer to an `SBUF` probe (its round trip timed from when it was
+/// sent) go to the conductor; the answer to an `OPTS DRS Paced=`, markers (`111`, `112`) and
+/// other preliminary replies are skipped; anything else is the transfer's final reply.
+fn take_reply(conductor: &Conductor, asked: &mut Asked, r: Reply) -> Option<Reply> {
     let text = r.text();
     match (r.code, parse_sbuf_text(&text)) {
         (126, Some(n)) => {
             conductor.on_peer_buffer(n);
         }
-        (200, Some(n)) if !probes.is_empty() => {
-            if let Some(sent) = probes.pop_front() {
+        (200, Some(n)) if !asked.probes.is_empty() => {
+            if let Some(sent) = asked.probes.pop_front() {
                 conductor.on_probe_rtt(sent.elapsed());
             }
             conductor.on_peer_buffer(n);
+        }
+        (200, None) if asked.notices > 0 && text.starts_with("OPTS DRS") => {
+            asked.notices -= 1;
         }
         (126, None) => {
             if let Some(cc) = parse_paced_text(&text) {

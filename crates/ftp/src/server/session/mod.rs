@@ -291,6 +291,13 @@ impl Session {
                 let mine = self.transfer.as_ref().and_then(|t| t.peer_buffer(n));
                 self.send(Reply::new(200, sbuf_text(mine.unwrap_or(n))));
             }
+            // An uploading client says its senders pace themselves: the receiving laws hear it.
+            Ok(Command::Opts(opt)) if paced_notice(&opt).is_some() => {
+                if let (Some(t), Some(cc)) = (self.transfer.as_ref(), paced_notice(&opt)) {
+                    t.peer_paces(&cc);
+                    self.send(Reply::new(200, format!("OPTS DRS Paced={cc}")));
+                }
+            }
             Ok(Command::Quit) => {
                 if let Some(t) = self.transfer.take() {
                     let r = t.abort().await;
@@ -517,9 +524,23 @@ impl Session {
             tuning: Some(self.tune.tuning.to_string()),
             pacing: self.tune.pacing.map(|p| p.to_string()),
             cc: self.tune.cc.clone(),
+            paced: None,
         };
         Ok(Reply::new(200, format!("OPTS {state}")))
     }
+}
+
+/// The control named by an `OPTS DRS Paced=<name>` (and nothing else) during a transfer.
+fn paced_notice(opt: &str) -> Option<String> {
+    let value = opt
+        .strip_prefix("DRS ")
+        .or_else(|| opt.strip_prefix("drs "))?;
+    let o = DrsOpts::parse(value).ok()?;
+    let only = DrsOpts {
+        paced: o.paced.clone(),
+        ..DrsOpts::default()
+    };
+    (o == only).then_some(o.paced).flatten()
 }
 
 fn opts(opt: &str) -> Result<Reply, Reply> {
