@@ -35,15 +35,17 @@ fn ran(records: &[serde_json::Value], cc: &str) {
     );
 }
 
+/// A writable `fatpipe serve` whose telemetry goes to `server.jsonl` in `dir`.
+fn server_with_stats(dir: &std::path::Path) -> (FatpipeServer, std::path::PathBuf) {
+    let stats = dir.join("server.jsonl");
+    let s = FatpipeServer::start(&["--anonymous-write", "--stats", stats.to_str().unwrap()]);
+    (s, stats)
+}
+
 #[test]
 fn the_sending_end_runs_the_pacing_and_congestion_control_asked_for() {
     let work = tempfile::tempdir().unwrap();
-    let server_stats = work.path().join("server.jsonl");
-    let s = FatpipeServer::start(&[
-        "--anonymous-write",
-        "--stats",
-        server_stats.to_str().unwrap(),
-    ]);
+    let (s, server_stats) = server_with_stats(work.path());
     let src = work.path().join("src.bin");
     random_file(&src, SIZE, 41);
     // Upload: this client sends, over two streams, paced adaptively, with reno.
@@ -95,12 +97,7 @@ fn a_sender_running_bbr_tells_the_receiver_which_reads_no_trains() {
     // upload's client too (`OPTS DRS Paced=bbr`), and the receiving end's laws take packet
     // spacing as the sender's pacing rate; its telemetry records it. Under reno nothing is said.
     let work = tempfile::tempdir().unwrap();
-    let server_stats = work.path().join("server.jsonl");
-    let s = FatpipeServer::start(&[
-        "--anonymous-write",
-        "--stats",
-        server_stats.to_str().unwrap(),
-    ]);
+    let (s, server_stats) = server_with_stats(work.path());
     random_file(&s.path("f.bin"), SIZE, 43);
     // The `cc` events a stats file holds for `end`.
     let told = |stats: &std::path::Path, end: &str| {

@@ -3,6 +3,7 @@
 //! the UDP channel udp.rs's, sizes, directories and listings listing.rs's.
 
 mod ahead;
+mod during;
 mod gridftp;
 mod listing;
 mod secure;
@@ -20,11 +21,10 @@ use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::wake::{readable, Wake};
 use fatpipe_net::{Conductor, Moved, Mover, Pump, PumpError, TuneSummary, TunerConfig};
-use fatpipe_proto::drs::{parse_paced_text, parse_sbuf_text, DrsOpts};
+use fatpipe_proto::drs::DrsOpts;
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
 use fatpipe_tune::{Role, Tuning};
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -469,7 +469,7 @@ impl Connection {
         work: impl FnOnce() -> anyhow::Result<T> + Send,
     ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Reply>)> {
         let mut fin: Option<Reply> = None;
-        let mut asked = Asked::default();
+        let mut asked = during::Asked::default();
         // The conductor rings when a law has a size to announce.
         let wake = Wake::new().context("cannot make an eventfd")?;
         let (announce, announced) = mpsc::channel::<Told>();
@@ -508,7 +508,7 @@ impl Connection {
                 }
                 match self.poll_reply(POLL, Some(&wake)) {
                     Ok(Some(r)) => {
-                        fin = take_reply(conductor, &mut asked, r);
+                        fin = during::take_reply(conductor, &mut asked, r);
                         if let (Some(f), Some(p)) = (&fin, pump) {
                             if !f.is_success() {
                                 p.cancel();
@@ -548,7 +548,7 @@ impl Connection {
                 self.read_reply()
             };
             match next {
-                Ok(r) => fin = take_reply(conductor, &mut asked, r),
+                Ok(r) => fin = during::take_reply(conductor, &mut asked, r),
                 Err(e) => break Err(e),
             }
         };
@@ -614,45 +614,6 @@ const FINAL_GRACE: Duration = Duration::from_secs(2);
 
 /// How long the control thread waits for a reply at a time while a transfer runs.
 const POLL: Duration = Duration::from_millis(50);
-
-/// What the control thread said to the server during a transfer and awaits answers to.
-#[derive(Default)]
-struct Asked {
-    /// `SBUF` probes, when each was sent.
-    probes: VecDeque<Instant>,
-    /// `OPTS DRS Paced=` notices.
-    notices: usize,
-}
-
-/// Takes a reply that came while a transfer ran: the server's `126 SBUF` and `126 PACED`
-/// announcements and the answer to an `SBUF` probe (its round trip timed from when it was
-/// sent) go to the conductor; the answer to an `OPTS DRS Paced=`, markers (`111`, `112`) and
-/// other preliminary replies are skipped; anything else is the transfer's final reply.
-fn take_reply(conductor: &Conductor, asked: &mut Asked, r: Reply) -> Option<Reply> {
-    let text = r.text();
-    match (r.code, parse_sbuf_text(&text)) {
-        (126, Some(n)) => {
-            conductor.on_peer_buffer(n);
-        }
-        (200, Some(n)) if !asked.probes.is_empty() => {
-            if let Some(sent) = asked.probes.pop_front() {
-                conductor.on_probe_rtt(sent.elapsed());
-            }
-            conductor.on_peer_buffer(n);
-        }
-        (200, None) if asked.notices > 0 && text.starts_with("OPTS DRS") => {
-            asked.notices -= 1;
-        }
-        (126, None) => {
-            if let Some(cc) = parse_paced_text(&text) {
-                conductor.on_peer_paces(cc);
-            }
-        }
-        _ if r.is_preliminary() => {}
-        _ => return Some(r),
-    }
-    None
-}
 
 /// A failed download of `path`, naming the side that failed (the local file or the network).
 fn receive_error(path: &str, e: fatpipe_net::PumpError) -> anyhow::Error {
