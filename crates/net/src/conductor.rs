@@ -212,7 +212,8 @@ impl Conductor {
                 if let Some(n) = self.tick(Instant::now()) {
                     announce(Told::Buffer(n));
                 }
-                if let Some(cc) = self.paced_by().filter(|_| !told_paced) {
+                // Asked only until told: the look takes two locks every tick.
+                if let Some(cc) = (!told_paced).then(|| self.paced_by()).flatten() {
                     told_paced = true;
                     announce(Told::Paced(cc));
                 }
