@@ -62,7 +62,7 @@ pub struct Args {
     /// The client command for side a (shell); the run lasts while it runs and it must exit 0.
     #[arg(long, requires = "server")]
     client: Option<String>,
-    /// The port the --server command listens on.
+    /// The TCP or UDP port the --server command listens on.
     #[arg(long)]
     port: Option<u16>,
     /// Name of the custom case in the report.

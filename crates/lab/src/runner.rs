@@ -166,15 +166,16 @@ fn sample(stop: &AtomicBool) -> anyhow::Result<BufferSums> {
     Ok(peak)
 }
 
-/// Waits until something listens on `port` in side b (checked with `ss`, not by connecting:
-/// one-shot servers such as `iperf3 -s -1` would take a probe for their client).
+/// Waits until something listens on TCP or UDP `port` in side b (checked with `ss`, not by
+/// connecting: one-shot servers such as `iperf3 -s -1` would take a probe for their client;
+/// UDP servers such as UDT4's count as listening once bound).
 fn wait_listening(tb: &Testbed, port: u16, limit: Duration) -> anyhow::Result<()> {
     let filter = format!("sport = :{port}");
     tb.run_in(Side::B, move || {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             let out = std::process::Command::new("ss")
-                .args(["-ltnH", &filter])
+                .args(["-ltunH", &filter])
                 .output()?;
             if !out.stdout.is_empty() {
                 return Ok(());

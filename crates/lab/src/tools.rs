@@ -14,7 +14,7 @@ pub struct Case {
     pub label: String,
     /// Started in side b before the client; killed after it (empty: no server).
     pub server: String,
-    /// TCP port the server listens on; the client starts when it accepts connections.
+    /// TCP or UDP port the server listens on; the client starts once something is bound there.
     pub port: u16,
     /// Run in side a; the run is the client's lifetime and must exit 0.
     pub client: String,

@@ -123,8 +123,9 @@ impl Ledger {
         self.segments.values().map(|s| s.len - s.acked_count).sum()
     }
 
-    /// The next packet to send, resends first; `None` when nothing may go now.
-    pub fn next_packet(&mut self) -> Option<u64> {
+    /// The next packet to send, resends first (new ones only when `new`); `None` when nothing
+    /// may go now.
+    pub fn next_packet(&mut self, new: bool) -> Option<u64> {
         while let Some(i) = self.resend.pop_front() {
             let (s, at) = (i / SEGMENT, (i % SEGMENT) as usize);
             if let Some(seg) = self.segments.get(&s) {
@@ -132,6 +133,9 @@ impl Ledger {
                     return Some(i);
                 }
             }
+        }
+        if !new {
+            return None;
         }
         let low = self.segments.keys().next().copied().unwrap_or(u64::MAX);
         let limit = low.saturating_add(WINDOW).saturating_mul(SEGMENT);
@@ -145,6 +149,32 @@ impl Ledger {
             .entry(s)
             .or_insert_with(|| Segment::new(segment_len(s, self.total)));
         Some(i)
+    }
+
+    /// Up to `n` packets for one batch, as [`Ledger::next_packet`] gives them, except that
+    /// when the last packet is shorter than the others (`short_last`) it goes last and at most
+    /// once: segmentation offload cuts a batch into equal parts, of which only the last may be
+    /// shorter (two short copies in one batch would arrive as one wrong-sized packet, again
+    /// and again). Its second copy waits for the next batch.
+    pub fn next_batch(&mut self, n: usize, new: bool, short_last: bool) -> Vec<u64> {
+        let last = self.total.saturating_sub(1);
+        let mut picked = Vec::with_capacity(n);
+        let mut short = None;
+        while picked.len() + usize::from(short.is_some()) < n {
+            match self.next_packet(new) {
+                Some(i) if short_last && i == last => {
+                    if short.is_some() {
+                        self.resend.push_front(i);
+                        break;
+                    }
+                    short = Some(i);
+                }
+                Some(i) => picked.push(i),
+                None => break,
+            }
+        }
+        picked.extend(short);
+        picked
     }
 
     /// Records that packet `index` went out; returns its transmission number.
@@ -251,7 +281,7 @@ mod tests {
 
     fn send_all(l: &mut Ledger) -> Vec<u64> {
         let mut sent = Vec::new();
-        while let Some(i) = l.next_packet() {
+        while let Some(i) = l.next_packet(true) {
             l.sent(i);
             sent.push(i);
         }
@@ -304,7 +334,7 @@ mod tests {
             ..Report::default()
         };
         l.on_report(&r).unwrap_or_default();
-        assert_eq!(l.next_packet(), None, "21..50 are in flight, not lost");
+        assert_eq!(l.next_packet(true), None, "21..50 are in flight, not lost");
         // At the tail, nothing later arrives: the sender declares them lost by age.
         l.find_lost(l.next_tx(), 1);
         assert_eq!(send_all(&mut l), (20..50).collect::<Vec<_>>());
@@ -352,9 +382,33 @@ mod tests {
     }
 
     #[test]
+    fn a_short_last_packet_goes_once_per_batch_and_last() {
+        let mut l = Ledger::new(10);
+        send_all(&mut l);
+        // Nothing reported at the tail: every packet is queued twice (0, 0, 1, 1, …, 9, 9).
+        l.find_lost(l.next_tx(), 2);
+        let batch = l.next_batch(32, true, true);
+        assert_eq!(batch.len(), 19);
+        assert_eq!(
+            (batch[18], batch.iter().filter(|&&i| i == 9).count()),
+            (9, 1)
+        );
+        assert_eq!(
+            l.next_batch(32, true, true),
+            vec![9],
+            "its second copy in the next batch"
+        );
+        // Without a short packet both copies of every packet may share a batch.
+        let mut l = Ledger::new(10);
+        send_all(&mut l);
+        l.find_lost(l.next_tx(), 2);
+        assert_eq!(l.next_batch(32, true, false).len(), 20);
+    }
+
+    #[test]
     fn impossible_reports_are_errors() {
         let mut l = Ledger::new(10);
-        l.next_packet().map(|i| l.sent(i));
+        l.next_packet(true).map(|i| l.sent(i));
         let r = Report {
             max_tx: 1,
             segments: vec![bits(0, 10, |i| i == 5)],

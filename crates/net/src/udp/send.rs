@@ -22,8 +22,10 @@ use std::time::{Duration, Instant};
 
 /// Most packets in one batch (one `sendmsg`).
 const BATCH: usize = 32;
-/// The round trip of data is the lowest sample over this span.
-const RTT_WINDOW: Duration = Duration::from_secs(1);
+/// The round trip of data is the lowest sample over this span: about a round trip of reports,
+/// so that a queue the path holds now counts (the tail's resends wait for it) while one report
+/// held back by a TCP retransmission does not.
+const RTT_WINDOW: Duration = Duration::from_millis(100);
 /// Longest the sender stays silent while the receiver lacks packets.
 const STALL: Duration = Duration::from_secs(2);
 /// How often the receiver is told how the controller sees the transfer.
@@ -275,7 +277,12 @@ impl<'a> Sending<'a> {
                 continue;
             }
             let n = ((tokens / self.packet as f64) as usize).min(BATCH);
-            let sent = self.fill(&mut batch, n).map_err(PumpError::Read)?;
+            // New packets wait while more are out than the controller allows beyond the last
+            // one reported (start-up: a stalled report must not let an overshoot run on).
+            let reported = last.as_ref().map_or(0, |r| r.max_tx);
+            let out = self.ledger.next_tx().saturating_sub(1 + reported);
+            let held = self.control.in_flight().is_some_and(|cap| out >= cap);
+            let sent = self.fill(&mut batch, n, !held).map_err(PumpError::Read)?;
             if sent == 0 {
                 // Nothing may go and nothing went for a while, though the receiver lacks
                 // packets: whatever it still lacks is sent again (a stall is never silent).
@@ -295,8 +302,13 @@ impl<'a> Sending<'a> {
                         self.start.elapsed().as_secs_f64()
                     );
                 }
-                // Everything is out: at the tail nothing later arrives to show a loss, so what
-                // is still missing a round trip (and a quarter) after it was sent is sent again.
+                // Everything is out (or the window is): nothing later arrives to show a loss, so
+                // what is still missing a round trip (and a quarter) after it was sent is sent
+                // again. Not while held back: the reports are late, not the packets.
+                if held {
+                    self.wait(TICK, false)?;
+                    continue;
+                }
                 let age = self.data_rtt + self.data_rtt / 4 + Duration::from_millis(10);
                 let sends = &mut self.sends;
                 while sends.len() > 1 && sends[1].0 + age <= now {
@@ -358,8 +370,7 @@ impl<'a> Sending<'a> {
         }
         // The batch that carried the highest transmission the receiver got: a round trip, but
         // only when that transmission is new (a report repeating an old one, at the tail, would
-        // make the round trip grow while nothing is sent); the lowest of the last second, as a
-        // report held back by a TCP retransmission says nothing of the path.
+        // make the round trip grow while nothing is sent); the lowest of the last [`RTT_WINDOW`].
         let advanced = last.is_none_or(|b| r.max_tx > b.max_tx);
         let i = self.sends.partition_point(|s| s.1 <= r.max_tx);
         if let (true, Some((at, _))) = (advanced, self.sends.get(i)) {
@@ -437,19 +448,13 @@ impl<'a> Sending<'a> {
         Ok(())
     }
 
-    /// Builds up to `n` packets into `batch` (resends first; a short last packet goes last,
-    /// as segmentation offload requires); returns how many.
-    fn fill(&mut self, batch: &mut Vec<u8>, n: usize) -> io::Result<usize> {
+    /// Builds up to `n` packets into `batch` (resends first, new ones only when `new`; a short
+    /// last packet goes once and last, as segmentation offload requires); returns how many.
+    fn fill(&mut self, batch: &mut Vec<u8>, n: usize, new: bool) -> io::Result<usize> {
         batch.clear();
-        let mut picked = Vec::with_capacity(n);
-        while picked.len() < n {
-            match self.ledger.next_packet() {
-                Some(i) => picked.push(i),
-                None => break,
-            }
-        }
-        let short = |i: u64| (i + 1) * self.payload > self.length;
-        picked.sort_by_key(|&i| short(i));
+        let picked = self
+            .ledger
+            .next_batch(n, new, !self.length.is_multiple_of(self.payload));
         let sent_us = self.start.elapsed().as_micros() as u32;
         // Adjacent packets (the first sends) are read from the file in one call.
         let mut k = 0;

@@ -123,6 +123,12 @@ pub trait RateControl: Send {
     fn rate(&self) -> f64;
     /// The controller's state, for progress and telemetry.
     fn state(&self) -> &'static str;
+    /// The most packets that may be out beyond the last one the receiver reported, if the
+    /// controller bounds them (a report stalled on the feedback connection must not leave a
+    /// rate that overshoots running on).
+    fn in_flight(&self) -> Option<u64> {
+        None
+    }
     /// What the controller learned that outlives the transfer, beyond its rate.
     fn odds(&self) -> Option<&history::Odds> {
         None
@@ -155,7 +161,7 @@ impl RateControlKind {
 
     /// A controller of this kind, starting from what `memory` holds of the path; `seed`
     /// drives the history controller's coin. The seed's controllers start at the remembered
-    /// rate; the default one at half of it (it doubles from there in one round trip).
+    /// rate; the default one at half of it (its start-up passes it within a round trip).
     pub fn build(self, limits: RateLimits, memory: &RateMemory, seed: u64) -> Box<dyn RateControl> {
         let steady = RateLimits {
             start: memory

@@ -3,8 +3,11 @@
 //! lose the transfer time. Congestion shows otherwise: the one-way delay rises as a queue
 //! builds, or (a policer, no queue) the loss grows well past the share seen at lower rates.
 //!
-//! Once per round trip it looks at what the receiver got. Start-up doubles the rate until the
-//! delivered rate stops growing by a quarter per round trip (three in a row) or a queue shows; then it sends at
+//! Start-up sends at 2.89 times what reached the receiver (BBR's start-up gain), taken every
+//! few reports, so the rate grows about that much per round trip, smoothly, until the delivered
+//! rate stops growing by a quarter per round trip (three in a row) or a queue shows; a queue
+//! start-up built drains at half the delivered rate (the link stays busy while it does). Once per
+//! round trip it looks at what the receiver got; after start-up it sends at
 //! the bottleneck estimate (the highest delivered rate of the last ten round trips, the random
 //! loss share added back), probing 25 % above it one round trip in four and draining below it
 //! the next. At a sign of congestion it falls to 90 % of what the receiver got, and the
@@ -22,10 +25,23 @@ const LOSS_MIN: f64 = 0.10;
 const WINDOW: usize = 10;
 /// Start-up goes on while the delivered rate grows by this much per round trip.
 const STARTUP_GROWTH: f64 = 1.25;
+/// Start-up sends at this multiple of the delivered rate (BBR's 2/ln 2: the rate grows by about
+/// this much per round trip).
+const STARTUP_GAIN: f64 = 2.89;
+/// Start-up takes the delivered rate over at least this much of the receiver's time (a few
+/// reports: one alone holds too few packets at the first rates).
+const STARTUP_SPAN: Duration = Duration::from_millis(20);
 /// The probing cycle: rate over the bottleneck estimate, one entry per round trip.
 const CYCLE: [f64; 4] = [1.25, 0.75, 1.0, 1.0];
 /// Round trips without growth that end start-up (the delivered rate lags the sent one by one).
 const PLATEAU: u32 = 3;
+/// Start-up and drain: packets out beyond the last reported, in round trips of the bottleneck
+/// estimate (start-up runs at its gain times the estimate; more out means the reports stalled).
+const IN_FLIGHT: f64 = 4.0;
+/// Leaving start-up: the share of the bottleneck estimate sent while the queue start-up built
+/// drains (the link stays busy meanwhile), and the most round trips that may take.
+const DRAIN: f64 = 0.5;
+const DRAIN_ROUNDS: u32 = 3;
 /// Back-off: the share of the delivered rate sent after a sign of congestion.
 const BACKOFF: f64 = 0.9;
 /// A queue someone else keeps full (a loss-based TCP flow fills any buffer) does not push the
@@ -44,6 +60,7 @@ const RECOVER: f64 = 0.8;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Startup,
+    Drain,
     Cruise,
     Backoff,
 }
@@ -60,12 +77,18 @@ pub struct Steady {
     cycle: usize,
     /// The queueing delay of the previous round trip.
     last_queue: Duration,
-    /// Start-up: round trips in a row the delivered rate did not grow.
+    /// Start-up: round trips in a row the delivered rate did not grow; drain: round trips so far.
     flat: u32,
     /// The highest bottleneck estimate since the last loss that was congestion.
     peak: f64,
     /// The bottleneck estimate of the last few round trips (is the path giving more?).
     trend: VecDeque<f64>,
+    /// Start-up: the feedback since the rate last grew, and the highest rate it delivered.
+    ramp: Feedback,
+    fastest: f64,
+    /// The round trip and packet size of the latest feedback.
+    rtt: Duration,
+    packet: u32,
 }
 
 impl Steady {
@@ -83,6 +106,10 @@ impl Steady {
             flat: 0,
             peak: 0.0,
             trend: VecDeque::new(),
+            ramp: Feedback::default(),
+            fastest: 0.0,
+            rtt: Duration::ZERO,
+            packet: 0,
         }
     }
 
@@ -120,7 +147,23 @@ impl Steady {
             && !probed;
         self.last_queue = f.queue;
         let lossy = loss > LOSS_MIN && loss > loss_floor + LOSS_JUMP;
-        if lossy || queued {
+        if self.phase == Phase::Startup && (lossy || queued) {
+            // Start-up overshot by up to its gain: what reached the receiver is the
+            // bottleneck, and the queue start-up built drains below it.
+            Self::remember(&mut self.delivered, delivered);
+            self.peak = self.peak.max(self.bottleneck());
+            self.phase = Phase::Drain;
+            self.flat = 0;
+            self.rate = DRAIN * self.bottleneck();
+        } else if self.phase == Phase::Drain {
+            Self::remember(&mut self.delivered, delivered);
+            self.flat += 1;
+            if f.queue <= limit / 2 || self.flat >= DRAIN_ROUNDS {
+                self.phase = Phase::Cruise;
+                self.cycle = 2;
+                self.rate = self.bottleneck();
+            }
+        } else if lossy || queued {
             let mut rate = self.rate.min(delivered) * BACKOFF;
             // Loss without a queue (a policer), or most packets lost at a full one (the path
             // has far less room than the floor): the path itself has less room now. Loss at a
@@ -143,20 +186,19 @@ impl Steady {
             self.peak = self.peak.max(self.bottleneck());
             match self.phase {
                 Phase::Startup if self.flat < PLATEAU => {
+                    // The rate itself grows with every few reports (`grow`).
                     if delivered >= before * STARTUP_GROWTH {
                         self.flat = 0;
                     } else {
                         self.flat += 1;
                     }
-                    // The receiver's rate lags one round trip behind the sender's.
-                    self.rate = (self.rate * 2.0).min(4.0 * delivered.max(self.limits.start));
                 }
                 Phase::Startup => {
                     self.phase = Phase::Cruise;
                     self.cycle = 1;
                     self.rate = self.bottleneck() * CYCLE[1];
                 }
-                Phase::Cruise | Phase::Backoff => {
+                Phase::Cruise | Phase::Backoff | Phase::Drain => {
                     self.phase = Phase::Cruise;
                     self.cycle = (self.cycle + 1) % CYCLE.len();
                     let btl = self.bottleneck();
@@ -182,14 +224,37 @@ impl Steady {
         }
         self.rate = bounded(self.rate, &self.limits);
     }
+
+    /// Start-up: the rate follows what reaches the receiver, [`STARTUP_GAIN`] times over.
+    fn grow(&mut self, fb: &Feedback) {
+        self.ramp.absorb(fb);
+        if self.ramp.interval < STARTUP_SPAN {
+            return;
+        }
+        let ramp = std::mem::take(&mut self.ramp);
+        let floor = self.losses.iter().copied().fold(ramp.loss(), f64::min);
+        let delivered = ramp.delivered_rate() / (1.0 - floor.min(0.5));
+        self.fastest = self.fastest.max(delivered);
+        self.rate = bounded(self.rate.max(STARTUP_GAIN * delivered), &self.limits);
+    }
 }
 
 impl RateControl for Steady {
     fn on_feedback(&mut self, fb: &Feedback) {
+        self.rtt = fb.rtt;
+        self.packet = fb.packet;
+        if self.phase == Phase::Startup {
+            self.grow(fb);
+        }
         self.pending.absorb(fb);
         let every = self.pending.rtt.max(Duration::from_millis(10));
-        // In start-up a queue ends the round trip at once: the rate doubles every round trip.
-        let early = self.phase == Phase::Startup && fb.queue > Self::queue_limit(fb.rtt);
+        // In start-up a queue ends the round trip at once, and so does its end in the drain.
+        let limit = Self::queue_limit(fb.rtt);
+        let early = match self.phase {
+            Phase::Startup => fb.queue > limit,
+            Phase::Drain => fb.queue <= limit / 2,
+            _ => false,
+        };
         if self.pending.interval >= every || early {
             let f = std::mem::take(&mut self.pending);
             self.decide(&f);
@@ -200,9 +265,19 @@ impl RateControl for Steady {
         self.rate
     }
 
+    fn in_flight(&self) -> Option<u64> {
+        if !matches!(self.phase, Phase::Startup | Phase::Drain) || self.packet == 0 {
+            return None;
+        }
+        let estimate = self.bottleneck().max(self.fastest).max(self.limits.start);
+        let bits = IN_FLIGHT * estimate * self.rtt.as_secs_f64();
+        Some((bits / (8.0 * f64::from(self.packet))).max(64.0) as u64)
+    }
+
     fn state(&self) -> &'static str {
         match self.phase {
             Phase::Startup => "startup",
+            Phase::Drain => "drain",
             Phase::Cruise => "cruise",
             Phase::Backoff => "backoff",
         }
@@ -237,13 +312,15 @@ mod tests {
     }
 
     #[test]
-    fn starts_up_by_doubling_and_settles_at_the_bottleneck() {
+    fn starts_up_at_bbrs_gain_and_settles_at_the_bottleneck() {
         let mut path = UdpPath::new(1e9, 0.1, 0.01);
         let mut c = Steady::new(limits());
         let run = path.run(&mut c, 4.0);
         let at = |t: f64| run.trace.iter().find(|s| s.0 >= t).map_or(0.0, |s| s.1);
-        // From 10 Mbit/s to the gigabit in about seven round trips.
-        assert!(at(0.5) < 0.2e9 && at(1.0) > 0.8e9, "{:?}", run.trace);
+        // From 10 Mbit/s past the gigabit in seven round trips (doubling took ten), then
+        // below it while the queue start-up built drains, and back at the bottleneck.
+        assert!(at(0.3) < 0.2e9 && at(0.7) > 1.2e9, "{:?}", run.trace);
+        assert!(at(0.8) < 0.6e9 && at(1.2) > 0.95e9, "{:?}", run.trace);
         let (_, _, state, _) = run.trace[run.trace.len() - 1];
         assert_ne!(state, "startup");
         let settled: Vec<f64> = run
