@@ -336,6 +336,29 @@ mod tests {
     }
 
     #[test]
+    fn start_up_bounds_the_packets_out_and_cruise_does_not() {
+        let mut c = Steady::new(limits());
+        assert_eq!(c.in_flight(), None, "nothing known yet");
+        // 173 packets of 1,442 bytes in 20 ms: 99.8 Mbit/s reached the receiver.
+        c.on_feedback(&Feedback {
+            now: Duration::from_millis(120),
+            interval: Duration::from_millis(20),
+            delivered: 173,
+            lost: 0,
+            queue: Duration::ZERO,
+            rtt: Duration::from_millis(100),
+            packet: 1442,
+        });
+        assert!((c.rate() - 2.89 * 99.8e6).abs() < 1e6, "{}", c.rate());
+        // Four round trips of that: 3,460 packets.
+        let cap = c.in_flight().unwrap_or(0);
+        assert!((3400..3500).contains(&cap), "{cap}");
+        let mut path = UdpPath::new(1e9, 0.1, 0.01);
+        path.run(&mut c, 3.0);
+        assert_eq!((c.state(), c.in_flight()), ("cruise", None));
+    }
+
+    #[test]
     fn shares_with_a_loss_based_flow_without_stalling_and_takes_the_path_back_when_it_leaves() {
         // A cubic-like flow fills the queue for 20 s (100 ms, 1 Gbit/s), then leaves.
         let mut path = UdpPath::new(1e9, 0.1, 0.0);
