@@ -50,7 +50,14 @@ impl CongestionPolicy {
         if lost == 0 {
             return None;
         }
-        let stretch = path::queue_of(o.streams, o.streams);
+        // A queue at the bottleneck delays every stream; one stream's RTT a little above the
+        // minimum (its receiver's delayed acknowledgements, a burst of its own) is not one, so
+        // the stream that shows the least says whether there is a queue.
+        let stretch = o
+            .streams
+            .iter()
+            .map(|s| path::queue_of(o.streams, std::slice::from_ref(s)))
+            .fold(f64::INFINITY, f64::min);
         if stretch > path::QUEUE {
             return None;
         }
@@ -101,6 +108,27 @@ mod tests {
         assert_eq!(c.name, "bbr");
         assert!(c.reason.contains("8 segments lost"), "{}", c.reason);
         assert_eq!(look(&mut p, 100_000, 40), None, "only once");
+    }
+
+    #[test]
+    fn one_stream_a_little_slower_than_the_others_is_not_a_queue() {
+        let mut p = CongestionPolicy::default();
+        let stream = |rtt_us, retrans| TcpStats {
+            rtt_us,
+            min_rtt_us: 20_000,
+            total_retrans: retrans,
+            ..TcpStats::default()
+        };
+        let mut look = |retrans| {
+            p.observe(&Observation {
+                now: Duration::ZERO,
+                // 20 ms path: one stream 8 % above the minimum, its siblings at it.
+                streams: &[stream(21_600, retrans), stream(20_300, retrans)],
+                memory: 0,
+            })
+        };
+        assert_eq!(look(0), None);
+        assert!(look(4).is_some(), "8 segments lost without a queue");
     }
 
     #[test]
