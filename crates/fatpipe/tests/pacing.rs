@@ -112,7 +112,18 @@ fn a_sender_running_bbr_tells_the_receiver_which_reads_no_trains() {
     for cc in ["reno", "bbr"] {
         let stats = work.path().join(format!("{cc}.jsonl"));
         let back = work.path().join(format!("{cc}.bin"));
-        let flags = ["-p", "2", "--cc", cc, "--stats", stats.to_str().unwrap()];
+        // A second or so per copy: the sender tells on its conductor's tick, and an unlimited
+        // copy on loopback can end before the first one.
+        let flags = [
+            "-p",
+            "2",
+            "--cc",
+            cc,
+            "--limit-rate",
+            "200mbit",
+            "--stats",
+            stats.to_str().unwrap(),
+        ];
         cp(&flags, &s.url("f.bin"), back.to_str().unwrap());
         assert_same(&s.path("f.bin"), &back);
         cp(
