@@ -52,12 +52,15 @@ impl CongestionPolicy {
         }
         // A queue at the bottleneck delays every stream; one stream's RTT a little above the
         // minimum (its receiver's delayed acknowledgements, a burst of its own) is not one, so
-        // the stream that shows the least says whether there is a queue.
-        let stretch = o
+        // the stream that shows the least says whether there is a queue (one that has no RTT
+        // yet, just opened, says nothing).
+        let quietest = o
             .streams
             .iter()
-            .map(|s| path::queue_of(o.streams, std::slice::from_ref(s)))
-            .fold(f64::INFINITY, f64::min);
+            .filter(|s| s.rtt_us > 0)
+            .min_by_key(|s| s.rtt_us);
+        let judged = quietest.map_or(o.streams, std::slice::from_ref);
+        let stretch = path::queue_of(o.streams, judged);
         if stretch > path::QUEUE {
             return None;
         }
@@ -129,6 +132,16 @@ mod tests {
         };
         assert_eq!(look(0), None);
         assert!(look(4).is_some(), "8 segments lost without a queue");
+        // A stream just opened (no RTT yet) does not hide a queue the others show.
+        let mut p = CongestionPolicy::default();
+        for retrans in [0, 4, 8] {
+            let o = Observation {
+                now: Duration::ZERO,
+                streams: &[stream(30_000, retrans), stream(0, 0)],
+                memory: 0,
+            };
+            assert_eq!(p.observe(&o), None);
+        }
     }
 
     #[test]
