@@ -131,13 +131,18 @@ impl Steady {
         }
     }
 
+    /// What crossed the bottleneck in `f`, the path's own random loss (the lowest share of
+    /// the recent intervals and this one) added back; and that share.
+    fn crossed(&self, f: &Feedback) -> (f64, f64) {
+        let floor = self.losses.iter().copied().fold(f.loss(), f64::min);
+        (f.delivered_rate() / (1.0 - floor.min(0.5)), floor)
+    }
+
     fn decide(&mut self, f: &Feedback) {
         let loss = f.loss();
-        let loss_floor = self.losses.iter().copied().fold(loss, f64::min);
+        let (delivered, loss_floor) = self.crossed(f);
         Self::remember(&mut self.losses, loss);
         let limit = Self::queue_limit(f.rtt);
-        // What crossed the bottleneck, the path's own random loss added back.
-        let delivered = f.delivered_rate() / (1.0 - loss_floor.min(0.5));
         let before = self.bottleneck();
         // A queue that is draining (after a back-off) is no new sign, nor the one the last
         // round trip's probe built.
@@ -232,8 +237,7 @@ impl Steady {
             return;
         }
         let ramp = std::mem::take(&mut self.ramp);
-        let floor = self.losses.iter().copied().fold(ramp.loss(), f64::min);
-        let delivered = ramp.delivered_rate() / (1.0 - floor.min(0.5));
+        let (delivered, _) = self.crossed(&ramp);
         self.fastest = self.fastest.max(delivered);
         self.rate = bounded(self.rate.max(STARTUP_GAIN * delivered), &self.limits);
     }
