@@ -158,11 +158,11 @@ pub fn download(
         let (kind, size, modified) = match entry {
             Some(e) => (e.kind, Some(e.size), Some(e.modified)),
             None => {
-                let size = c.size(&rpath)?;
+                let (size, modified) = c.size_and_modified(&rpath)?;
                 if size.is_none() && c.is_dir(&rpath)? {
                     (EntryKind::Dir, None, None)
                 } else {
-                    (EntryKind::File, size, c.modified(&rpath)?)
+                    (EntryKind::File, size, modified)
                 }
             }
         };

@@ -1,58 +1,120 @@
-//! Asking ahead: a command whose answer is needed later and that does not depend on what comes
-//! before it (a small file's `CKSM` before its `RETR`; after an upload, its `CKSM` beside its
-//! `SIZE`) goes out with the next command in the same write, and its reply is kept until asked
-//! for: one round trip fewer per file (RFC 959 servers answer in order).
+//! Asking ahead: commands that do not depend on what comes before them go out with the next
+//! command in the same write, and their replies are taken as they come (RFC 959 servers answer
+//! in order): one round trip fewer for each. Two kinds: a command whose answer is needed later
+//! (a small file's `CKSM` before its `RETR`, a file's `MDTM` beside its `SIZE`), kept until
+//! asked for; and a setting that must take (`TYPE`, `MODE`, `PORT`, `REST` before their
+//! transfer command), whose refusal fails the command it went out with.
 
-use super::Connection;
-use anyhow::anyhow;
+use super::{describe, Connection};
+use anyhow::{anyhow, bail};
 use fatpipe_proto::{Command, Reply};
 use std::io::Write;
+use std::net::Shutdown;
 
 /// Most answers kept for later (an answer nobody asked for is dropped after these).
 const KEPT: usize = 8;
 
+/// A command asked ahead, and whether its reply must be a success.
+#[derive(Debug)]
+pub(super) struct Ahead {
+    cmd: Command,
+    must_take: bool,
+}
+
 impl Connection {
     /// Sends `cmd` together with the next command this end waits on; its reply is kept for
-    /// [`Connection::answered`]. Never flushed during a transfer.
+    /// [`Connection::ask`].
     pub fn ask_ahead(&mut self, cmd: Command) {
-        self.ahead.push(cmd);
+        self.ahead.push(Ahead {
+            cmd,
+            must_take: false,
+        });
     }
 
-    /// The kept reply to `cmd`, if it was asked ahead (taken: a second call asks anew).
-    pub(super) fn answered(&mut self, cmd: &Command) -> Option<Reply> {
-        let i = self.answers.iter().position(|(c, _)| c == cmd)?;
-        Some(self.answers.remove(i).1)
+    /// Sends the setting `cmd` together with the next command; a refusal fails that command.
+    pub(super) fn set_ahead(&mut self, cmd: Command) {
+        self.ahead.push(Ahead {
+            cmd,
+            must_take: true,
+        });
     }
 
-    /// Writes what was asked ahead and then `cmd` in one write, and reads (and keeps) the
-    /// replies to the former; `cmd`'s own reply is the caller's to read.
+    /// The reply to `cmd`: the kept one when it was asked ahead (taken: a second call asks
+    /// anew), else asked now (with it, if still waiting to go out).
+    pub(super) fn ask(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
+        if let Some(i) = self.answers.iter().position(|(c, _)| c == cmd) {
+            return Ok(self.answers.remove(i).1);
+        }
+        self.ahead.retain(|a| a.cmd != *cmd);
+        self.command(cmd)
+    }
+
+    /// Writes what was asked ahead and then `cmd` in one write; the replies to the former are
+    /// taken by [`Connection::read_reply`] before `cmd`'s.
     pub(super) fn send_with_ahead(&mut self, cmd: &Command) -> anyhow::Result<()> {
-        let ahead = std::mem::take(&mut self.ahead);
         let mut wire = Vec::new();
-        let mut sent = Vec::new();
-        for a in ahead {
-            match a.to_wire() {
+        for a in std::mem::take(&mut self.ahead) {
+            match a.cmd.to_wire() {
                 Ok(w) => {
                     wire.extend(w);
-                    sent.push(a);
+                    self.owed.push_back(a);
                 }
+                Err(e) if a.must_take => bail!("{}: {}", describe(&a.cmd), e.message),
                 Err(e) => tracing::warn!("not sent: {}", e.message),
             }
         }
         wire.extend(cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?);
+        self.write_commands(&wire)
+    }
+
+    /// Writes commands already on the wire in one write.
+    pub(super) fn write_commands(&mut self, wire: &[u8]) -> anyhow::Result<()> {
         let control = self.control.get_mut();
         control
-            .write_all(&wire)
+            .write_all(wire)
             .and_then(|_| control.flush())
-            .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))?;
-        for a in sent {
-            let r = self.read_reply()?;
-            tracing::debug!("{a} (asked ahead) -> {r}");
-            self.answers.push((a, r));
+            .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))
+    }
+
+    /// The next reply that answers a command sent alone or last in its write: replies owed to
+    /// commands asked ahead come first and are kept (or, a setting refused, fail it).
+    pub(super) fn read_reply(&mut self) -> anyhow::Result<Reply> {
+        let mut refused = None;
+        loop {
+            let r = self.read_one_reply()?;
+            let Some(a) = self.owed.pop_front() else {
+                return match refused {
+                    None => Ok(r),
+                    Some(e) => {
+                        if r.is_preliminary() {
+                            // The server went on without the setting: this session is out of
+                            // step with it, and ends here.
+                            let _ = self.control.get_ref().tcp().shutdown(Shutdown::Both);
+                        }
+                        Err(e)
+                    }
+                };
+            };
+            tracing::debug!("{} (asked ahead) -> {r}", describe(&a.cmd));
+            if !a.must_take {
+                self.answers.push((a.cmd, r));
+                let over = self.answers.len().saturating_sub(KEPT);
+                self.answers.drain(..over);
+            } else if !(r.is_success() || r.is_intermediate()) {
+                self.forget_setting(&a.cmd);
+                refused.get_or_insert(anyhow!("{}: server said {r}", describe(&a.cmd)));
+            }
         }
-        let over = self.answers.len().saturating_sub(KEPT);
-        self.answers.drain(..over);
-        Ok(())
+    }
+
+    /// A setting the server refused is not in force: the next transfer asks for it again.
+    fn forget_setting(&mut self, cmd: &Command) {
+        match cmd {
+            Command::Type(_) => self.ttype = None,
+            Command::ModeExtended => self.extended = false,
+            Command::ModeStream => self.extended = true,
+            _ => {}
+        }
     }
 }
 
@@ -60,48 +122,112 @@ impl Connection {
 mod tests {
     use super::super::{Connection, Credentials, TlsMode, TlsPolicy};
     use fatpipe_proto::gridftp::ChecksumAlg;
-    use fatpipe_proto::Command;
+    use fatpipe_proto::{Command, TransferType};
     use std::io::{BufRead, BufReader, Write};
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
     use std::time::Duration;
 
-    /// A server that answers the login, then reads two commands before it answers either:
-    /// only a client that sent them together gets past this.
-    fn strict_server(l: TcpListener) -> Vec<String> {
-        let (s, _) = l.accept().unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut w = s.try_clone().unwrap();
-        let mut r = BufReader::new(s);
-        let mut line = String::new();
-        let mut next = |r: &mut BufReader<_>| {
-            line.clear();
-            r.read_line(&mut line).map(|_| line.trim_end().to_string())
-        };
-        w.write_all(b"220 hi\r\n").unwrap();
-        assert!(next(&mut r).unwrap().starts_with("USER"));
-        w.write_all(b"230 in\r\n").unwrap();
-        assert_eq!(next(&mut r).unwrap(), "FEAT");
-        w.write_all(b"211-Features:\r\n CKSM XXH3\r\n211 End\r\n")
-            .unwrap();
-        let (first, second) = (next(&mut r).unwrap(), next(&mut r).unwrap());
-        w.write_all(b"213 00ff\r\n213 42\r\n").unwrap();
-        vec![first, second]
+    /// A server that reads `n` command lines before it answers with `replies`: only a client
+    /// that sent them in one go gets past it. Returns the lines.
+    fn take(
+        r: &mut BufReader<TcpStream>,
+        w: &mut TcpStream,
+        n: usize,
+        replies: &str,
+    ) -> Vec<String> {
+        let lines = (0..n)
+            .map(|_| {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                line.trim_end().to_string()
+            })
+            .collect();
+        w.write_all(replies.as_bytes()).unwrap();
+        lines
     }
 
-    #[test]
-    fn a_command_asked_ahead_goes_out_with_the_next_and_its_answer_waits() {
+    /// Runs `script` as the server of a client logged in with `user_reply` to `USER`.
+    fn with_server(
+        user_reply: &'static str,
+        script: impl FnOnce(&mut BufReader<TcpStream>, &mut TcpStream) -> Vec<String> + Send + 'static,
+        client: impl FnOnce(&mut Connection),
+    ) -> Vec<String> {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        let server = std::thread::spawn(move || strict_server(l));
+        let server = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut w = s.try_clone().unwrap();
+            let mut r = BufReader::new(s);
+            w.write_all(b"220 hi\r\n").unwrap();
+            let feat = "211-Features:\r\n CKSM XXH3\r\n MDTM\r\n211 End\r\n";
+            let mut got = take(&mut r, &mut w, 3, &format!("{user_reply}{feat}"));
+            got.extend(script(&mut r, &mut w));
+            got
+        });
         let off = TlsPolicy::new(TlsMode::Off, None);
         let creds = Credentials::anonymous();
         let mut c =
             Connection::open("127.0.0.1", port, &creds, Duration::from_secs(5), &off).unwrap();
-        c.ask_ahead(super::super::checksum_command(ChecksumAlg::Xxh3, "/f"));
-        let size = c.command(&Command::Size("/f".into())).unwrap();
-        assert_eq!(size.text(), "42");
-        assert_eq!(c.checksum(ChecksumAlg::Xxh3, "/f").unwrap(), "00ff");
-        let got = server.join().unwrap();
-        assert_eq!(got, ["CKSM XXH3 0 -1 /f", "SIZE /f"]);
+        assert!(c.has_feature("MDTM"), "FEAT read after the login");
+        client(&mut c);
+        server.join().unwrap()
+    }
+
+    #[test]
+    fn a_command_asked_ahead_goes_out_with_the_next_and_its_answer_waits() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| take(r, w, 2, "213 00ff\r\n213 42\r\n"),
+            |c| {
+                c.ask_ahead(super::super::checksum_command(ChecksumAlg::Xxh3, "/f"));
+                let size = c.command(&Command::Size("/f".into())).unwrap();
+                assert_eq!(size.text(), "42");
+                assert_eq!(c.checksum(ChecksumAlg::Xxh3, "/f").unwrap(), "00ff");
+            },
+        );
+        assert_eq!(
+            got,
+            [
+                "USER anonymous",
+                "PASS fatpipe@",
+                "FEAT",
+                "CKSM XXH3 0 -1 /f",
+                "SIZE /f"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_login_without_password_ignores_the_answer_to_pass_and_a_file_is_stated_at_once() {
+        let got = with_server(
+            "230 no password needed\r\n503 already in\r\n",
+            |r, w| take(r, w, 3, "213 20260102030405\r\n200 ok\r\n213 7\r\n"),
+            |c| {
+                let (size, time) = c.size_and_modified("/f").unwrap();
+                assert_eq!(size, Some(7));
+                assert_eq!(time, Some(1_767_323_045));
+            },
+        );
+        assert_eq!(&got[3..], ["MDTM /f", "TYPE I", "SIZE /f"]);
+    }
+
+    #[test]
+    fn a_refused_setting_fails_the_command_it_went_with_and_the_session_stays_in_step() {
+        with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let mut got = take(r, w, 2, "504 no such type\r\n213 7\r\n");
+                got.extend(take(r, w, 2, "200 ok\r\n213 7\r\n"));
+                got
+            },
+            |c| {
+                let e = c.size("/f").unwrap_err().to_string();
+                assert!(e.contains("TYPE I: server said 504"), "{e}");
+                // The type is asked for again with the next command.
+                assert_eq!(c.size("/f").unwrap(), Some(7));
+                assert_eq!(c.ttype, Some(TransferType::Image));
+            },
+        );
     }
 }

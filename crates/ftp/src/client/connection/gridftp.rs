@@ -164,11 +164,10 @@ impl Connection {
     /// The answer comes from a `CKSM` asked ahead ([`Connection::ask_ahead`]) when there is one.
     pub fn checksum(&mut self, alg: ChecksumAlg, path: &str) -> anyhow::Result<String> {
         let cmd = checksum_command(alg, path);
-        let r = match self.answered(&cmd) {
-            Some(r) if r.is_success() => r,
-            Some(r) => bail!("{cmd}: server said {r}"),
-            None => self.checked(&cmd)?,
-        };
+        let r = self.ask(&cmd)?;
+        if !r.is_success() {
+            bail!("{cmd}: server said {r}");
+        }
         Ok(r.text().trim().to_ascii_lowercase())
     }
 
@@ -195,8 +194,9 @@ impl Connection {
         .collect()
     }
 
-    /// `MODE E` or `MODE S` (which ends the kept MODE E connections at both ends).
-    pub(super) fn set_mode(&mut self, extended: bool) -> anyhow::Result<()> {
+    /// `MODE E` or `MODE S` (which ends the kept MODE E connections at both ends); it goes out
+    /// with the next command.
+    pub(super) fn set_mode(&mut self, extended: bool) {
         if self.extended != extended {
             self.kept = None;
             let cmd = if extended {
@@ -204,10 +204,9 @@ impl Connection {
             } else {
                 Command::ModeStream
             };
-            self.checked(&cmd)?;
+            self.set_ahead(cmd);
             self.extended = extended;
         }
-        Ok(())
     }
 
     /// Listens for the server's data connections (MODE E downloads: the sender connects) and
@@ -225,7 +224,7 @@ impl Connection {
             SocketAddr::V4(a) => Command::Port(a),
             SocketAddr::V6(_) => Command::Eprt(at),
         };
-        self.checked(&cmd)?;
+        self.set_ahead(cmd);
         Ok(l)
     }
 
@@ -241,8 +240,8 @@ impl Connection {
         pump: &Arc<Pump>,
         state: &Arc<Mutex<Reassembly>>,
     ) -> anyhow::Result<u64> {
-        self.set_mode(true)?;
-        self.set_type_only(TransferType::Image)?;
+        self.set_mode(true);
+        self.set_type_only(TransferType::Image);
         let resumed = self.start_where_the_last_ended()?;
         let channel = match self.kept_channel(false) {
             Some(c) => c,
@@ -254,7 +253,7 @@ impl Connection {
             .secured(self.secure.clone()),
         };
         let rest = (!held.is_empty()).then(|| Command::RestRanges(held.clone()));
-        let what = self.begin(rest, &Command::Retr(path.into()))?;
+        let (what, ()) = self.begin(rest, &Command::Retr(path.into()), |_| Ok(()))?;
         let conductor = Conductor::new(self.tune.clone(), Role::Receiver);
         let on_link = conductor.on_link();
         // A server opens no more than it was offered; more would only cost threads here.
@@ -298,8 +297,8 @@ impl Connection {
         } else {
             blocks.parallelism.start
         };
-        self.set_mode(true)?;
-        self.set_type_only(TransferType::Image)?;
+        self.set_mode(true);
+        self.set_type_only(TransferType::Image);
         let channel = match self.kept_channel(true) {
             Some(c) => c,
             None => Channel::new(Links::Connect {
@@ -313,13 +312,13 @@ impl Connection {
         self.last_tune = None;
         self.last_streams = None;
         if have > 0 {
-            self.checked(&Command::Rest(have))?;
+            self.set_ahead(Command::Rest(have));
         }
         let cmd = Command::Stor(path.into());
         let what = describe(&cmd);
         // Some servers (Globus) answer 150 only once a data connection is made: connect at
         // once, and take the 150 while the data moves.
-        self.send_only(&cmd)?;
+        self.send_with_ahead(&cmd)?;
         // With -p auto this end's conductor grows the stream count, asking the mover.
         let policy = blocks.auto.then(|| StreamPolicy::new(blocks.limits));
         let (conductor, requests) = Conductor::sending(self.tune.clone(), policy, start);

@@ -6,6 +6,7 @@ mod ahead;
 mod during;
 mod gridftp;
 mod listing;
+mod login;
 mod secure;
 mod third_party;
 mod udp;
@@ -25,9 +26,10 @@ use fatpipe_proto::drs::DrsOpts;
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
 use fatpipe_tune::{Role, Tuning};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsFd;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -86,7 +88,9 @@ pub struct Connection {
     /// What the UDP channel of the latest transfer did.
     last_udp: Option<String>,
     /// Commands asked ahead, to go out with the next command (ahead.rs).
-    ahead: Vec<Command>,
+    ahead: Vec<ahead::Ahead>,
+    /// Those sent whose replies have not come yet, in order.
+    owed: VecDeque<ahead::Ahead>,
     /// Their replies, until asked for.
     answers: Vec<(Command, Reply)>,
     /// The quickest command-to-reply time seen on the control connection: about the path's
@@ -155,6 +159,7 @@ impl Connection {
             udp: None,
             last_udp: None,
             ahead: Vec::new(),
+            owed: VecDeque::new(),
             round_trip: None,
             answers: Vec::new(),
         };
@@ -163,30 +168,7 @@ impl Connection {
             bail!("{peer} refused the connection: {greeting}");
         }
         let secured = c.secure_control(host, tls)?;
-        let r = c.command(&Command::User(creds.user.clone()))?;
-        let r = if r.is_intermediate() {
-            c.command(&Command::Pass(creds.password.clone()))?
-        } else {
-            r
-        };
-        if !r.is_success() {
-            let said = r.to_string().to_ascii_lowercase();
-            let fix = if !secured && ["encrypt", "tls", "ssl"].iter().any(|w| said.contains(w)) {
-                "the server wants TLS first: use --tls auto (the default) or --tls require"
-            } else if creds.user == "anonymous" {
-                "the server takes no anonymous logins: name a user in the URL (ftp://USER@host/…)"
-            } else {
-                "check the user name and the password"
-            };
-            bail!("login as {} failed: {peer} said {r}; {fix}", creds.user);
-        }
-        let feat = c.command(&Command::Feat)?;
-        if feat.is_success() {
-            c.features = feat.lines[1..feat.lines.len().saturating_sub(1)]
-                .iter()
-                .map(|l| l.trim().to_ascii_uppercase())
-                .collect();
-        }
+        c.log_in(creds, secured)?;
         if secured {
             c.protect_data(tls)?;
         }
@@ -252,7 +234,8 @@ impl Connection {
             .any(|f| f.split(' ').next() == Some(name))
     }
 
-    fn read_reply(&mut self) -> anyhow::Result<Reply> {
+    /// The next reply on the control connection, whatever command it answers.
+    fn read_one_reply(&mut self) -> anyhow::Result<Reply> {
         let mut line = Vec::new();
         loop {
             line.clear();
@@ -290,21 +273,10 @@ impl Connection {
         self.read_reply().map(Some)
     }
 
-    /// Sends a command without waiting for its reply; a name the control channel cannot carry
-    /// (a line break would end the command and start another) is an error, never sent.
-    fn send_only(&mut self, cmd: &Command) -> anyhow::Result<()> {
-        let wire = cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?;
-        let control = self.control.get_mut();
-        control
-            .write_all(&wire)
-            .and_then(|_| control.flush())
-            .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))
-    }
-
     /// Sends a command and returns its (first) reply.
     pub fn command(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
         // Only a command sent alone times the round trip (replies asked ahead come first).
-        let alone = self.ahead.is_empty();
+        let alone = self.ahead.is_empty() && self.owed.is_empty();
         let sent = std::time::Instant::now();
         self.send_with_ahead(cmd)?;
         let r = self.read_reply()?;
@@ -333,23 +305,23 @@ impl Connection {
         }
     }
 
-    /// Sets the type, and MODE S: every transfer but a MODE E file copy runs in it.
-    fn set_type(&mut self, t: TransferType) -> anyhow::Result<()> {
-        self.set_mode(false)?;
-        self.set_type_only(t)
+    /// Sets the type, and MODE S: every transfer but a MODE E file copy runs in it (both go
+    /// out with the next command).
+    fn set_type(&mut self, t: TransferType) {
+        self.set_mode(false);
+        self.set_type_only(t);
     }
 
-    fn set_type_only(&mut self, t: TransferType) -> anyhow::Result<()> {
+    /// Sets the type (it goes out with the next command).
+    fn set_type_only(&mut self, t: TransferType) {
         if self.ttype != Some(t) {
-            self.checked(&Command::Type(t))?;
+            self.set_ahead(Command::Type(t));
             self.ttype = Some(t);
         }
-        Ok(())
     }
 
-    /// Opens a passive data connection to the server (always to the control peer's address).
-    fn open_data(&mut self) -> anyhow::Result<TcpStream> {
-        let target = self.passive_target()?;
+    /// Opens a passive data connection to `target` (the server's, from [`Self::passive_target`]).
+    fn open_data(&self, target: SocketAddr) -> anyhow::Result<TcpStream> {
         let prepare = self.prepare();
         let s = fatpipe_net::socket::connect_prepared(target, self.timeout, |sock| {
             prepare(sock.as_fd())
@@ -423,9 +395,9 @@ impl Connection {
         make: impl FnOnce(TcpStream) -> Box<dyn Mover + 'w>,
         failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<(Moved, Reply)> {
-        let data = self.open_data()?;
+        let target = self.passive_target()?;
         let rest = (offset > 0).then_some(Command::Rest(offset));
-        let what = self.begin(rest, &cmd)?;
+        let (what, data) = self.begin(rest, &cmd, |c| c.open_data(target))?;
         let cfg = tuned.and(self.tune.clone());
         let conductor = Conductor::new(cfg, tuned.unwrap_or(Role::Receiver));
         let on_link = conductor.on_link();
@@ -440,20 +412,37 @@ impl Connection {
         Ok((moved, reply.unwrap_or_else(|| Reply::new(226, ""))))
     }
 
-    /// Sends `rest` (if any) and `cmd`, which must be answered with a preliminary reply;
-    /// returns the command as error messages name it.
-    fn begin(&mut self, rest: Option<Command>, cmd: &Command) -> anyhow::Result<String> {
+    /// Sends `rest` (if any) and `cmd` in one write, runs `meanwhile` during the round trip
+    /// (a passive data connection opens while the server reads the command), and reads the
+    /// reply, which must be preliminary; returns the command as error messages name it, and
+    /// what `meanwhile` made. When `meanwhile` fails, the server waits on a transfer this end
+    /// will not run: the session ends.
+    fn begin<T>(
+        &mut self,
+        rest: Option<Command>,
+        cmd: &Command,
+        meanwhile: impl FnOnce(&mut Self) -> anyhow::Result<T>,
+    ) -> anyhow::Result<(String, T)> {
         self.last_tune = None;
         self.last_streams = None;
         if let Some(r) = rest {
-            self.checked(&r)?;
+            self.set_ahead(r);
         }
         let what = describe(cmd);
-        let r = self.command(cmd)?;
+        self.send_with_ahead(cmd)?;
+        let made = match meanwhile(self) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = self.control.get_ref().tcp().shutdown(Shutdown::Both);
+                return Err(e);
+            }
+        };
+        let r = self.read_reply()?;
+        tracing::debug!("{what} -> {r}");
         if !r.is_preliminary() {
             bail!("{what}: server said {r}");
         }
-        Ok(what)
+        Ok((what, made))
     }
 
     /// Runs `work` under the conductor (in threads of their own) while this one keeps the
@@ -491,11 +480,11 @@ impl Connection {
                     }
                     match t {
                         Told::Buffer(n) => {
-                            self.send_only(&Command::Sbuf(n))?;
+                            self.send_with_ahead(&Command::Sbuf(n))?;
                             asked.probes.push_back(Instant::now());
                         }
                         Told::Paced(cc) => {
-                            self.send_only(&Command::Opts(format!("DRS Paced={cc}")))?;
+                            self.send_with_ahead(&Command::Opts(format!("DRS Paced={cc}")))?;
                             asked.notices += 1;
                         }
                     }
@@ -569,7 +558,7 @@ impl Connection {
         sink: &mut (dyn Write + Send),
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
-        self.set_type(TransferType::Image)?;
+        self.set_type(TransferType::Image);
         let work = StreamWork::Receive {
             into: sink,
             ascii: false,
@@ -588,7 +577,7 @@ impl Connection {
         file: &File,
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
-        self.set_type(TransferType::Image)?;
+        self.set_type(TransferType::Image);
         let work = StreamWork::SendFile { file, ascii: false };
         let stor = Command::Stor(path.into());
         self.transfer(stor, offset, Some(Role::Sender), pump, work, |e| {
@@ -604,7 +593,13 @@ impl Connection {
             .get_ref()
             .tcp()
             .set_read_timeout(Some(self.timeout.min(FINAL_GRACE)));
-        let _ = self.command(&Command::Quit);
+        // Nothing owed: QUIT goes out and the connection closes (the 221 only costs a round
+        // trip); else the replies owed (an `MFMT` asked ahead) are read and logged first.
+        if self.ahead.is_empty() && self.owed.is_empty() {
+            let _ = self.send_with_ahead(&Command::Quit);
+        } else {
+            let _ = self.command(&Command::Quit);
+        }
     }
 }
 

@@ -52,8 +52,8 @@ impl Connection {
         }
         let extended = self.blocks.is_some() && dest.has_feature("PARALLEL");
         for c in [&mut *self, &mut *dest] {
-            c.set_mode(extended)?;
-            c.set_type_only(TransferType::Image)?;
+            c.set_mode(extended);
+            c.set_type_only(TransferType::Image);
         }
         let target = dest.passive_target()?;
         let port = match target {
@@ -64,7 +64,7 @@ impl Connection {
             .context("the source server refused to send to the other server")?;
         // The receiver first: a server that answers 150 only once the data connection is up
         // (vsftpd) would otherwise wait for a sender not yet told to connect.
-        dest.send_only(&Command::Stor(to.into()))?;
+        dest.send_with_ahead(&Command::Stor(to.into()))?;
         let sending = self.command(&Command::Retr(from.into()))?;
         if !sending.is_preliminary() {
             let _ = dest.command(&Command::Abor);

@@ -18,19 +18,10 @@ impl Connection {
     /// end's side; `stack` is what the server is told). Returns why not when the server cannot.
     pub fn use_udp(&mut self, stack: &NetStack, udp: UdpConfig) -> anyhow::Result<Option<String>> {
         self.udp = None;
-        if self.data_secured() {
-            return Ok(Some(format!(
-                "data connections to {} are TLS, and the UDP channel has no encryption",
-                self.peer
-            )));
+        if let Some(why) = self.no_udp() {
+            return Ok(Some(why));
         }
-        if !self.has_feature(SETNETSTACK) {
-            return Ok(Some(format!(
-                "{} has no UDP data channel (no SETNETSTACK feature)",
-                self.peer
-            )));
-        }
-        let r = self.command(&Command::Site(format!("{SETNETSTACK} {stack}")))?;
+        let r = self.ask(&Command::Site(format!("{SETNETSTACK} {stack}")))?;
         if !r.is_success() {
             return Ok(Some(format!(
                 "{} refused the UDP data channel: {r}",
@@ -39,6 +30,31 @@ impl Connection {
         }
         self.udp = Some(udp);
         Ok(None)
+    }
+
+    /// Asks for the UDP channel ahead (with the next command), for [`Connection::use_udp`]
+    /// to take the answer: a session's settings go out in one write.
+    pub fn ask_udp_ahead(&mut self, stack: &NetStack) {
+        if self.no_udp().is_none() {
+            self.ask_ahead(Command::Site(format!("{SETNETSTACK} {stack}")));
+        }
+    }
+
+    /// Why transfers cannot move over the UDP channel with this server, if they cannot.
+    fn no_udp(&self) -> Option<String> {
+        if self.data_secured() {
+            return Some(format!(
+                "data connections to {} are TLS, and the UDP channel has no encryption",
+                self.peer
+            ));
+        }
+        if !self.has_feature(SETNETSTACK) {
+            return Some(format!(
+                "{} has no UDP data channel (no SETNETSTACK feature)",
+                self.peer
+            ));
+        }
+        None
     }
 
     /// Whether transfers move over the UDP channel.
@@ -58,7 +74,7 @@ impl Connection {
         let Some(config) = self.udp.clone() else {
             return Ok(None);
         };
-        self.set_type(TransferType::Image)?;
+        self.set_type(TransferType::Image);
         let at = file
             .stream_position()
             .context("cannot tell the local file's position")?;
