@@ -14,10 +14,17 @@ pub const HEADER: usize = 28;
 pub const SEGMENT: u64 = 10_000;
 /// Bytes of a full segment's bitmap.
 pub const BITMAP: usize = (SEGMENT as usize).div_ceil(8);
+/// Packets the sender sends back to back first: the bottleneck spaces them out, and the span of
+/// their arrivals at the receiver gives its rate (packet-train dispersion), where start-up can
+/// begin instead of ramping up to it from a few Mbit/s.
+pub const TRAIN: u64 = 128;
+/// The shortest arrival span of the train taken as a measurement (a span shorter than the
+/// receiver's clock can tell caps the rate it gives).
+const TRAIN_MIN_SPAN_US: u32 = 500;
 /// Most segment bitmaps one report carries.
 pub const MAX_REPORT_SEGMENTS: usize = 64;
 /// Largest message body on the feedback connection.
-const MAX_BODY: usize = 40 + MAX_REPORT_SEGMENTS * (10 + BITMAP);
+const MAX_BODY: usize = 48 + MAX_REPORT_SEGMENTS * (10 + BITMAP);
 
 /// The header of one data packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +118,25 @@ pub struct Report {
     pub queue_us: u32,
     /// Packets dropped for a wrong token or place.
     pub foreign: u32,
+    /// How many of the first [`TRAIN`] transmissions arrived (0 until a later transmission
+    /// arrived: the train is over).
+    pub train_packets: u32,
+    /// Microseconds from the first of the train's arrivals to the last (0 until it is over).
+    pub train_us: u32,
     /// Bitmaps of the segments that changed since the last report.
     pub segments: Vec<SegmentBits>,
+}
+
+impl Report {
+    /// The bottleneck rate the train's arrivals show, bits/s, for packets of `packet` bytes;
+    /// `None` until the train is over, or when too few of it arrived to tell.
+    pub fn train_rate(&self, packet: u32) -> Option<f64> {
+        if u64::from(self.train_packets) < TRAIN / 2 || self.train_us == 0 {
+            return None;
+        }
+        let span = f64::from(self.train_us.max(TRAIN_MIN_SPAN_US)) / 1e6;
+        Some(f64::from(self.train_packets - 1) * f64::from(packet) * 8.0 / span)
+    }
 }
 
 /// A message on the feedback connection.
@@ -203,6 +227,8 @@ impl Message {
                 body.extend_from_slice(&r.written.to_be_bytes());
                 body.extend_from_slice(&r.queue_us.to_be_bytes());
                 body.extend_from_slice(&r.foreign.to_be_bytes());
+                body.extend_from_slice(&r.train_packets.to_be_bytes());
+                body.extend_from_slice(&r.train_us.to_be_bytes());
                 let segments = &r.segments[..r.segments.len().min(MAX_REPORT_SEGMENTS)];
                 body.push(segments.len() as u8);
                 for s in segments {
@@ -311,6 +337,8 @@ fn report(r: &mut Reader<'_>) -> Result<Report, WireError> {
         written: r.u64(W)?,
         queue_us: r.u32(W)?,
         foreign: r.u32(W)?,
+        train_packets: r.u32(W)?,
+        train_us: r.u32(W)?,
         segments: Vec::new(),
     };
     let n = r.take(1, W)?[0] as usize;
@@ -446,12 +474,15 @@ mod tests {
             .prop_map(|(segment, bits)| SegmentBits { segment, bits });
         let report = (
             any::<[u64; 4]>(),
-            any::<u32>(),
-            any::<u32>(),
+            any::<[u32; 4]>(),
             proptest::collection::vec(bits, 0..4),
         )
             .prop_map(
-                |([at_us, max_tx, received, written], queue_us, foreign, segments)| {
+                |(
+                    [at_us, max_tx, received, written],
+                    [queue_us, foreign, train_packets, train_us],
+                    segments,
+                )| {
                     Message::Report(Report {
                         at_us,
                         max_tx,
@@ -459,6 +490,8 @@ mod tests {
                         written,
                         queue_us,
                         foreign,
+                        train_packets,
+                        train_us,
                         segments,
                     })
                 },
@@ -478,6 +511,23 @@ mod tests {
                 }
             }),
         ]
+    }
+
+    #[test]
+    fn the_trains_arrival_span_gives_the_bottleneck_rate() {
+        let r = |train_packets, train_us| Report {
+            train_packets,
+            train_us,
+            ..Report::default()
+        };
+        // 128 packets of 1,250 bytes 10 µs apart: 1 Gbit/s.
+        let rate = r(128, 1270).train_rate(1250).unwrap();
+        assert!((rate - 1e9).abs() < 1e3, "{rate}");
+        assert_eq!(r(0, 0).train_rate(1250), None, "not over yet");
+        assert_eq!(r(40, 1270).train_rate(1250), None, "too few arrived");
+        // A span the receiver's clock cannot tell caps the rate.
+        let capped = r(128, 3).train_rate(1250).unwrap();
+        assert!((capped - 127.0 * 10_000.0 / 500e-6).abs() < 1.0, "{capped}");
     }
 
     proptest! {

@@ -3,7 +3,7 @@
 //! Bounded: only segments within [`WINDOW`] of the lowest unfinished one are accepted.
 
 use super::ledger::WINDOW;
-use fatpipe_proto::udp::{segment_len, DataHeader, Report, SegmentBits, SEGMENT};
+use fatpipe_proto::udp::{segment_len, DataHeader, Report, SegmentBits, SEGMENT, TRAIN};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// What became of one packet.
@@ -37,6 +37,17 @@ pub struct Arrivals {
     /// not the whole transfer, so that a path whose delay grows is not read as a queue for good).
     interval_delay: Option<u32>,
     lows: VecDeque<(u64, u32)>,
+    train: Train,
+}
+
+/// The arrivals of the first [`TRAIN`] transmissions (this end's clock, wrapping µs).
+#[derive(Debug, Default)]
+struct Train {
+    first: Option<u32>,
+    last: u32,
+    count: u32,
+    /// A later transmission arrived: the train is over.
+    over: bool,
 }
 
 /// How long the path's own one-way delay is remembered, µs.
@@ -58,6 +69,7 @@ impl Arrivals {
             have: 0,
             interval_delay: None,
             lows: VecDeque::new(),
+            train: Train::default(),
         }
     }
 
@@ -80,6 +92,13 @@ impl Arrivals {
         }
         self.received += 1;
         self.max_tx = self.max_tx.max(h.tx);
+        if h.tx <= TRAIN {
+            self.train.first.get_or_insert(now_us);
+            self.train.last = now_us;
+            self.train.count += 1;
+        } else {
+            self.train.over = true;
+        }
         let delay = now_us.wrapping_sub(h.sent_us);
         // Delays compare by wrapping difference (the two clocks have unrelated origins).
         let lower = |a: Option<u32>| a.is_none_or(|b| (delay.wrapping_sub(b) as i32) < 0);
@@ -166,6 +185,11 @@ impl Arrivals {
             written,
             queue_us,
             foreign: self.foreign,
+            train_packets: if self.train.over { self.train.count } else { 0 },
+            train_us: match (self.train.over, self.train.first) {
+                (true, Some(first)) => self.train.last.wrapping_sub(first),
+                _ => 0,
+            },
             segments,
         }
     }
@@ -221,6 +245,26 @@ mod tests {
         assert_eq!(r.segments.len(), 3);
         assert!(a.segments.is_empty());
         assert_eq!(a.take(&h(0, 1), 0), Take::Duplicate);
+    }
+
+    #[test]
+    fn the_train_is_reported_once_a_later_transmission_arrived() {
+        let mut a = Arrivals::new(7, 1000);
+        for tx in 1..=TRAIN {
+            if tx != 5 {
+                a.take(&h(tx - 1, tx), 1_000 + 10 * tx as u32);
+            }
+        }
+        let r = a.report(0, 0);
+        assert_eq!(
+            (r.train_packets, r.train_us),
+            (0, 0),
+            "a late one may still come"
+        );
+        a.take(&h(TRAIN, TRAIN + 1), 9_000);
+        let r = a.report(0, 0);
+        assert_eq!(r.train_packets as u64, TRAIN - 1);
+        assert_eq!(r.train_us, 10 * (TRAIN as u32 - 1));
     }
 
     #[test]

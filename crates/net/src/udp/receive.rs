@@ -151,7 +151,8 @@ impl Receiving<'_> {
                     Ok(n) => {
                         heard = Instant::now();
                         for (m, b) in meta.iter().zip(bufs.iter()).take(n) {
-                            self.take(&b[..m.len.min(b.len())], m.stride.max(1), pump)?;
+                            let at = arrival_us(m.timestamp, self.start);
+                            self.take(&b[..m.len.min(b.len())], m.stride.max(1), at, pump)?;
                         }
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
@@ -212,9 +213,15 @@ impl Receiving<'_> {
         Ok(false)
     }
 
-    /// Books the packets of one received buffer (`stride` bytes each, the last maybe fewer).
-    fn take(&mut self, data: &[u8], stride: usize, pump: &Pump) -> Result<(), PumpError> {
-        let now_us = self.start.elapsed().as_micros() as u32;
+    /// Books the packets of one received buffer (`stride` bytes each, the last maybe fewer)
+    /// that arrived at `now_us`.
+    fn take(
+        &mut self,
+        data: &[u8],
+        stride: usize,
+        now_us: u32,
+        pump: &Pump,
+    ) -> Result<(), PumpError> {
         for packet in data.chunks(stride) {
             let Some((h, body)) = DataHeader::parse(packet) else {
                 continue;
@@ -301,5 +308,16 @@ impl Receiving<'_> {
                 Ok(_) => {}
             }
         }
+    }
+}
+
+/// When a buffer arrived, in wrapping microseconds: the kernel's receive time where it tells
+/// (the packet train's spacing survives a receiver that was busy when it came), else now by
+/// this end's clock since `start`. One socket gives one kind or the other throughout; only
+/// differences between arrivals are used.
+fn arrival_us(kernel: Option<Duration>, start: Instant) -> u32 {
+    match kernel {
+        Some(t) => t.as_micros() as u32,
+        None => start.elapsed().as_micros() as u32,
     }
 }

@@ -3,11 +3,14 @@
 //! each batch one `sendmsg` with UDP segmentation offload where the kernel has it.
 
 use super::ledger::Ledger;
-use super::{net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, PROBE};
+use super::{
+    net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, PROBE,
+    REPORT_EVERY,
+};
 use crate::mode_e::OnStream;
 use crate::telemetry::unix_now;
 use crate::{Moved, Mover, Pump, PumpError};
-use fatpipe_proto::udp::{packets, DataHeader, Message, Report, HEADER, PACKET_RANGE};
+use fatpipe_proto::udp::{packets, DataHeader, Message, Report, HEADER, PACKET_RANGE, TRAIN};
 use fatpipe_tune::rate::{Feedback, RateControl, RateLimits};
 use fatpipe_tune::telemetry::{Event, RateEvent, SegmentEvent};
 use quinn_udp::{Transmit, UdpSocketState};
@@ -37,6 +40,9 @@ const TICK: Duration = Duration::from_millis(1);
 const BATCH_TIME: f64 = 0.0005;
 /// Batches whose send times are kept for the tail's loss detection (a few round trips).
 const SEND_LOG: usize = 1 << 16;
+/// No report for this long means the reports are held up (the receiver sends one every
+/// [`REPORT_EVERY`]).
+const REPORTS_LATE: Duration = Duration::from_millis(3 * REPORT_EVERY.as_millis() as u64);
 /// Sending time the token bucket keeps when the loop falls behind, s.
 const BURST_TIME: f64 = 0.004;
 
@@ -224,7 +230,8 @@ impl<'a> Sending<'a> {
         // The rate it starts at is the first decision (a remembered one, or the default).
         self.log_rate(Duration::ZERO, &Feedback::default(), 0);
         let batch_bytes = (BATCH * self.packet) as f64;
-        let mut tokens = batch_bytes;
+        // The train goes out back to back, whatever the starting rate.
+        let mut tokens = batch_bytes.max((TRAIN as usize * self.packet) as f64);
         let mut filled = Instant::now();
         let mut last: Option<Report> = None;
         let mut done = self.ledger.complete() && self.length == 0;
@@ -267,7 +274,10 @@ impl<'a> Sending<'a> {
             }
             let bytes_per_s = self.control.rate() / 8.0;
             // Time the loop lost (the scheduler, a full socket) is made up, within a few ms.
-            let burst = batch_bytes.max(bytes_per_s * BURST_TIME);
+            let train = (TRAIN + 1).saturating_sub(self.ledger.next_tx()) as f64;
+            let burst = batch_bytes
+                .max(bytes_per_s * BURST_TIME)
+                .max(train * self.packet as f64);
             tokens = (tokens + bytes_per_s * now.duration_since(filled).as_secs_f64()).min(burst);
             filled = now;
             let want = (bytes_per_s * BATCH_TIME / self.packet as f64).clamp(1.0, BATCH as f64);
@@ -281,7 +291,10 @@ impl<'a> Sending<'a> {
             // one reported (start-up: a stalled report must not let an overshoot run on).
             let reported = last.as_ref().map_or(0, |r| r.max_tx);
             let out = self.ledger.next_tx().saturating_sub(1 + reported);
-            let held = self.control.in_flight().is_some_and(|cap| out >= cap);
+            let held = self
+                .control
+                .in_flight()
+                .is_some_and(|cap| out >= cap.max(2 * TRAIN));
             let sent = self.fill(&mut batch, n, !held).map_err(PumpError::Read)?;
             if sent == 0 {
                 // Nothing may go and nothing went for a while, though the receiver lacks
@@ -298,14 +311,18 @@ impl<'a> Sending<'a> {
                 if !tail && self.ledger.all_sent_once() {
                     tail = true;
                     tracing::debug!(
-                        "udp: every packet sent once after {:.2} s",
-                        self.start.elapsed().as_secs_f64()
+                        "udp: every packet sent once after {:.2} s ({} sends so far)",
+                        self.start.elapsed().as_secs_f64(),
+                        self.ledger.transmissions
                     );
                 }
                 // Everything is out (or the window is): nothing later arrives to show a loss, so
                 // what is still missing a round trip (and a quarter) after it was sent is sent
-                // again. Not while held back: the reports are late, not the packets.
-                if held {
+                // again. Not while held back, nor while no report came for a few report
+                // intervals (one held up by a retransmission on the connection): the reports
+                // are late, not the packets, and the packets they would show arrived.
+                let reports_late = now.duration_since(self.link.heard) > REPORTS_LATE;
+                if held || reports_late {
                     self.wait(TICK, false)?;
                     continue;
                 }
@@ -395,6 +412,12 @@ impl<'a> Sending<'a> {
             ),
             None => (Duration::from_micros(r.at_us), (0, 0)),
         };
+        if last.is_none_or(|b| b.train_packets == 0) {
+            if let Some(c) = r.train_rate(self.packet as u32) {
+                tracing::debug!("udp: the train arrived at {:.0} Mbit/s", c / 1e6);
+                self.control.on_capacity(c);
+            }
+        }
         let delivered = r.received.saturating_sub(before.0);
         let fb = Feedback {
             now: t,

@@ -119,6 +119,9 @@ pub trait RateControl: Send {
     fn on_feedback(&mut self, _fb: &Feedback) {}
     /// Takes a segment whose first pass is over.
     fn on_segment(&mut self, _now: Duration, _seg: &SegmentLoss) {}
+    /// Takes the bottleneck's rate as the packet train at the start of the transfer showed it,
+    /// bits/s (the path's capacity, not what others leave of it).
+    fn on_capacity(&mut self, _bps: f64) {}
     /// The rate to send at now, bits/s.
     fn rate(&self) -> f64;
     /// The controller's state, for progress and telemetry.

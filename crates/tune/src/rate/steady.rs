@@ -3,11 +3,12 @@
 //! lose the transfer time. Congestion shows otherwise: the one-way delay rises as a queue
 //! builds, or (a policer, no queue) the loss grows well past the share seen at lower rates.
 //!
-//! Start-up sends at 2.89 times what reached the receiver (BBR's start-up gain), taken every
-//! few reports, so the rate grows about that much per round trip, smoothly, until the delivered
-//! rate stops growing by a quarter per round trip (three in a row) or a queue shows; a queue
-//! start-up built drains at half the delivered rate (the link stays busy while it does). Once per
-//! round trip it looks at what the receiver got; after start-up it sends at
+//! Start-up begins at the bottleneck's rate as the packet train that opens the transfer showed
+//! it (the first report carries it), and sends at 2.89 times what reached the receiver (BBR's start-up gain), taken
+//! every few reports, so the rate grows about that much per round trip, smoothly, until the
+//! delivered rate stops growing by a quarter per round trip (three in a row) or a queue shows;
+//! a queue start-up built drains at half the delivered rate (the link stays busy while it
+//! does). Once per round trip it looks at what the receiver got; after start-up it sends at
 //! the bottleneck estimate (the highest delivered rate of the last ten round trips, the random
 //! loss share added back), probing 25 % above it one round trip in four and draining below it
 //! the next. At a sign of congestion it falls to 90 % of what the receiver got, and the
@@ -42,6 +43,11 @@ const IN_FLIGHT: f64 = 4.0;
 /// drains (the link stays busy meanwhile), and the most round trips that may take.
 const DRAIN: f64 = 0.5;
 const DRAIN_ROUNDS: u32 = 3;
+/// Start-up jumps to the rate the packet train showed (the bottleneck's: a queue that others
+/// keep shows within a round trip and start-up drains it), and grows no further than
+/// [`TRAIN_CAP`] times it (more than the bottleneck takes only builds a queue; a measurement
+/// that was low leaves the rest to cruise's probing).
+const TRAIN_CAP: f64 = 1.05;
 /// Back-off: the share of the delivered rate sent after a sign of congestion.
 const BACKOFF: f64 = 0.9;
 /// A queue someone else keeps full (a loss-based TCP flow fills any buffer) does not push the
@@ -86,6 +92,8 @@ pub struct Steady {
     /// Start-up: the feedback since the rate last grew, and the highest rate it delivered.
     ramp: Feedback,
     fastest: f64,
+    /// The bottleneck's rate as the packet train showed it (0: not measured).
+    capacity: f64,
     /// The round trip and packet size of the latest feedback.
     rtt: Duration,
     packet: u32,
@@ -108,6 +116,7 @@ impl Steady {
             trend: VecDeque::new(),
             ramp: Feedback::default(),
             fastest: 0.0,
+            capacity: 0.0,
             rtt: Duration::ZERO,
             packet: 0,
         }
@@ -239,7 +248,11 @@ impl Steady {
         let ramp = std::mem::take(&mut self.ramp);
         let (delivered, _) = self.crossed(&ramp);
         self.fastest = self.fastest.max(delivered);
-        self.rate = bounded(self.rate.max(STARTUP_GAIN * delivered), &self.limits);
+        let mut rate = self.rate.max(STARTUP_GAIN * delivered);
+        if self.capacity > 0.0 {
+            rate = rate.min(TRAIN_CAP * self.capacity).max(self.rate);
+        }
+        self.rate = bounded(rate, &self.limits);
     }
 }
 
@@ -265,6 +278,13 @@ impl RateControl for Steady {
         }
     }
 
+    fn on_capacity(&mut self, bps: f64) {
+        if self.phase == Phase::Startup {
+            self.capacity = bps;
+            self.rate = bounded(self.rate.max(bps), &self.limits);
+        }
+    }
+
     fn rate(&self) -> f64 {
         self.rate
     }
@@ -273,7 +293,11 @@ impl RateControl for Steady {
         if !matches!(self.phase, Phase::Startup | Phase::Drain) || self.packet == 0 {
             return None;
         }
-        let estimate = self.bottleneck().max(self.fastest).max(self.limits.start);
+        let estimate = self
+            .bottleneck()
+            .max(self.fastest)
+            .max(self.capacity)
+            .max(self.limits.start);
         let bits = IN_FLIGHT * estimate * self.rtt.as_secs_f64();
         Some((bits / (8.0 * f64::from(self.packet))).max(64.0) as u64)
     }
@@ -337,6 +361,31 @@ mod tests {
             settled.iter().all(|&r| r > 0.7e9 && r < 1.3e9),
             "{settled:?}"
         );
+    }
+
+    #[test]
+    fn a_packet_train_starts_it_at_the_bottleneck_and_a_wrong_one_is_corrected() {
+        // A gigabit path at 100 ms with 1 % loss, the train showing `shows`.
+        let with_train = |shows: f64| {
+            let mut path = UdpPath::new(1e9, 0.1, 0.01);
+            path.train = Some(shows);
+            path.run(&mut Steady::new(limits()), 3.0)
+        };
+        let at = |run: &crate::rate::testing::Run, t: f64| {
+            run.trace.iter().find(|s| s.0 >= t).map_or(0.0, |s| s.1)
+        };
+        // The train told the truth: at the gigabit a round trip in, no queue overflows.
+        let run = with_train(0.99e9);
+        assert!(at(&run, 0.2) > 0.95e9, "{:?}", run.trace);
+        assert!(run.overflow_share_after(0.0) < 0.001, "{run:?}");
+        assert!(run.goodput_after(0.3) > 0.95 * 0.99e9, "{run:?}");
+        // Twice the truth: what reached the receiver brings it down within a few round trips.
+        let run = with_train(2e9);
+        assert!(at(&run, 0.6) < 1.1e9, "{:?}", run.trace);
+        assert!(run.goodput_after(1.0) > 0.9 * 0.99e9, "{run:?}");
+        // Half the truth: start-up and cruise's probing find the rest.
+        let run = with_train(0.5e9);
+        assert!(run.goodput_after(1.5) > 0.9 * 0.99e9, "{:?}", run.trace);
     }
 
     #[test]

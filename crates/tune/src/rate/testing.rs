@@ -30,6 +30,8 @@ pub struct UdpPath {
     /// A competing loss-based flow (cubic-like: +2 % of the capacity per round trip, × 0.7 after
     /// a round trip with a drop), running until this time, s.
     pub tcp_until: Option<f64>,
+    /// The rate the packet train at the start shows (told a round trip in), bits/s.
+    pub train: Option<f64>,
 }
 
 /// What a run moved, per millisecond: time (s), bits sent, delivered, dropped at the full queue.
@@ -86,6 +88,7 @@ impl UdpPath {
             cross: 0.0,
             tcp_until: None,
             step: None,
+            train: None,
         }
     }
 
@@ -165,6 +168,11 @@ impl UdpPath {
                 report = (0.0, 0.0, 0.0);
                 report_queue = f64::MAX;
                 last_report = t;
+            }
+            if t >= self.rtt {
+                if let Some(shows) = self.train.take() {
+                    c.on_capacity(shows);
+                }
             }
             while pending.front().is_some_and(|(at, _)| *at <= t) {
                 if let Some((_, mut fb)) = pending.pop_front() {
