@@ -32,10 +32,6 @@ pub(super) fn session(
     opts: &CopyOptions,
 ) -> anyhow::Result<Connection> {
     let mut conn = remote.open(creds, opts.timeout, &opts.tls)?;
-    if let Some((stack, _)) = &opts.udp {
-        // With the tuning's `OPTS DRS`, in one write.
-        conn.ask_udp_ahead(stack);
-    }
     if let Some(t) = &opts.tune {
         conn.set_tuning(t.clone())?;
     }

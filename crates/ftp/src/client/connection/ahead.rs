@@ -40,13 +40,34 @@ impl Connection {
     }
 
     /// The reply to `cmd`: the kept one when it was asked ahead (taken: a second call asks
-    /// anew), else asked now (with it, if still waiting to go out).
+    /// anew; one still waiting to go out goes now, with what was asked before it), else asked
+    /// now.
     pub(super) fn ask(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
+        if self.ahead.iter().any(|a| a.cmd == *cmd) {
+            self.flush_ahead()?;
+        }
         if let Some(i) = self.answers.iter().position(|(c, _)| c == cmd) {
             return Ok(self.answers.remove(i).1);
         }
-        self.ahead.retain(|a| a.cmd != *cmd);
         self.command(cmd)
+    }
+
+    /// Sends what was asked ahead, in one write, and takes the replies.
+    fn flush_ahead(&mut self) -> anyhow::Result<()> {
+        let mut wire = Vec::new();
+        for a in std::mem::take(&mut self.ahead) {
+            wire.extend(a.cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?);
+            self.owed.push_back(a);
+        }
+        self.write_commands(&wire)?;
+        let mut refused = None;
+        while let Some(a) = self.owed.pop_front() {
+            let r = self.read_one_reply()?;
+            if let Some(e) = self.absorb(a, r) {
+                refused.get_or_insert(e);
+            }
+        }
+        refused.map_or(Ok(()), Err)
     }
 
     /// Writes what was asked ahead and then `cmd` in one write; the replies to the former are
@@ -95,15 +116,25 @@ impl Connection {
                     }
                 };
             };
-            tracing::debug!("{} (asked ahead) -> {r}", describe(&a.cmd));
-            if !a.must_take {
-                self.answers.push((a.cmd, r));
-                let over = self.answers.len().saturating_sub(KEPT);
-                self.answers.drain(..over);
-            } else if !(r.is_success() || r.is_intermediate()) {
-                self.forget_setting(&a.cmd);
-                refused.get_or_insert(anyhow!("{}: server said {r}", describe(&a.cmd)));
+            if let Some(e) = self.absorb(a, r) {
+                refused.get_or_insert(e);
             }
+        }
+    }
+
+    /// Takes the reply `r` to `a`, asked ahead: kept, or for a setting, why it failed.
+    fn absorb(&mut self, a: Ahead, r: Reply) -> Option<anyhow::Error> {
+        tracing::debug!("{} (asked ahead) -> {r}", describe(&a.cmd));
+        if !a.must_take {
+            self.answers.push((a.cmd, r));
+            let over = self.answers.len().saturating_sub(KEPT);
+            self.answers.drain(..over);
+            None
+        } else if r.is_success() || r.is_intermediate() {
+            None
+        } else {
+            self.forget_setting(&a.cmd);
+            Some(anyhow!("{}: server said {r}", describe(&a.cmd)))
         }
     }
 
@@ -160,7 +191,7 @@ mod tests {
             let mut w = s.try_clone().unwrap();
             let mut r = BufReader::new(s);
             w.write_all(b"220 hi\r\n").unwrap();
-            let feat = "211-Features:\r\n CKSM XXH3\r\n MDTM\r\n211 End\r\n";
+            let feat = "211-Features:\r\n CKSM XXH3\r\n MDTM\r\n DRS\r\n PARALLEL\r\n DCREUSE\r\n211 End\r\n";
             let mut got = take(&mut r, &mut w, 3, &format!("{user_reply}{feat}"));
             got.extend(script(&mut r, &mut w));
             got
@@ -210,6 +241,35 @@ mod tests {
             },
         );
         assert_eq!(&got[3..], ["MDTM /f", "TYPE I", "SIZE /f"]);
+    }
+
+    #[test]
+    fn a_sessions_settings_go_out_with_its_first_command_and_are_taken_before_a_transfer() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let replies =
+                    "200 drs\r\n200 par\r\n200 reuse\r\n213 20260102030405\r\n200 ok\r\n213 7\r\n";
+                take(r, w, 6, replies)
+            },
+            |c| {
+                c.set_tuning(fatpipe_net::TunerConfig::untuned()).unwrap();
+                let auto = super::super::Streams::Auto {
+                    max: 8,
+                    max_memory: None,
+                };
+                c.set_streams(auto).unwrap();
+                assert_eq!(c.size_and_modified("/f").unwrap().0, Some(7));
+                c.settle().unwrap();
+                assert!(c.drs_peer && c.reuse, "both answers taken");
+            },
+        );
+        assert!(got[3].starts_with("OPTS DRS ON"), "{got:?}");
+        assert!(got[4].starts_with("OPTS RETR Parallelism="), "{got:?}");
+        assert_eq!(
+            &got[5..],
+            ["OPTS DCREUSE ON", "MDTM /f", "TYPE I", "SIZE /f"]
+        );
     }
 
     #[test]

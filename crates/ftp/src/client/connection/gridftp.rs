@@ -61,6 +61,11 @@ pub struct StreamsReport {
     pub cc: Option<String>,
 }
 
+/// Asks a server for data-connection reuse between files.
+pub(super) fn reuse_command() -> Command {
+    Command::Opts("DCREUSE ON".into())
+}
+
 /// `CKSM alg 0 -1 path`: a whole remote file's checksum.
 pub fn checksum_command(alg: ChecksumAlg, path: &str) -> Command {
     Command::Cksm(Cksm {
@@ -123,12 +128,13 @@ impl Connection {
             }
             return Ok(());
         }
-        self.checked(&Command::Opts(format!("RETR {parallelism}")))?;
+        // Both go out with the next command; the answer to the second is taken before the
+        // next transfer ([`Connection::settle`]).
+        self.set_ahead(Command::Opts(format!("RETR {parallelism}")));
         self.kept = None;
         if !self.reuse && self.has_feature("DCREUSE") {
-            self.reuse = self
-                .command(&Command::Opts("DCREUSE ON".into()))?
-                .is_success();
+            self.ask_ahead(reuse_command());
+            self.reuse_asked = true;
         }
         self.blocks = Some(Blocks {
             parallelism,
@@ -240,6 +246,7 @@ impl Connection {
         pump: &Arc<Pump>,
         state: &Arc<Mutex<Reassembly>>,
     ) -> anyhow::Result<u64> {
+        self.settle()?;
         self.set_mode(true);
         self.set_type_only(TransferType::Image);
         let resumed = self.start_where_the_last_ended()?;
@@ -297,6 +304,7 @@ impl Connection {
         } else {
             blocks.parallelism.start
         };
+        self.settle()?;
         self.set_mode(true);
         self.set_type_only(TransferType::Image);
         let channel = match self.kept_channel(true) {
@@ -365,7 +373,7 @@ impl Connection {
                 start,
                 ..b.parallelism
             };
-            self.checked(&Command::Opts(format!("RETR {p}")))?;
+            self.set_ahead(Command::Opts(format!("RETR {p}")));
             if let Some(b) = self.blocks.as_mut() {
                 b.parallelism = p;
             }

@@ -10,8 +10,8 @@ mod login;
 mod secure;
 mod third_party;
 mod udp;
-use gridftp::Blocks;
 pub use gridftp::{checksum_command, Streams, StreamsReport};
+use gridftp::{reuse_command, Blocks};
 use secure::ControlStream;
 pub use secure::{TlsMode, TlsPolicy};
 
@@ -72,6 +72,10 @@ pub struct Connection {
     tune: Option<TunerConfig>,
     /// Whether the server speaks the drsFTP messages (`OPTS DRS` accepted).
     drs_peer: bool,
+    /// `OPTS DRS` asked ahead, its answer not taken yet.
+    drs_asked: Option<DrsOpts>,
+    /// `OPTS DCREUSE ON` asked ahead, its answer not taken yet.
+    reuse_asked: bool,
     last_tune: Option<TuneSummary>,
     /// MODE E transfers: the parallelism asked of the server and this end's policy limits.
     blocks: Option<Blocks>,
@@ -150,6 +154,8 @@ impl Connection {
             timeout,
             tune: None,
             drs_peer: false,
+            drs_asked: None,
+            reuse_asked: false,
             last_tune: None,
             blocks: None,
             extended: false,
@@ -179,17 +185,31 @@ impl Connection {
     /// fatpipe server, `SBUF` for fixed sizes with other GridFTP servers) and runs the mode's law
     /// at this end.
     pub fn set_tuning(&mut self, cfg: TunerConfig) -> anyhow::Result<()> {
-        let tuning = cfg.tuning;
         self.drs_peer = false;
+        let tuning = cfg.tuning;
+        let opts = DrsOpts {
+            notify: Some(true),
+            tuning: Some(tuning.to_string()),
+            pacing: cfg.pacing.map(|p| p.to_string()),
+            cc: cfg.cc.clone(),
+            paced: None,
+        };
+        self.tune = Some(cfg);
         if self.has_feature("DRS") {
-            let opts = DrsOpts {
-                notify: Some(true),
-                tuning: Some(tuning.to_string()),
-                pacing: cfg.pacing.map(|p| p.to_string()),
-                cc: cfg.cc.clone(),
-                paced: None,
-            };
-            let r = self.command(&Command::Opts(opts.to_string()))?;
+            // Its answer is taken before the next transfer ([`Connection::settle`]).
+            self.ask_ahead(Command::Opts(opts.to_string()));
+            self.drs_asked = Some(opts);
+            return Ok(());
+        }
+        self.fixed_buffers(tuning)
+    }
+
+    /// What the session's settings asked ahead were answered (`OPTS DRS`, `OPTS DCREUSE`),
+    /// taken before a transfer needs it: they go out with the next command, not a round trip
+    /// of their own.
+    fn settle(&mut self) -> anyhow::Result<()> {
+        if let Some(opts) = self.drs_asked.take() {
+            let r = self.ask(&Command::Opts(opts.to_string()))?;
             self.drs_peer = r.is_success();
             // A server that knows DRS but not the pacing or congestion control asked for
             // says why; the transfer goes on without them (uploads still use them here).
@@ -204,21 +224,32 @@ impl Connection {
                     .command(&Command::Opts(plain.to_string()))?
                     .is_success();
             }
-        }
-        if !self.drs_peer && self.has_feature("SBUF") {
-            let fixed = match tuning {
-                Tuning::Stock => Some(fatpipe_tune::mode::STOCK_BUFFER),
-                Tuning::Static(n) => Some(n),
-                _ => None,
-            };
-            if let Some(n) = fixed {
-                let r = self.command(&Command::Sbuf(n))?;
-                if !r.is_success() {
-                    tracing::warn!("the server refused SBUF {n}: {r}");
+            if !self.drs_peer {
+                if let Some(t) = self.tune.as_ref().map(|t| t.tuning) {
+                    self.fixed_buffers(t)?;
                 }
             }
         }
-        self.tune = Some(cfg);
+        if std::mem::take(&mut self.reuse_asked) {
+            self.reuse = self.ask(&reuse_command())?.is_success();
+        }
+        Ok(())
+    }
+
+    /// Tells a server without the drsFTP messages the fixed buffer size of `tuning` (`SBUF`),
+    /// when it has one.
+    fn fixed_buffers(&mut self, tuning: Tuning) -> anyhow::Result<()> {
+        let fixed = match tuning {
+            Tuning::Stock => Some(fatpipe_tune::mode::STOCK_BUFFER),
+            Tuning::Static(n) => Some(n),
+            _ => None,
+        };
+        if let (true, Some(n)) = (self.has_feature("SBUF"), fixed) {
+            let r = self.command(&Command::Sbuf(n))?;
+            if !r.is_success() {
+                tracing::warn!("the server refused SBUF {n}: {r}");
+            }
+        }
         Ok(())
     }
 
@@ -395,6 +426,7 @@ impl Connection {
         make: impl FnOnce(TcpStream) -> Box<dyn Mover + 'w>,
         failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<(Moved, Reply)> {
+        self.settle()?;
         let target = self.passive_target()?;
         let rest = (offset > 0).then_some(Command::Rest(offset));
         let (what, data) = self.begin(rest, &cmd, |c| c.open_data(target))?;

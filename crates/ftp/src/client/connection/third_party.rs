@@ -37,6 +37,7 @@ impl Connection {
         pump: &Arc<Pump>,
     ) -> anyhow::Result<Relayed> {
         for c in [&mut *self, &mut *dest] {
+            c.settle()?;
             if c.data_secured() {
                 let r = c.command(&Command::Prot(ProtLevel::Clear))?;
                 if !r.is_success() {

@@ -32,14 +32,6 @@ impl Connection {
         Ok(None)
     }
 
-    /// Asks for the UDP channel ahead (with the next command), for [`Connection::use_udp`]
-    /// to take the answer: a session's settings go out in one write.
-    pub fn ask_udp_ahead(&mut self, stack: &NetStack) {
-        if self.no_udp().is_none() {
-            self.ask_ahead(Command::Site(format!("{SETNETSTACK} {stack}")));
-        }
-    }
-
     /// Why transfers cannot move over the UDP channel with this server, if they cannot.
     fn no_udp(&self) -> Option<String> {
         if self.data_secured() {
