@@ -4,12 +4,13 @@
 //! builds, or (a policer, no queue) the loss grows well past the share seen at lower rates.
 //!
 //! Start-up begins at the bottleneck's rate as the packet train that opens the transfer showed
-//! it (the first report carries it), and sends at 2.89 times what reached the receiver (BBR's start-up gain), taken
-//! every few reports, so the rate grows about that much per round trip, smoothly, until the
-//! delivered rate stops growing by a quarter per round trip (three in a row) or a queue shows;
-//! a queue start-up built drains at half the delivered rate (the link stays busy while it
-//! does). Once per round trip it looks at what the receiver got; after start-up it sends at
-//! the bottleneck estimate (the highest delivered rate of the last ten round trips, the random
+//! it (the first report carries it), and sends at 2.89 times what reached the receiver (BBR's
+//! start-up gain), taken every few reports, so the rate grows about that much per round trip,
+//! smoothly, no further than a little over the train's rate, until the delivered rate stops
+//! growing by a quarter per round trip (three in a row) or a queue shows; a queue start-up
+//! built drains at half the delivered rate (the link stays busy while it does). Once per
+//! round trip it looks at what the receiver got; after start-up it sends at the bottleneck
+//! estimate (the highest delivered rate of the last ten round trips, the random
 //! loss share added back), probing 25 % above it one round trip in four and draining below it
 //! the next. At a sign of congestion it falls to 90 % of what the receiver got, and the
 //! estimate starts again from there.

@@ -54,38 +54,38 @@ impl Connection {
 
     /// Sends what was asked ahead, in one write, and takes the replies.
     fn flush_ahead(&mut self) -> anyhow::Result<()> {
-        let mut wire = Vec::new();
-        for a in std::mem::take(&mut self.ahead) {
-            wire.extend(a.cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?);
-            self.owed.push_back(a);
-        }
+        let (wire, sent) = self.ahead_on_the_wire()?;
         self.write_commands(&wire)?;
-        let mut refused = None;
-        while let Some(a) = self.owed.pop_front() {
-            let r = self.read_one_reply()?;
-            if let Some(e) = self.absorb(a, r) {
-                refused.get_or_insert(e);
-            }
-        }
-        refused.map_or(Ok(()), Err)
+        self.owed.extend(sent);
+        self.take_owed()?.map_or(Ok(()), Err)
     }
 
     /// Writes what was asked ahead and then `cmd` in one write; the replies to the former are
     /// taken by [`Connection::read_reply`] before `cmd`'s.
     pub(super) fn send_with_ahead(&mut self, cmd: &Command) -> anyhow::Result<()> {
+        let (mut wire, sent) = self.ahead_on_the_wire()?;
+        wire.extend(cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?);
+        self.write_commands(&wire)?;
+        self.owed.extend(sent);
+        Ok(())
+    }
+
+    /// What was asked ahead, taken: the commands on the wire, and those it carries. One the
+    /// control channel cannot carry is left out (a setting among them fails the whole).
+    fn ahead_on_the_wire(&mut self) -> anyhow::Result<(Vec<u8>, Vec<Ahead>)> {
         let mut wire = Vec::new();
+        let mut sent = Vec::new();
         for a in std::mem::take(&mut self.ahead) {
             match a.cmd.to_wire() {
                 Ok(w) => {
                     wire.extend(w);
-                    self.owed.push_back(a);
+                    sent.push(a);
                 }
                 Err(e) if a.must_take => bail!("{}: {}", describe(&a.cmd), e.message),
                 Err(e) => tracing::warn!("not sent: {}", e.message),
             }
         }
-        wire.extend(cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?);
-        self.write_commands(&wire)
+        Ok((wire, sent))
     }
 
     /// Writes commands already on the wire in one write.
@@ -100,26 +100,32 @@ impl Connection {
     /// The next reply that answers a command sent alone or last in its write: replies owed to
     /// commands asked ahead come first and are kept (or, a setting refused, fail it).
     pub(super) fn read_reply(&mut self) -> anyhow::Result<Reply> {
+        let refused = self.take_owed()?;
+        let r = self.read_one_reply()?;
+        match refused {
+            None => Ok(r),
+            Some(e) => {
+                if r.is_preliminary() {
+                    // The server went on without the setting: this session is out of step
+                    // with it, and ends here.
+                    let _ = self.control.get_ref().tcp().shutdown(Shutdown::Both);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads the replies owed to commands asked ahead (they come before any other); the first
+    /// refusal of a setting among them, if any.
+    fn take_owed(&mut self) -> anyhow::Result<Option<anyhow::Error>> {
         let mut refused = None;
-        loop {
+        while let Some(a) = self.owed.pop_front() {
             let r = self.read_one_reply()?;
-            let Some(a) = self.owed.pop_front() else {
-                return match refused {
-                    None => Ok(r),
-                    Some(e) => {
-                        if r.is_preliminary() {
-                            // The server went on without the setting: this session is out of
-                            // step with it, and ends here.
-                            let _ = self.control.get_ref().tcp().shutdown(Shutdown::Both);
-                        }
-                        Err(e)
-                    }
-                };
-            };
             if let Some(e) = self.absorb(a, r) {
                 refused.get_or_insert(e);
             }
         }
+        Ok(refused)
     }
 
     /// Takes the reply `r` to `a`, asked ahead: kept, or for a setting, why it failed.
