@@ -2,8 +2,12 @@
 # Many files across an emulated WAN (issue 15): `fatpipe cp -r` of 256 files x 4 MiB down and up
 # at RTT 100 ms, 1 Gbit/s, 1-BDP queue, stock profile, --no-force-buffers (an unprivileged
 # user's limits), default options otherwise; trees checked with diff. With BASE=/path/to/fatpipe
-# an older build runs as the client in alternation, for a before/after in one script.
-# Usage: [BASE=bin] [RUNS=2] bench/many-files-wan.sh   (root). Prints a table of wall clocks.
+# an older build runs as the client in alternation, for a before/after in one script. With
+# PEERS=1 each run also times globus-url-copy -r -fast -p 4 -cc 4 -pp against
+# globus-gridftp-server and lftp mirror --parallel=8 against fatpipe's server, on the same path.
+# FILES and SIZE (bytes) change the tree (default 256 x 4 MiB).
+# Usage: [BASE=bin] [RUNS=2] [PEERS=1] [FILES=n SIZE=b] bench/many-files-wan.sh   (root).
+# Prints a table of wall clocks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q -p fatpipe
@@ -12,12 +16,21 @@ name=fpmany
 runs=${RUNS:-2}
 . bench/testbed-lib.sh
 mkdir -p "$work/root" "$work/src/tree"
-for i in $(seq 256); do head -c 4194304 /dev/urandom > "$work/src/tree/f$i"; done
+head -c $((${FILES:-256} * ${SIZE:-4194304})) /dev/urandom > "$work/all"
+(cd "$work/src/tree" && split -a 5 -d -b "${SIZE:-4194304}" "$work/all" f && rm "$work/all")
 cp -r "$work/src/tree" "$work/root/"
+# globus-gridftp-server serves the tree as user nobody: it must read it and write uploads.
+chmod o+rx "$work" "$work/root" "$work/root/tree"
+mkdir -m 777 "$work/gup"
 "$bin" testbed up --name "$name" --rtt 100ms --rate 1gbit >/dev/null
 spawn a "$bin" serve --root "$work/root" --anonymous-write --listen 198.18.0.1:2121 \
     > "$work/serve.out" 2>/dev/null
 for _ in $(seq 100); do grep -q listening "$work/serve.out" 2>/dev/null && break; sleep 0.05; done
+if [ -n "${PEERS:-}" ]; then
+    spawn a globus-gridftp-server -aa -anonymous-user nobody -p 2811 \
+        -control-interface 198.18.0.1 -data-interface 198.18.0.1 -d error
+    sleep 1
+fi
 clients=("current:$bin")
 [ -n "${BASE:-}" ] && clients=("base:$BASE" "${clients[@]}")
 secs() { local t0=$EPOCHREALTIME; "$@"; python3 -c "print(f'{$EPOCHREALTIME - $t0:.1f}')"; }
@@ -33,4 +46,22 @@ for r in $(seq "$runs"); do
         diff -rq "$work/src/tree" "$work/root/up-$label-$r/tree" >/dev/null
         echo "| $label | $r | $down | $up |"
     done
+    [ -n "${PEERS:-}" ] || continue
+    rm -rf "$work/out"; mkdir "$work/out"
+    down=$(secs ex b globus-url-copy -q -r -fast -p 4 -cc 4 -pp \
+        "ftp://198.18.0.1:2811$work/root/tree/" "file://$work/out/tree/")
+    diff -rq "$work/src/tree" "$work/out/tree" >/dev/null
+    rm -rf "$work/gup/tree"
+    up=$(secs ex b globus-url-copy -q -r -fast -p 4 -cc 4 -pp \
+        "file://$work/src/tree/" "ftp://198.18.0.1:2811$work/gup/tree/")
+    diff -rq "$work/src/tree" "$work/gup/tree" >/dev/null
+    echo "| globus-url-copy -cc 4 -pp | $r | $down | $up |"
+    rm -rf "$work/out"; mkdir "$work/out"
+    down=$(secs ex b lftp -e "set net:max-retries 1; mirror --parallel=8 tree $work/out/tree; quit" \
+        ftp://198.18.0.1:2121)
+    diff -rq "$work/src/tree" "$work/out/tree" >/dev/null
+    up=$(secs ex b lftp -e "set net:max-retries 1; mirror -R --parallel=8 $work/src/tree up-lftp-$r; quit" \
+        ftp://198.18.0.1:2121)
+    diff -rq "$work/src/tree" "$work/root/up-lftp-$r" >/dev/null
+    echo "| lftp mirror --parallel=8 | $r | $down | $up |"
 done

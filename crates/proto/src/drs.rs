@@ -25,7 +25,8 @@ pub struct DrsOpts {
     pub pacing: Option<String>,
     /// `CC=<name>`: the congestion control of what the server sends (checked by the caller).
     pub cc: Option<String>,
-    /// `Paced=<name>`: the client's sending connections run this self-pacing control.
+    /// `Paced=<name>`: the client's sending connections are paced (by this self-pacing
+    /// control, or `tcp`).
     pub paced: Option<String>,
 }
 
@@ -94,10 +95,11 @@ pub fn parse_sbuf_text(text: &str) -> Option<u64> {
 }
 
 /// The text of the `126` reply a sending fatpipe server gives a drsFTP client once its data
-/// connections run a congestion control that paces itself (bbr): `PACED <control>: …`. The
-/// client's receiving laws then read packet spacing as the sender's pacing rate.
+/// connections are paced (by a congestion control that paces itself, bbr, or by TCP, `tcp`,
+/// for streams started together): `PACED <name>: …`. The client's receiving laws then read
+/// packet spacing as the sender's pacing rate.
 pub fn paced_text(cc: &str) -> String {
-    format!("PACED {cc}: the sender's congestion control paces its data connections")
+    format!("PACED {cc}: the sender paces its data connections")
 }
 
 /// The congestion control named in a reply text written by [`paced_text`].

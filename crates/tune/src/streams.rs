@@ -11,8 +11,12 @@
 //! stands (RTT above the minimum in two looks running: one may be slow-start bursts), segments
 //! are lost with a queue, or a step takes rate from the streams already there, the path is the
 //! limit and the count stays. Losses while the RTT stays at its minimum are random (a lossy
-//! link), not a full path: the growth goes on. A transfer may also start with several streams (a copy's later files start
-//! where the previous file ended); they are judged as several from the first look.
+//! link), not a full path: the growth goes on. A transfer may also start with several
+//! streams (a cold start on a long path, see [`cold`]; a copy's later files start where the
+//! previous file ended); they are judged as several from the first look, and their first step
+//! goes to eight at least, as a lone stream's does.
+
+pub mod cold;
 
 use crate::path;
 use crate::sample::TcpStats;
@@ -54,9 +58,10 @@ const FULL_WINDOW: f64 = 0.9;
 /// After a step, the streams that were there before must keep this share of their rate: if
 /// the new ones took more from them, the path is full.
 const KEEPS: f64 = 0.85;
-/// A step from a lone stream multiplies the count by this much, later ones by [`GROWTH`]:
-/// each step costs the new streams a slow start (about 8 RTTs to reach a 4 MiB window), so the
-/// first one, taken as soon as the first stream shows that buffers hold it, is a big one.
+/// A transfer's first step goes to this many streams at least, later ones multiply the count by
+/// [`GROWTH`]: each step costs the new streams a slow start (about 8 RTTs to reach a 4 MiB
+/// window), so the first one, taken as soon as the first streams show that buffers hold them,
+/// is a big one (a start with several, chosen before anything was measured, is a floor).
 const FIRST_GROWTH: u32 = 8;
 /// Steps from several streams double: the streams already there show how far each gets.
 const GROWTH: u32 = 2;
@@ -116,8 +121,15 @@ pub struct StreamPolicy {
     queue_seen: bool,
     /// The RTT's stretch over its minimum that counts as a queue.
     queue_mark: f64,
+    /// Losses beside a queue say it is full (not under a model-based control, which runs on
+    /// random loss: there only a queue seen twice does).
+    losses_say_full: bool,
+    /// Random loss was found before the first step: it is taken at the next look.
+    lossy_first_step: bool,
     /// Streams asked for so far (connections may still be on their way).
     opened: usize,
+    /// A step has been taken.
+    grown: bool,
     settled: bool,
     /// Every decision so far, for the summary.
     pub log: Vec<String>,
@@ -132,7 +144,10 @@ impl StreamPolicy {
             step: None,
             queue_seen: false,
             queue_mark: path::QUEUE,
+            losses_say_full: true,
+            lossy_first_step: false,
             opened: 0,
+            grown: false,
             settled: false,
             log: Vec::new(),
         }
@@ -148,9 +163,18 @@ impl StreamPolicy {
 
     /// The senders now run a model-based congestion control (bbr, chosen on random loss): its
     /// own probing keeps up to a quarter of the BDP queued, so only a longer queue says the
-    /// path is full (a step that takes rate from the streams already there still does).
+    /// path is full, and only once it stands (segments are lost anyway; several streams in
+    /// bbr's start-up together queue more for a moment); a step that takes rate from the
+    /// streams already there still does.
+    /// Found before the first step, random loss also takes that step at the next look: each
+    /// stream's window must then hold the holes beside its share of the BDP (2.6 x what a clean
+    /// path needs), which a count chosen for a clean path cannot.
     pub fn model_based(&mut self) {
+        if self.losses_say_full {
+            self.lossy_first_step = !self.grown && !self.settled;
+        }
         self.queue_mark = MODEL_QUEUE;
+        self.losses_say_full = false;
     }
 
     /// Whether the policy has stopped growing.
@@ -235,7 +259,7 @@ impl StreamPolicy {
         // the RTT stays at its minimum are random (a lossy link), no sign of a full path.
         let queued = queue > self.queue_mark;
         let seen = std::mem::replace(&mut self.queue_seen, queued);
-        if queued && (lost > 0.0 || seen) {
+        if queued && ((lost > 0.0 && self.losses_say_full) || seen) {
             return self.settle(format!(
                 "{n} stream(s) at {rate:.0} Mbit/s fill the path: RTT {:.0} % above its \
                  minimum, {lost:.0} segments retransmitted; staying at {n}",
@@ -271,12 +295,22 @@ impl StreamPolicy {
         // of what the fastest one shows their windows allow (congestion windows grown slowly
         // far below them). In between they are still growing into their windows, or near
         // the path: wait.
-        let ready = if n == 1 {
+        // Fewer than eight started together before anything was measured are judged for
+        // their first step as a lone stream is: held by their windows at a long RTT, even
+        // while those still grow, they get company.
+        let first_at_long_rtt =
+            !self.grown && n < FIRST_GROWTH && rtt >= LONG_RTT && now.len() == old;
+        let lossy_first = std::mem::take(&mut self.lossy_first_step) && n < FIRST_GROWTH;
+        let ready = if lossy_first {
+            true
+        } else if n == 1 {
             if limited >= LIMITED {
                 !(grew_by_half(before[0].wnd, now[0].wnd) && rtt < LONG_RTT)
             } else {
                 !ramping(0)
             }
+        } else if first_at_long_rtt && limited >= LIMITED {
+            true
         } else if now.len() > old || (0..old).any(ramping) {
             false
         } else {
@@ -295,8 +329,12 @@ impl StreamPolicy {
             Some(m) if per_stream > 0 => (m.saturating_sub(o.memory) / per_stream) as u32,
             _ => u32::MAX,
         };
-        let growth = if n == 1 { FIRST_GROWTH } else { GROWTH };
-        let add = (n * (growth - 1))
+        let to = if self.grown {
+            n * GROWTH
+        } else {
+            (n * GROWTH).max(FIRST_GROWTH)
+        };
+        let add = (to - n)
             .min(self.limits.max.saturating_sub(n))
             .min(by_memory);
         let random = if lost > 0.0 {
@@ -304,7 +342,12 @@ impl StreamPolicy {
         } else {
             String::new()
         };
-        let held = if limited >= LIMITED {
+        let held = if lossy_first {
+            format!(
+                "{n} stream(s) at {rate:.0} Mbit/s on a path with random loss{random}: each \
+                 window must hold the holes beside its share of the BDP"
+            )
+        } else if limited >= LIMITED {
             format!(
                 "{n} stream(s) at {rate:.0} Mbit/s, no queue on the path{random}, buffer-limited \
                  {:.0} % of busy time (peer's window {:.0} %, send buffer {:.0} %)",
@@ -328,6 +371,7 @@ impl StreamPolicy {
             return self.settle(format!("{held}, but {why} allows no more"));
         }
         self.step = Some((n as usize, rate_of(n as usize)));
+        self.grown = true;
         self.opened = (n + add) as usize;
         let reason = format!("{held}: opening {add} more");
         self.log.push(reason.clone());

@@ -181,6 +181,10 @@ pub fn copy(
     obs.planned(jobs.len(), jobs.iter().filter_map(Job::size).sum());
     let stdout = dst == &Location::Stdout;
     let sessions = pool::concurrency(opts, &jobs, stdout, conn.round_trip());
+    // One session of large files may start with several streams; many share the path.
+    if let Some(size) = jobs.first().and_then(Job::size).filter(|_| sessions == 1) {
+        conn.start_cold(size);
+    }
     Ok(pool::run(conn, sessions, remote, creds, opts, obs, jobs))
 }
 

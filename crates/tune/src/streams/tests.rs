@@ -192,8 +192,9 @@ fn a_queue_settles_the_count_only_when_seen_twice_running() {
 
 #[test]
 fn several_streams_wait_while_one_is_in_slow_start() {
+    // 50 ms: below the RTT where a first step is taken while windows still grow.
     let mut p = StreamPolicy::new(WIDE).starting_at(2);
-    let mut a = stream(200_000, 200_000, 5_000_000);
+    let mut a = stream(50_000, 50_000, 5_000_000);
     let mut b = TcpStats {
         cwnd_bytes: 400_000,
         ..a
@@ -207,16 +208,16 @@ fn several_streams_wait_while_one_is_in_slow_start() {
     }
     b.cwnd_bytes = 1_600_000;
     assert_eq!(look(&mut p, 400, &[a, b]), None);
-    // The second now grows slowly, no queue: a step from two streams doubles them.
+    // The second now grows slowly, no queue: the first step from two goes to eight.
     a.rwnd_limited_us += 400_000;
     for s in [&mut a, &mut b] {
         s.busy_us += 400_000;
         s.bytes_acked += 10_000_000;
     }
     b.cwnd_bytes = 1_800_000;
-    assert_eq!(look(&mut p, 800, &[a, b]).map(|c| c.add), Some(2));
-    // Until all four are connected, nothing is judged.
-    assert_eq!(look(&mut p, 5000, &[a; 3]), None);
+    assert_eq!(look(&mut p, 800, &[a, b]).map(|c| c.add), Some(6));
+    // Until all eight are connected, nothing is judged.
+    assert_eq!(look(&mut p, 5000, &[a; 7]), None);
     assert!(!p.is_settled());
 }
 
@@ -270,6 +271,21 @@ fn a_transfer_started_with_eight_streams_waits_for_them_then_doubles() {
     assert_eq!(look(&mut p, 1000, &all), None);
     held_for_400_ms(&mut all, 8_000_000);
     assert_eq!(look(&mut p, 1400, &all).map(|c| c.add), Some(8));
+}
+
+#[test]
+fn a_cold_start_below_eight_at_a_long_rtt_steps_to_eight_while_its_windows_grow() {
+    let mut p = StreamPolicy::new(WIDE).starting_at(3);
+    let mut all = vec![stream(200_000, 200_000, 200_000); 3];
+    for s in &mut all {
+        s.snd_wnd = 100_000;
+    }
+    assert_eq!(look(&mut p, 0, &all), None);
+    held_for_400_ms(&mut all, 2_000_000);
+    for s in &mut all {
+        s.snd_wnd *= 4;
+    }
+    assert_eq!(look(&mut p, 400, &all).map(|c| c.add), Some(5));
 }
 
 #[test]
@@ -395,4 +411,43 @@ fn under_bbr_its_own_probing_queue_does_not_stop_the_growth() {
     };
     assert_eq!(run(false), (None, true));
     assert_eq!(run(true), (Some(7), false));
+}
+
+#[test]
+fn random_loss_found_before_the_first_step_takes_it() {
+    // Three streams on a lossy link, not held by their windows (bbr's start-up), no queue.
+    let mut p = StreamPolicy::new(WIDE).starting_at(3);
+    let mut s = vec![stream(100_000, 100_000, 4_000_000); 3];
+    assert_eq!(look(&mut p, 0, &s), None);
+    p.model_based();
+    for x in s.iter_mut() {
+        x.busy_us += 300_000;
+        x.bytes_acked += 3_000_000;
+        x.cwnd_bytes *= 2;
+        x.total_retrans += 30;
+    }
+    let c = look(&mut p, 300, &s).expect("a step");
+    assert_eq!(c.add, 5);
+    assert!(c.reason.contains("random loss"), "{}", c.reason);
+}
+
+#[test]
+fn under_bbr_a_queue_with_losses_must_stand_to_fill_the_path() {
+    // Three streams in bbr's start-up on a lossy link: RTT 38 % above its minimum, losses.
+    let mut p = StreamPolicy::new(WIDE).starting_at(3);
+    p.model_based();
+    let mut s = vec![stream(138_000, 100_000, 4_000_000); 3];
+    assert_eq!(look(&mut p, 0, &s), None);
+    let mut next = |p: &mut StreamPolicy, at: u64| {
+        for x in s.iter_mut() {
+            x.busy_us += 300_000;
+            x.bytes_acked += 12_000_000;
+            x.total_retrans += 40;
+        }
+        look(p, at, &s)
+    };
+    assert_eq!(next(&mut p, 300), None);
+    assert!(!p.is_settled(), "a queue seen once, losses beside it");
+    assert_eq!(next(&mut p, 600), None);
+    assert!(p.is_settled(), "seen twice running: it stands");
 }

@@ -11,7 +11,7 @@ use fatpipe_proto::gridftp::{parse_transfer_notes, ChecksumAlg, Cksm, Parallelis
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::{Command, TransferType};
-use fatpipe_tune::streams::{StreamLimits, StreamPolicy};
+use fatpipe_tune::streams::{cold, StreamLimits, StreamPolicy};
 use fatpipe_tune::Role;
 use std::fs::File;
 use std::net::SocketAddr;
@@ -153,6 +153,26 @@ impl Connection {
         if let Some(b) = self.blocks.as_mut().filter(|b| b.auto) {
             b.next_start = streams.clamp(1, b.limits.max);
             b.start_why = Some(why);
+        }
+    }
+
+    /// With `-p auto` and nothing else to go by (no earlier transfer, no path memory), starts
+    /// the next transfer, of `size` bytes, with the streams login's round trip and this host's
+    /// buffer cap call for ([`cold::cold_start`]).
+    pub fn start_cold(&mut self, size: u64) {
+        let Some(b) = self
+            .blocks
+            .as_ref()
+            .filter(|b| b.auto && b.start_why.is_none() && b.next_start == 1)
+        else {
+            return;
+        };
+        let cap = self.tune.as_ref().and_then(|t| t.control.receive_cap());
+        let Some(rtt) = self.round_trip else {
+            return;
+        };
+        if let Some(c) = cold::cold_start(rtt, cap, size, b.limits.max) {
+            self.start_streams_at(c.streams, c.why);
         }
     }
 
