@@ -3,10 +3,12 @@
 # at RTT 100 ms, 1 Gbit/s, 1-BDP queue, stock profile, --no-force-buffers (an unprivileged
 # user's limits), default options otherwise; trees checked with diff. With BASE=/path/to/fatpipe
 # an older build runs as the client in alternation, for a before/after in one script. With
-# PEERS=1 each run also times globus-url-copy -r -fast -p 4 -cc 4 -pp against
-# globus-gridftp-server and lftp mirror --parallel=8 against fatpipe's server, on the same path.
+# PEERS="globus lftp" each run also times globus-url-copy -r -cd -fast -p 4 -cc 4 -pp against
+# globus-gridftp-server and lftp mirror --parallel=8 against fatpipe's server, on the same path
+# (name one of them for that one only).
 # FILES and SIZE (bytes) change the tree (default 256 x 4 MiB).
-# Usage: [BASE=bin] [RUNS=2] [PEERS=1] [FILES=n SIZE=b] bench/many-files-wan.sh   (root).
+# Usage: [BASE=bin] [RUNS=2] [PEERS="globus lftp"] [FILES=n SIZE=b] bench/many-files-wan.sh
+# (root).
 # Prints a table of wall clocks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +28,8 @@ mkdir -m 777 "$work/gup"
 spawn a "$bin" serve --root "$work/root" --anonymous-write --listen 198.18.0.1:2121 \
     > "$work/serve.out" 2>/dev/null
 for _ in $(seq 100); do grep -q listening "$work/serve.out" 2>/dev/null && break; sleep 0.05; done
-if [ -n "${PEERS:-}" ]; then
+peer() { [[ " ${PEERS:-} " == *" $1 "* ]]; }
+if peer globus; then
     spawn a globus-gridftp-server -aa -anonymous-user nobody -p 2811 \
         -control-interface 198.18.0.1 -data-interface 198.18.0.1 -d error
     sleep 1
@@ -46,16 +49,18 @@ for r in $(seq "$runs"); do
         diff -rq "$work/src/tree" "$work/root/up-$label-$r/tree" >/dev/null
         echo "| $label | $r | $down | $up |"
     done
-    [ -n "${PEERS:-}" ] || continue
-    rm -rf "$work/out"; mkdir "$work/out"
-    down=$(secs ex b globus-url-copy -q -r -fast -p 4 -cc 4 -pp \
-        "ftp://198.18.0.1:2811$work/root/tree/" "file://$work/out/tree/")
-    diff -rq "$work/src/tree" "$work/out/tree" >/dev/null
-    rm -rf "$work/gup/tree"
-    up=$(secs ex b globus-url-copy -q -r -fast -p 4 -cc 4 -pp \
-        "file://$work/src/tree/" "ftp://198.18.0.1:2811$work/gup/tree/")
-    diff -rq "$work/src/tree" "$work/gup/tree" >/dev/null
-    echo "| globus-url-copy -cc 4 -pp | $r | $down | $up |"
+    if peer globus; then
+        rm -rf "$work/out"; mkdir "$work/out"
+        down=$(secs ex b globus-url-copy -q -r -cd -fast -p 4 -cc 4 -pp \
+            "ftp://198.18.0.1:2811$work/root/tree/" "file://$work/out/tree/")
+        diff -rq "$work/src/tree" "$work/out/tree" >/dev/null
+        rm -rf "$work/gup/tree"
+        up=$(secs ex b globus-url-copy -q -r -cd -fast -p 4 -cc 4 -pp \
+            "file://$work/src/tree/" "ftp://198.18.0.1:2811$work/gup/tree/")
+        diff -rq "$work/src/tree" "$work/gup/tree" >/dev/null
+        echo "| globus-url-copy -cc 4 -pp | $r | $down | $up |"
+    fi
+    peer lftp || continue
     rm -rf "$work/out"; mkdir "$work/out"
     down=$(secs ex b lftp -e "set net:max-retries 1; mirror --parallel=8 tree $work/out/tree; quit" \
         ftp://198.18.0.1:2121)

@@ -15,6 +15,7 @@ use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::udp::NetStack;
+use fatpipe_proto::Command;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
@@ -439,15 +440,18 @@ impl Copier<'_> {
                 } else {
                     c.store_file(rpath, have, &file, pump)?
                 };
-                // The checksum goes out with SIZE: one round trip for both.
+                // The checksum goes out with SIZE: one round trip for both, while this end
+                // hashes its own copy.
                 ask_checksum_ahead(c, verify, rpath, local);
+                c.ask_ahead(Command::Size(rpath.into()));
+                obs.verifying(rpath);
+                let verified = verify_copy(c, verify, rpath, local);
                 if let Some(remote) = c.size(rpath)? {
                     if remote != len {
                         bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
                     }
                 }
-                obs.verifying(rpath);
-                match verify_copy(c, verify, rpath, local) {
+                match verified {
                     Ok(verified) => {
                         if !c.set_modified(rpath, modified) {
                             tracing::debug!("{rpath}: the server cannot set its modification time (no MFMT)");
@@ -534,6 +538,12 @@ fn verify_copy(
     let Some(alg) = verify_alg(c, verify, rpath, local)? else {
         return Ok(None);
     };
+    // The server hashes its copy while this end hashes its own.
+    let cmd = checksum_command(alg, rpath);
+    if !c.is_asked(&cmd) {
+        c.ask_ahead(cmd);
+    }
+    c.send_ahead()?;
     let file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
     let mine = checksum(&file, alg, 0, None)
         .with_context(|| format!("checksum of {}", local.display()))?;

@@ -39,12 +39,33 @@ impl Connection {
         });
     }
 
+    /// Puts what was asked ahead on the wire now, without waiting for the replies (they are
+    /// read when a command needs them): the server works on them meanwhile.
+    pub fn send_ahead(&mut self) -> anyhow::Result<()> {
+        let (wire, sent) = self.ahead_on_the_wire()?;
+        if !sent.is_empty() {
+            self.write_commands(&wire)?;
+            self.owed.extend(sent);
+        }
+        Ok(())
+    }
+
+    /// Whether `cmd` was asked ahead and its reply not taken yet.
+    pub fn is_asked(&self, cmd: &Command) -> bool {
+        self.ahead.iter().chain(&self.owed).any(|a| a.cmd == *cmd)
+            || self.answers.iter().any(|(c, _)| c == cmd)
+    }
+
     /// The reply to `cmd`: the kept one when it was asked ahead (taken: a second call asks
     /// anew; one still waiting to go out goes now, with what was asked before it), else asked
     /// now.
     pub(super) fn ask(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
         if self.ahead.iter().any(|a| a.cmd == *cmd) {
             self.flush_ahead()?;
+        } else if self.owed.iter().any(|a| a.cmd == *cmd) {
+            if let Some(e) = self.take_owed()? {
+                return Err(e);
+            }
         }
         if let Some(i) = self.answers.iter().position(|(c, _)| c == cmd) {
             return Ok(self.answers.remove(i).1);
@@ -233,6 +254,27 @@ mod tests {
                 "SIZE /f"
             ]
         );
+    }
+
+    #[test]
+    fn commands_sent_ahead_go_out_at_once_and_their_answers_are_read_when_needed() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            // Both commands arrive before any reply is sent: the client did not wait.
+            |r, w| take(r, w, 2, "213 00ff\r\n213 42\r\n"),
+            |c| {
+                let cksm = super::super::checksum_command(ChecksumAlg::Xxh3, "/f");
+                c.ask_ahead(cksm.clone());
+                c.ask_ahead(Command::Size("/f".into()));
+                assert!(c.is_asked(&cksm));
+                c.send_ahead().unwrap();
+                assert!(c.is_asked(&cksm), "sent, its answer not taken");
+                assert_eq!(c.size("/f").unwrap(), Some(42));
+                assert_eq!(c.checksum(ChecksumAlg::Xxh3, "/f").unwrap(), "00ff");
+                assert!(!c.is_asked(&cksm));
+            },
+        );
+        assert_eq!(got[3..], ["CKSM XXH3 0 -1 /f", "SIZE /f"]);
     }
 
     #[test]

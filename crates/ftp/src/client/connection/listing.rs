@@ -14,7 +14,7 @@ impl Connection {
     /// The size of a remote file, or `None` if the server cannot tell (no such file, or no SIZE).
     pub fn size(&mut self, path: &str) -> anyhow::Result<Option<u64>> {
         self.set_type_only(TransferType::Image);
-        let r = self.command(&Command::Size(path.into()))?;
+        let r = self.ask(&Command::Size(path.into()))?;
         Ok(if r.code == 213 {
             r.text().trim().parse().ok()
         } else {
