@@ -440,9 +440,8 @@ impl Copier<'_> {
                 } else {
                     c.store_file(rpath, have, &file, pump)?
                 };
-                // The checksum goes out with SIZE: one round trip for both, while this end
-                // hashes its own copy.
-                ask_checksum_ahead(c, verify, rpath, local);
+                // SIZE goes out with the checksum (verify_copy sends both before it hashes
+                // this end's copy): one round trip for both.
                 c.ask_ahead(Command::Size(rpath.into()));
                 obs.verifying(rpath);
                 let verified = verify_copy(c, verify, rpath, local);

@@ -75,9 +75,7 @@ impl Connection {
 
     /// Sends what was asked ahead, in one write, and takes the replies.
     fn flush_ahead(&mut self) -> anyhow::Result<()> {
-        let (wire, sent) = self.ahead_on_the_wire()?;
-        self.write_commands(&wire)?;
-        self.owed.extend(sent);
+        self.send_ahead()?;
         self.take_owed()?.map_or(Ok(()), Err)
     }
 
