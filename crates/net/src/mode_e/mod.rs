@@ -248,36 +248,49 @@ mod tests {
         assert_eq!(report.bytes, 0);
     }
 
+    /// The stream that broke is what the receive reports, never the cancel its failure caused
+    /// in the others (a retry tells a lost connection from a cancelled copy by it).
     #[test]
     fn a_connection_closed_early_fails_the_receive() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let target = listener.local_addr().unwrap();
-        let t = std::thread::spawn(move || {
-            let mut s = TcpStream::connect(target).unwrap();
-            s.write_all(&Header::data(0, 100).encode()).unwrap();
-            s.write_all(&[1u8; 10]).unwrap();
-        });
-        let links = Channel::new(Links::Accept {
-            listener,
-            peer: Some("127.0.0.1".parse().unwrap()),
-            timeout: Duration::from_secs(5),
-        });
-        let state = Arc::new(Mutex::new(Reassembly::new(100)));
-        let into = tempfile::tempfile().unwrap();
-        let r = receive(
-            &into,
-            0,
-            &state,
-            &links,
-            &Arc::new(Pump::default()),
-            &nothing(),
-            64,
-        );
-        t.join().unwrap();
-        let err = r.unwrap_err().to_string();
-        assert!(
-            err.contains("data connection closed inside a block"),
-            "{err}"
-        );
+        for _ in 0..20 {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let target = listener.local_addr().unwrap();
+            let (done, wait) = std::sync::mpsc::channel::<()>();
+            let t = std::thread::spawn(move || {
+                let idle: Vec<_> = (0..3)
+                    .map(|_| TcpStream::connect(target).unwrap())
+                    .collect();
+                std::thread::sleep(Duration::from_millis(20));
+                let mut s = TcpStream::connect(target).unwrap();
+                s.write_all(&Header::data(0, 100).encode()).unwrap();
+                s.write_all(&[1u8; 10]).unwrap();
+                drop(s);
+                let _ = wait.recv_timeout(Duration::from_secs(10));
+                drop(idle);
+            });
+            let links = Channel::new(Links::Accept {
+                listener,
+                peer: Some("127.0.0.1".parse().unwrap()),
+                timeout: Duration::from_secs(5),
+            });
+            let state = Arc::new(Mutex::new(Reassembly::new(100)));
+            let into = tempfile::tempfile().unwrap();
+            let r = receive(
+                &into,
+                0,
+                &state,
+                &links,
+                &Arc::new(Pump::default()),
+                &nothing(),
+                64,
+            );
+            let _ = done.send(());
+            t.join().unwrap();
+            let err = r.unwrap_err().to_string();
+            assert!(
+                err.contains("data connection closed inside a block"),
+                "{err}"
+            );
+        }
     }
 }

@@ -83,14 +83,13 @@ pub fn receive(
                 let (done, running): (Vec<_>, Vec<_>) =
                     workers.into_iter().partition(|w| w.is_finished());
                 workers = running;
-                join_streams(done, receiver_panicked)?;
+                if let Err(e) = join_streams(done, receiver_panicked) {
+                    return Err(first_cause(e, workers));
+                }
                 continue;
             }
             if let Err(cancelled) = pump.check() {
-                // A failing stream cancels the others: report why it failed, not the cancel.
-                return Err(join_streams(workers, receiver_panicked)
-                    .err()
-                    .unwrap_or(cancelled));
+                return Err(first_cause(cancelled, workers));
             }
             let bytes = pump.bytes();
             if bytes != last_progress.1 {
@@ -152,6 +151,19 @@ impl Arrival {
             Arrival::Kept(l) => l.socket(),
             Arrival::New(s) => s,
         }
+    }
+}
+
+/// Why a receive failed, given one failure seen and the streams still running (a failure
+/// cancels them all): a stream that broke, not the cancel it caused in the others, which may
+/// end first (a retry tells a lost connection from a cancelled copy by it).
+fn first_cause(
+    seen: PumpError,
+    running: Vec<std::thread::ScopedJoinHandle<'_, Result<(), PumpError>>>,
+) -> PumpError {
+    match (seen, join_streams(running, receiver_panicked)) {
+        (PumpError::Cancelled, Err(cause)) => cause,
+        (seen, _) => seen,
     }
 }
 
