@@ -77,6 +77,11 @@ const SEND_ROOM: f64 = 1.08;
 /// Unsent data a send buffer holds beyond what is in flight: what the path takes in two of the
 /// pump's 2 ms refills, and at least this much.
 const UNSENT_TIME: Duration = Duration::from_millis(4);
+/// The most unsent time a send buffer holds: a writer that comes late (a busy CPU) doubles it
+/// each time the buffer runs dry under the peer's window in [`DRY_LOOKS`] of [`LOOKS`] looks.
+const MAX_UNSENT_TIME: Duration = Duration::from_millis(16);
+const DRY_LOOKS: u32 = 3;
+const LOOKS: u32 = 30;
 const LEAST_UNSENT: u64 = 64 << 10;
 /// During start-up a smaller stretch already ends the doubling (each RTT of delay doubles the
 /// overshoot).
@@ -163,6 +168,11 @@ pub struct Drs {
     /// Connections of the transfer, this one among them: each takes its share of the capacity
     /// the trains show (every connection's trains cross the bottleneck at its full rate).
     streams: u32,
+    /// A sender's unsent time: [`UNSENT_TIME`], doubled each time its writer came too late.
+    unsent: Duration,
+    /// A sender's looks under the peer's window since its unsent time last changed (or since
+    /// [`LOOKS`] ago), and in how many of them its buffer had run dry.
+    dry: (u32, u32),
     /// Seeded from a sibling connection: no shrinking (not even at the end of start-up) before
     /// this connection has once filled its window (slow start leaves a seeded window unused for
     /// a while).
@@ -193,6 +203,8 @@ impl Drs {
             unpaced: false,
             paced_sender: false,
             streams: 1,
+            unsent: UNSENT_TIME,
+            dry: (0, 0),
             seeded: false,
         }
     }
@@ -462,7 +474,7 @@ impl Drs {
             self.last = Some((s.now, *tcp));
         }
         let buffer_bound = tcp.sndbuf_held_since(last.sndbuf_limited_us) > 0;
-        let growing = tcp.cwnd_bytes * 10 > last.cwnd_bytes * 11 || buffer_bound;
+        let growing = growing_cwnd(tcp, &last) || buffer_bound;
         // While the congestion window grows (slow start doubles it every RTT) the buffer must
         // already hold the next RTT's window; once it is steady, what may be in flight. Never
         // more than the peer's window lets fly.
@@ -475,13 +487,26 @@ impl Drs {
             0 => cwnd,
             w => cwnd.min(u64::from(w)),
         };
-        let mut target = sndbuf_for(flight, base);
+        if tcp.snd_wnd > 0 && flight >= u64::from(tcp.snd_wnd) && !growing_cwnd(tcp, &last) {
+            // A buffer that holds the peer's whole window ran dry: the writer came late, not
+            // the window. Once is chance; often, it keeps more unsent from now on.
+            let (looks, dry) = &mut self.dry;
+            *looks += 1;
+            *dry += u32::from(buffer_bound);
+            if *dry >= DRY_LOOKS {
+                self.unsent = (self.unsent * 2).min(MAX_UNSENT_TIME);
+                self.dry = (0, 0);
+            } else if *looks >= LOOKS {
+                self.dry = (0, 0);
+            }
+        }
+        let mut target = sndbuf_for(flight, base, self.unsent);
         if buffer_bound {
             // At least twice the size that held it back (Linux accounts double what is set).
             target = target.max(s.sndbuf);
         }
         if tcp.snd_wnd > 0 {
-            target = target.min(sndbuf_for(u64::from(tcp.snd_wnd), base));
+            target = target.min(sndbuf_for(u64::from(tcp.snd_wnd), base, self.unsent));
         }
         d.bdp = Some((tcp.delivery_rate as f64 * base.as_secs_f64()) as u64);
         // A growing congestion window doubles per RTT: looked at ten times as often then.
@@ -505,11 +530,16 @@ impl Drs {
     }
 }
 
-/// The `SO_SNDBUF` value that holds `flight` bytes in flight over an RTT of `base` with a
-/// little unsent behind them (the sending pump tops the buffer up every few milliseconds;
-/// Linux doubles the value set).
-fn sndbuf_for(flight: u64, base: Duration) -> u64 {
-    let unsent = (flight as f64 * UNSENT_TIME.as_secs_f64() / base.as_secs_f64().max(1e-3)) as u64;
+/// Whether the congestion window grew by a tenth since `last`.
+fn growing_cwnd(tcp: &TcpStats, last: &TcpStats) -> bool {
+    tcp.cwnd_bytes * 10 > last.cwnd_bytes * 11
+}
+
+/// The `SO_SNDBUF` value that holds `flight` bytes in flight over an RTT of `base` with what
+/// the path takes in `unsent` behind them (the sending pump tops the buffer up every few
+/// milliseconds; Linux doubles the value set).
+fn sndbuf_for(flight: u64, base: Duration, unsent: Duration) -> u64 {
+    let unsent = (flight as f64 * unsent.as_secs_f64() / base.as_secs_f64().max(1e-3)) as u64;
     ((flight as f64 * SEND_ROOM) as u64 + unsent.max(LEAST_UNSENT)) / 2
 }
 

@@ -203,19 +203,24 @@ fn sender_sample(t_ms: u64, cwnd: u64, snd_wnd: u32, limited_us: u64, sndbuf: u6
 /// The RTT `sender_sample` reports.
 const RTT: Duration = Duration::from_millis(100);
 
+/// The send buffer for `flight` at [`RTT`] with the first unsent time.
+fn sndbuf(flight: u64) -> u64 {
+    sndbuf_for(flight, RTT, UNSENT_TIME)
+}
+
 #[test]
 fn sender_holds_what_may_be_in_flight() {
     let mut law = Drs::new(Role::Sender, &Params::default());
     // Slow start: the congestion window doubles; the buffer holds the next RTT's window,
     // looked at every tenth of an RTT.
     let d = law.on_sample(&sender_sample(0, 1 << 20, 64 << 20, 0, 0));
-    assert_eq!(d.set.sndbuf, Some(sndbuf_for(2 << 20, RTT)));
+    assert_eq!(d.set.sndbuf, Some(sndbuf(2 << 20)));
     assert_eq!(d.next, Duration::from_millis(10));
     let d = law.on_sample(&sender_sample(100, 2 << 20, 64 << 20, 0, 0));
-    assert_eq!(d.set.sndbuf, Some(sndbuf_for(4 << 20, RTT)));
+    assert_eq!(d.set.sndbuf, Some(sndbuf(4 << 20)));
     // Limited by the peer's 6 MiB window: the buffer follows that, not the congestion window.
     let d = law.on_sample(&sender_sample(200, 16 << 20, 6 << 20, 0, 0));
-    assert_eq!(d.set.sndbuf, Some(sndbuf_for(6 << 20, RTT)));
+    assert_eq!(d.set.sndbuf, Some(sndbuf(6 << 20)));
     // Steady and still held by the peer's window: nothing changes, looked at once per RTT.
     let d = law.on_sample(&sender_sample(300, 16 << 20, 6 << 20, 0, 0));
     assert_eq!(d.set.sndbuf, None);
@@ -225,7 +230,7 @@ fn sender_holds_what_may_be_in_flight() {
     let d = law.on_sample(&sender_sample(400, 4 << 20, 64 << 20, 5000, 12 << 20));
     assert_eq!(d.set.sndbuf, Some(12 << 20));
     let d = law.on_sample(&sender_sample(500, 4 << 20, 40 << 20, 9000, 64 << 20));
-    assert_eq!(d.set.sndbuf, Some(sndbuf_for(40 << 20, RTT)));
+    assert_eq!(d.set.sndbuf, Some(sndbuf(40 << 20)));
     // Linux keeps counting buffer-limited time while data waits unsent: no growth then.
     let mut s = sender_sample(600, 4 << 20, 40 << 20, 20000, 45 << 20);
     if let Some(t) = s.tcp.as_mut() {
@@ -234,9 +239,44 @@ fn sender_holds_what_may_be_in_flight() {
     assert_eq!(law.on_sample(&s).set.sndbuf, None);
     // The buffer holds a flight with little more than a few refills unsent behind it.
     let flight = 40u64 << 20;
-    assert!(2 * sndbuf_for(flight, RTT) < flight + flight / 5);
+    assert!(2 * sndbuf(flight) < flight + flight / 5);
     // Of a few streams' small flights, little more than a refill's worth.
-    assert_eq!(2 * sndbuf_for(1 << 20, RTT), 1_132_462 + (64 << 10));
+    assert_eq!(2 * sndbuf(1 << 20), 1_132_462 + (64 << 10));
+}
+
+#[test]
+fn a_writer_that_comes_late_gets_more_unsent_room() {
+    let mut law = Drs::new(Role::Sender, &Params::default());
+    let window = 6u64 << 20;
+    let steady = |t_ms: u64, limited_us: u64| sender_sample(t_ms, 16 << 20, 6 << 20, limited_us, 0);
+    law.on_sample(&sender_sample(0, 16 << 20, 6 << 20, 0, 0));
+    // Held by the peer's window, nothing unsent and the buffer-limited clock running: the
+    // buffer ran dry under the window. Once in a while is chance: nothing changes.
+    let mut limited = 0;
+    let mut set = Vec::new();
+    for k in 1..=60 {
+        if k % 15 == 0 {
+            limited += 1000;
+        }
+        set.push(law.on_sample(&steady(100 * k, limited)).set.sndbuf);
+    }
+    assert!(set.iter().all(Option::is_none), "{set:?}");
+    // Often: its unsent time doubles each third time, up to 16 ms.
+    for k in 61..=72 {
+        limited += 1000;
+        set.push(law.on_sample(&steady(100 * k, limited)).set.sndbuf);
+    }
+    let room = |ms| Some(sndbuf_for(window, RTT, Duration::from_millis(ms)));
+    let changed: Vec<_> = set.into_iter().flatten().collect();
+    assert_eq!(changed, [room(8), room(16)].map(Option::unwrap));
+    // While the congestion window still grows (slow start), a dry buffer is the growth's.
+    let mut law = Drs::new(Role::Sender, &Params::default());
+    law.on_sample(&sender_sample(0, 2 << 20, 6 << 20, 0, 0));
+    for k in 1..=4 {
+        let cwnd = 2u64 << (2 * k);
+        let d = law.on_sample(&sender_sample(100 * k, cwnd, 6 << 20, 1000 * k, 0));
+        assert!(d.set.sndbuf.is_none_or(|b| b == sndbuf(window)), "{d:?}");
+    }
 }
 
 #[test]
