@@ -31,35 +31,39 @@ exp2() {  # tuned 1 Gbit/s, 512 MiB: drs against kernel and static:32M, with tel
     "$bin" plot results/drs-exp2/stats.jsonl --tuning drs -o results/drs-exp2/drs.svg
 }
 
-exp3() {  # a changing path: rate 50 <-> 500 Mbit/s, RTT 40 <-> 200 ms, a step every 10 s
+exp3() {  # a changing path: rate 500 -> 50 -> 500 Mbit/s, RTT 40 -> 200 -> 40 ms
     out=results/drs-exp3
     rm -rf "$out" && mkdir -p "$out"
+    # The long 500 Mbit/s x 200 ms phase gives cubic, back in congestion avoidance after the
+    # step down overflowed the queue, the 30 s it needs to fill a 12.5 MB BDP again; the last
+    # phase takes the BDP down by five at once.
     printf "%s\n" "0s rate=500mbit rtt=40ms" "10s rate=50mbit" "20s rtt=200ms" \
-        "30s rate=500mbit" "repeat 40s" > "$out/schedule"
+        "30s rate=500mbit" "70s rtt=40ms" > "$out/schedule"
+    phases="0:10:2500000 10:20:250000 20:30:1250000 30:70:12500000 70:100:2500000"
     for mode in drs kernel; do
-        "$bin" lab --rtt 40ms --rate 500mbit --profile tuned --runs 1 --size 1536M \
+        "$bin" lab --rtt 40ms --rate 500mbit --profile tuned --runs 1 --size 3584M \
             --schedule "$out/schedule" --tool "fatpipe:$mode" \
             --fatpipe-args "--stats $PWD/$out/$mode.jsonl" --out "$out/$mode"
-        # True BDP per phase: 500 Mbit/s x 40 ms, 50 x 40, 50 x 200, 500 x 200, repeating.
-        "$bin" plot "$out/$mode.jsonl" -o "$out/$mode.svg" \
-            --true-bdp 0:2500000,10:250000,20:1250000,30:12500000,40:2500000,50:250000,60:1250000,70:12500000
+        true_bdp=$(for p in $phases; do IFS=: read -r from _ bdp <<<"$p"; printf "%s:%s," "$from" "$bdp"; done)
+        "$bin" plot "$out/$mode.jsonl" -o "$out/$mode.svg" --true-bdp "${true_bdp%,}"
         # The receiver's advertised window and buffer against the true BDP over the last 4 s of
         # each phase (settled; the schedule starts about a second before the transfer).
-        python3 - "$out/$mode.jsonl" <<'PY' | tee "$out/$mode-follow.md"
+        python3 - "$out/$mode.jsonl" $phases <<'PY' | tee "$out/$mode-follow.md"
 import json, statistics, sys
-phases = [2.5e6, 0.25e6, 1.25e6, 12.5e6]
+phases = [tuple(float(x) for x in p.split(":")) for p in sys.argv[2:]]
 rows = [json.loads(l) for l in open(sys.argv[1])]
 rows = [r for r in rows if r.get("event") == "sample" and r["role"] == "receiver" and r["tcp"]]
 t0 = rows[0]["unix_s"] - 1.0
+end = rows[-1]["unix_s"] - t0
 print("| phase | true BDP MB | advertised window MB (median) | window / BDP | rb MB (median) | rb / BDP |")
 print("|---|---|---|---|---|---|")
-for k in range(int((rows[-1]["unix_s"] - t0) // 10)):
-    sel = [r for r in rows if 10 * k + 6 <= r["unix_s"] - t0 < 10 * k + 10]
-    if sel:
-        bdp = phases[k % 4]
+for start, stop, bdp in phases:
+    stop = min(stop, end)
+    sel = [r for r in rows if max(start, stop - 4) <= r["unix_s"] - t0 < stop]
+    if stop - start >= 6 and sel:
         w = statistics.median(r["tcp"]["rcv_wnd"] for r in sel)
         rb = statistics.median(r["rcvbuf"] for r in sel)
-        print(f"| {10*k}-{10*k+10} s | {bdp/1e6:.2f} | {w/1e6:.2f} | {w/bdp:.2f} | {rb/1e6:.2f} | {rb/bdp:.2f} |")
+        print(f"| {start:.0f}-{stop:.0f} s | {bdp/1e6:.2f} | {w/1e6:.2f} | {w/bdp:.2f} | {rb/1e6:.2f} | {rb/bdp:.2f} |")
 PY
     done
 }
