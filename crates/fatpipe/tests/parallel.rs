@@ -51,6 +51,46 @@ fn four_streams_both_ways_between_fatpipes_with_verification() {
     assert_eq!(null["bytes"], SIZE, "{null}");
 }
 
+/// Between fatpipes a verified copy is hashed beside its transfer at both ends: the server
+/// answers `CKSM` from the hash it took while the file moved, the client compares the one it
+/// took, and neither reads the file again afterwards.
+#[test]
+fn a_verified_copy_is_hashed_beside_its_transfer() {
+    let root = tempfile::tempdir().unwrap();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = std::process::Command::new(fatpipe());
+    cmd.args([
+        "serve",
+        "-v",
+        "--anonymous-write",
+        "--listen",
+        "127.0.0.1:0",
+        "--root",
+    ])
+    .arg(root.path());
+    let s = FatpipeServer::spawn_logging(cmd, root, log.reopen().unwrap().into());
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("src.bin");
+    // Past the size whose checksum a download asks for with its RETR (hashed before it).
+    random_file(&src, (65 << 20) + 12_345, 12);
+    let back = work.path().join("back.bin");
+    let url = s.url("beside.bin");
+    for (from, to) in [
+        (src.to_str().unwrap(), url.as_str()),
+        (&url, back.to_str().unwrap()),
+    ] {
+        let out = run_ok(
+            fatpipe_cmd(&["cp", "-p", "4", from, to]).env("FATPIPE_LOG", "fatpipe_ftp=debug"),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("checksum taken beside the transfer"), "{err}");
+    }
+    assert_same(&src, &s.path("beside.bin"));
+    assert_same(&src, &back);
+    let served = std::fs::read_to_string(log.path()).unwrap();
+    assert_eq!(served.matches("taken=true").count(), 2, "{served}");
+}
+
 #[test]
 fn auto_streams_and_small_files_move_intact() {
     let s = server();

@@ -6,6 +6,10 @@ use md5::Digest;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// The lowercase hex checksum of `length` bytes of `file` from `offset` (`None`: to the end).
 pub fn checksum(
@@ -35,6 +39,100 @@ pub fn checksum(
         at += n as u64;
     }
     Ok(state.finish())
+}
+
+/// A file hashed from its start while a transfer writes (or sends) it, as far as the transfer
+/// says it has got: the checksum `--verify` compares is ready when the data is, instead of
+/// taking another pass over the file after it.
+#[derive(Debug)]
+pub struct Follower {
+    /// [`UNSET`] while the transfer runs, then the file's length, or [`DROPPED`].
+    end: Arc<AtomicU64>,
+    handle: Option<JoinHandle<io::Result<String>>>,
+}
+
+/// The transfer has not ended yet.
+const UNSET: u64 = u64::MAX;
+/// The follower was dropped: its thread stops.
+const DROPPED: u64 = u64::MAX - 1;
+/// How often a follower that caught up with the transfer looks again.
+const LOOK: Duration = Duration::from_millis(2);
+
+impl Follower {
+    /// Hashes `file` with `alg` from its first byte, never past what `ready` says is in place
+    /// (a prefix of the file that no longer changes; asked again whenever the hash caught up).
+    pub fn start(
+        file: File,
+        alg: ChecksumAlg,
+        ready: impl Fn() -> u64 + Send + 'static,
+    ) -> io::Result<Follower> {
+        let end = Arc::new(AtomicU64::new(UNSET));
+        let seen = end.clone();
+        let handle = std::thread::Builder::new()
+            .name("fatpipe-hash".into())
+            .spawn(move || follow(&file, alg, &seen, ready))?;
+        Ok(Follower {
+            end,
+            handle: Some(handle),
+        })
+    }
+
+    /// The checksum of the file's first `len` bytes, all in place now.
+    pub fn finish(mut self, len: u64) -> io::Result<String> {
+        self.end.store(len.min(DROPPED - 1), Ordering::SeqCst);
+        self.handle
+            .take()
+            .map_or(Err(io::Error::other("no hashing thread")), |h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("the hashing thread panicked")))
+            })
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        if self.handle.is_some() {
+            self.end.store(DROPPED, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A [`Follower`]'s thread: hashes what `ready` says is in place until the end is set.
+fn follow(
+    file: &File,
+    alg: ChecksumAlg,
+    end: &AtomicU64,
+    ready: impl Fn() -> u64,
+) -> io::Result<String> {
+    let mut state = State::new(alg);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    loop {
+        let last = end.load(Ordering::SeqCst);
+        if last == DROPPED {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                "hashing dropped",
+            ));
+        }
+        let upto = if last == UNSET { ready() } else { last };
+        if at < upto {
+            let want = ((upto - at) as usize).min(buf.len());
+            let n = file.read_at(&mut buf[..want], at)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the file ends at {at} bytes, before {upto}"),
+                ));
+            }
+            state.update(&buf[..n]);
+            at += n as u64;
+        } else if last != UNSET {
+            return Ok(state.finish());
+        } else {
+            std::thread::sleep(LOOK);
+        }
+    }
 }
 
 enum State {
@@ -95,5 +193,33 @@ mod tests {
             checksum(&f, ChecksumAlg::Md5, 0, Some(100)).unwrap()
         );
         assert!(checksum(&f, ChecksumAlg::Md5, 8, None).is_err());
+    }
+
+    /// A file written in pieces while it is hashed: the follower never reads past what it is
+    /// told is in place, and ends with the checksum of the whole.
+    #[test]
+    fn a_follower_hashes_a_file_as_it_is_written() {
+        let f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let ready = Arc::new(AtomicU64::new(0));
+        let r = ready.clone();
+        let follower = Follower::start(f.try_clone().unwrap(), ChecksumAlg::Xxh3, move || {
+            r.load(Ordering::SeqCst)
+        })
+        .unwrap();
+        for piece in data.chunks(700_000) {
+            let at = ready.load(Ordering::SeqCst);
+            // What is not yet in place may hold anything: a sparse hole, a half-written block.
+            f.write_all_at(piece, at).unwrap();
+            ready.store(at + piece.len() as u64, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let sum = follower.finish(data.len() as u64).unwrap();
+        assert_eq!(sum, checksum(&f, ChecksumAlg::Xxh3, 0, None).unwrap());
+        // A file shorter than its end is an error, not a checksum.
+        let short = Follower::start(f.try_clone().unwrap(), ChecksumAlg::Md5, || 0).unwrap();
+        assert!(short.finish(data.len() as u64 + 1).is_err());
+        // Dropped while waiting for more: its thread ends.
+        drop(Follower::start(f, ChecksumAlg::Md5, || 0).unwrap());
     }
 }

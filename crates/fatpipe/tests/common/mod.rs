@@ -112,10 +112,15 @@ impl FatpipeServer {
     }
 
     /// Starts a server from a prepared command whose stdout announces the address.
-    pub fn spawn(mut cmd: Command, root: tempfile::TempDir) -> FatpipeServer {
+    pub fn spawn(cmd: Command, root: tempfile::TempDir) -> FatpipeServer {
+        Self::spawn_logging(cmd, root, Stdio::null())
+    }
+
+    /// [`FatpipeServer::spawn`], its log going to `log`.
+    pub fn spawn_logging(mut cmd: Command, root: tempfile::TempDir, log: Stdio) -> FatpipeServer {
         let mut child = cmd
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("start fatpipe serve");
         let stdout = child.stdout.take().unwrap();

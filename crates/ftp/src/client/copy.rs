@@ -8,7 +8,7 @@ use super::plan::{self, Job};
 use super::pool;
 use super::{Connection, Credentials, Location, RemoteUrl, Streams};
 use anyhow::{bail, Context};
-use fatpipe_net::checksum::checksum;
+use fatpipe_net::checksum::{checksum, Follower};
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::{Pump, TunerConfig};
 use fatpipe_proto::gridftp::ChecksumAlg;
@@ -373,8 +373,9 @@ impl Copier<'_> {
                 ask_checksum_ahead(c, verify, rpath, part.path());
             }
             loop {
-                let n = match download_into(c, rpath, size, &mut part, &held, pump) {
-                    Ok(n) => n,
+                let alg = verify_alg(c, verify, rpath, part.path()).ok().flatten();
+                let (n, hashed) = match download_into(c, rpath, size, &mut part, &held, pump, alg) {
+                    Ok(done) => done,
                     Err((e, all)) => {
                         part.failed(&all);
                         return Err(e);
@@ -382,7 +383,7 @@ impl Copier<'_> {
                 };
                 moved += n;
                 obs.verifying(rpath);
-                match verify_copy(c, verify, rpath, part.path()) {
+                match verify_copy(c, verify, rpath, part.path(), hashed) {
                     Ok(verified) => {
                         part.complete()?;
                         keep_time(target, modified);
@@ -435,6 +436,12 @@ impl Copier<'_> {
             let mut moved = 0;
             loop {
                 file.seek(SeekFrom::Start(have))?;
+                // Hashed as it is read for sending (a few blocks ahead of what has left).
+                let from = pump.bytes();
+                let sent = pump.clone();
+                let hashed = hash_beside(c, verify, rpath, local, &file, move || {
+                    (have + sent.bytes().saturating_sub(from) + LEAD).min(len)
+                });
                 moved += if c.uses_blocks() {
                     c.store_blocks(rpath, have, &file, pump)?
                 } else {
@@ -444,7 +451,7 @@ impl Copier<'_> {
                 // this end's copy): one round trip for both.
                 c.ask_ahead(Command::Size(rpath.into()));
                 obs.verifying(rpath);
-                let verified = verify_copy(c, verify, rpath, local);
+                let verified = verify_copy(c, verify, rpath, local, hashed);
                 if let Some(remote) = c.size(rpath)? {
                     if remote != len {
                         bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
@@ -473,6 +480,7 @@ impl Copier<'_> {
 /// Downloads what `held` lacks into `part` (MODE E: the missing ranges; MODE S: from the first
 /// gap on); returns the bytes moved, or the error and what the file holds anyway (for the
 /// partial record).
+#[allow(clippy::too_many_arguments)]
 fn download_into(
     c: &mut Connection,
     rpath: &str,
@@ -480,22 +488,25 @@ fn download_into(
     part: &mut Part,
     held: &RangeSet,
     pump: &Arc<Pump>,
-) -> Result<u64, (anyhow::Error, RangeSet)> {
+    alg: Option<ChecksumAlg>,
+) -> Result<(u64, Option<Follower>), (anyhow::Error, RangeSet)> {
     if c.uses_blocks() {
         let state = Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
+        let in_place = {
+            let (state, held) = (state.clone(), held.clone());
+            move || held_with(&held, &state).prefix()
+        };
+        let hashed = alg.and_then(|alg| follow(&part.file, alg, in_place));
         let r = c.retrieve_blocks(rpath, held, &part.file, pump, &state);
-        let mut all = held.clone();
-        if let Ok(s) = state.lock() {
-            all.insert_all(s.received(), 0);
-        }
-        r.and_then(|n| check_complete(rpath, 0, all.prefix(), size).map(|_| n))
+        let all = held_with(held, &state);
+        r.and_then(|n| check_complete(rpath, 0, all.prefix(), size).map(|_| (n, hashed)))
             .map_err(|e| (e, all))
     } else {
         let start = part
             .seek_to_gap(held)
             .map_err(|e| (e, RangeSet::default()))?;
         c.retrieve_file(rpath, start, &part.file, pump)
-            .and_then(|n| check_complete(rpath, start, n, size).map(|_| n))
+            .and_then(|n| check_complete(rpath, start, n, size).map(|_| (n, None)))
             .map_err(|e| {
                 // Written in order: the file's length is what it holds.
                 let mut all = RangeSet::default();
@@ -503,6 +514,50 @@ fn download_into(
                 (e, all)
             })
     }
+}
+
+/// What a MODE E download's file holds: `held` before it and the blocks `state` has written.
+fn held_with(held: &RangeSet, state: &Mutex<Reassembly>) -> RangeSet {
+    let mut all = held.clone();
+    if let Ok(s) = state.lock() {
+        all.insert_all(s.received(), 0);
+    }
+    all
+}
+
+/// How far ahead of what has been sent an upload's hash may read (the sender reads the same
+/// pages from the cache a moment later).
+const LEAD: u64 = 64 << 20;
+
+/// `file` hashed with `alg` beside its transfer, as far as `ready` says it is in place.
+fn follow(
+    file: &File,
+    alg: ChecksumAlg,
+    ready: impl Fn() -> u64 + Send + 'static,
+) -> Option<Follower> {
+    match file
+        .try_clone()
+        .and_then(|f| Follower::start(f, alg, ready))
+    {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::debug!("cannot hash beside the transfer: {e}");
+            None
+        }
+    }
+}
+
+/// [`follow`] for a copy of `local` that [`verify_copy`] will check.
+fn hash_beside(
+    c: &Connection,
+    verify: Verify,
+    rpath: &str,
+    local: &Path,
+    file: &File,
+    ready: impl Fn() -> u64 + Send + 'static,
+) -> Option<Follower> {
+    let alg = verify_alg(c, verify, rpath, local).ok().flatten()?;
+    follow(file, alg, ready)
 }
 
 /// Whether a destination as long as the source holds the same bytes, by checksum: `Some`
@@ -517,7 +572,7 @@ fn already_there(
     if verify == Verify::Off {
         return Ok(Some(None));
     }
-    Ok(match verify_copy(c, Verify::On, rpath, local) {
+    Ok(match verify_copy(c, Verify::On, rpath, local, None) {
         Ok(v) => Some(v),
         Err(e) => {
             tracing::info!("{e:#}");
@@ -526,13 +581,14 @@ fn already_there(
     })
 }
 
-/// Compares the local file's checksum with the server's (`CKSM`), as `verify` says; returns
-/// `ALG:hex` when they were compared and agree.
+/// Compares the local file's checksum (`hashed` beside the transfer, else read now) with the
+/// server's (`CKSM`), as `verify` says; returns `ALG:hex` when they were compared and agree.
 fn verify_copy(
     c: &mut Connection,
     verify: Verify,
     rpath: &str,
     local: &Path,
+    hashed: Option<Follower>,
 ) -> anyhow::Result<Option<String>> {
     let Some(alg) = verify_alg(c, verify, rpath, local)? else {
         return Ok(None);
@@ -544,8 +600,16 @@ fn verify_copy(
     }
     c.send_ahead()?;
     let file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
-    let mine = checksum(&file, alg, 0, None)
-        .with_context(|| format!("checksum of {}", local.display()))?;
+    // Hashed beside the transfer (`hashed`) unless that hash could not keep up.
+    let len = file.metadata()?.len();
+    let mine = match hashed.and_then(|f| f.finish(len).ok()) {
+        Some(sum) => {
+            tracing::debug!("{}: checksum taken beside the transfer", local.display());
+            sum
+        }
+        None => checksum(&file, alg, 0, None)
+            .with_context(|| format!("checksum of {}", local.display()))?,
+    };
     let theirs = c.checksum(alg, rpath)?;
     if mine != theirs {
         bail!(

@@ -339,6 +339,17 @@ impl Running {
         lock_any(&self.kept).take()
     }
 
+    /// How far the transfer has got: bytes sent, or a MODE E receive's first byte not yet in
+    /// place (its blocks land out of order); `None` for a receive in another mode.
+    pub fn progress(&self) -> Option<Box<dyn Fn() -> u64 + Send>> {
+        let (pump, markers) = (self.pump.clone(), self.markers.as_ref());
+        match markers.and_then(|(_, r)| r.clone()) {
+            _ if !self.receiving => Some(Box::new(move || pump.bytes())),
+            Some(r) => Some(Box::new(move || lock_any(&r).received().prefix())),
+            None => None,
+        }
+    }
+
     /// Waits for the transfer's next event: a buffer size to announce, markers, or its end.
     pub async fn next_event(&mut self) -> Event {
         let marker_due = self.markers.as_ref().map(|(at, _)| *at);

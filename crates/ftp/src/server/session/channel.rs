@@ -192,6 +192,9 @@ impl Session {
             meta.len() - offset
         );
         let ascii = self.ttype == TransferType::Ascii;
+        let whole = (offset == 0 && held.is_none())
+            .then(|| file.try_clone().ok())
+            .flatten();
         let job = if self.extended {
             let ranges = match held {
                 Some(h) => h.gaps(0, meta.len()),
@@ -213,7 +216,11 @@ impl Session {
         } else {
             Job::SendFile { file, ascii }
         };
-        self.begin(job, opening, format!("RETR {v} from {offset}"))
+        let flow = self.begin(job, opening, format!("RETR {v} from {offset}"))?;
+        if let Some(f) = whole {
+            self.follow(v, &f);
+        }
+        Ok(flow)
     }
 
     pub(super) fn store(&mut self, arg: &str, append: bool) -> Result<Flow, Reply> {
@@ -272,7 +279,12 @@ impl Session {
                 _ => Job::Receive { file, ascii },
             }
         };
-        self.begin(job, opening, format!("{verb} {v} at {start}"))
+        let flow = self.begin(job, opening, format!("{verb} {v} at {start}"))?;
+        // Hashed through a handle of its own: the one being written may not read.
+        if let (0, Ok((f, _))) = (start, self.shared.sandbox.open_read(&v)) {
+            self.follow(v, &f);
+        }
+        Ok(flow)
     }
 
     /// One past the last byte a MODE E upload into `file` may write, block offsets counted from

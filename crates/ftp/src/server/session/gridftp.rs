@@ -67,13 +67,31 @@ impl Session {
         Ok(Reply::new(200, text))
     }
 
-    /// `CKSM`: hashes the file off the runtime's threads (a large file takes seconds).
+    /// `CKSM`: the hash taken beside the transfer that just moved the file, or the file hashed
+    /// off the runtime's threads (a large file takes seconds).
     pub(super) async fn cksm(&mut self, c: Cksm) -> Result<Flow, Reply> {
-        let (file, _) = self.shared.sandbox.open_read(&self.path(&c.path))?;
-        let sum = tokio::task::spawn_blocking(move || checksum(&file, c.alg, c.offset, c.length))
-            .await
-            .map_err(|e| Reply::new(451, format!("Checksum failed: {e}")))?
-            .map_err(|e| Reply::new(501, format!("Checksum failed: {e}")))?;
+        let v = self.path(&c.path);
+        let (file, meta) = self.shared.sandbox.open_read(&v)?;
+        let followed = self.followed(&c, &v);
+        let id = self.id;
+        let sum = tokio::task::spawn_blocking(move || {
+            // A hash that could not keep up with the file (it changed) is taken again.
+            match followed.map(|f| f.finish(meta.len())) {
+                Some(Ok(sum)) => Ok(sum),
+                taken => {
+                    if let Some(Err(e)) = taken {
+                        tracing::debug!(
+                            session = id,
+                            "the hash taken beside the transfer failed: {e}"
+                        );
+                    }
+                    checksum(&file, c.alg, c.offset, c.length)
+                }
+            }
+        })
+        .await
+        .map_err(|e| Reply::new(451, format!("Checksum failed: {e}")))?
+        .map_err(|e| Reply::new(501, format!("Checksum failed: {e}")))?;
         self.send(Reply::new(213, sum));
         Ok(Flow::Continue)
     }

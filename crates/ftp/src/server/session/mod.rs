@@ -6,6 +6,7 @@ mod channel;
 mod control;
 mod files;
 mod gridftp;
+mod hashing;
 mod login;
 mod security;
 
@@ -118,6 +119,8 @@ struct Session {
     pbsz: bool,
     /// `PROT`: the data connections' protection level.
     prot: ProtLevel,
+    /// The file the last transfer moved, hashed beside it for the `CKSM` that follows.
+    followed: Option<hashing::Followed>,
 }
 
 /// Runs a session on an accepted control connection until the client leaves or is sent away.
@@ -158,6 +161,7 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         tls: None,
         pbsz: false,
         prot: ProtLevel::Clear,
+        followed: None,
     };
     tracing::info!(session = id, %peer, "connected");
     s.send(Reply::new(220, "fatpipe FTP server ready"));
