@@ -55,8 +55,11 @@ pub struct Follower {
 const UNSET: u64 = u64::MAX;
 /// The follower was dropped: its thread stops.
 const DROPPED: u64 = u64::MAX - 1;
-/// How often a follower that caught up with the transfer looks again.
+/// How soon a follower that caught up with the transfer looks again; each look that finds
+/// nothing new doubles the wait ([`Follower::finish`] wakes it at once).
 const LOOK: Duration = Duration::from_millis(2);
+/// The longest wait between looks (a session left idle after its transfer).
+const IDLE_LOOK: Duration = Duration::from_millis(128);
 
 impl Follower {
     /// Hashes `file` with `alg` from its first byte, never past what `ready` says is in place
@@ -80,6 +83,7 @@ impl Follower {
     /// The checksum of the file's first `len` bytes, all in place now.
     pub fn finish(mut self, len: u64) -> io::Result<String> {
         self.end.store(len.min(DROPPED - 1), Ordering::SeqCst);
+        self.wake();
         self.handle
             .take()
             .map_or(Err(io::Error::other("no hashing thread")), |h| {
@@ -87,12 +91,19 @@ impl Follower {
                     .unwrap_or_else(|_| Err(io::Error::other("the hashing thread panicked")))
             })
     }
+
+    fn wake(&self) {
+        if let Some(h) = &self.handle {
+            h.thread().unpark();
+        }
+    }
 }
 
 impl Drop for Follower {
     fn drop(&mut self) {
         if self.handle.is_some() {
             self.end.store(DROPPED, Ordering::SeqCst);
+            self.wake();
         }
     }
 }
@@ -107,6 +118,7 @@ fn follow(
     let mut state = State::new(alg);
     let mut buf = vec![0u8; 1 << 20];
     let mut at = 0u64;
+    let mut wait = LOOK;
     loop {
         let last = end.load(Ordering::SeqCst);
         if last == DROPPED {
@@ -127,10 +139,12 @@ fn follow(
             }
             state.update(&buf[..n]);
             at += n as u64;
+            wait = LOOK;
         } else if last != UNSET {
             return Ok(state.finish());
         } else {
-            std::thread::sleep(LOOK);
+            std::thread::park_timeout(wait);
+            wait = (wait * 2).min(IDLE_LOOK);
         }
     }
 }
