@@ -1,0 +1,238 @@
+//! The task of a transfer: its job run over its connections by the mover it needs, and the
+//! reply each way of failing earns.
+
+use super::{lock_any, BlockLimit, Data, Job, Outcome, Record, BLOCK};
+use fatpipe_net::mode_e::{Channel, OnStream, Requests, SendJob};
+use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
+use fatpipe_net::partial;
+use fatpipe_net::tls::Secure;
+use fatpipe_net::udp::{UdpReceiver, UdpSender};
+use fatpipe_net::{Conductor, Mover, Pump, PumpError};
+use fatpipe_proto::gridftp::{AUTO_NOTE, CC_NOTE, STREAMS_NOTE};
+use fatpipe_proto::mode_e::Reassembly;
+use fatpipe_proto::Reply;
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+
+/// How a transfer's mover runs besides its job and connections.
+pub(super) struct How {
+    /// MODE E send: connections close after the transfer.
+    pub(super) close: bool,
+    /// MODE S under `PROT P`: how the connection is secured.
+    pub(super) secure: Option<Secure>,
+    /// MODE E receive: most connections accepted.
+    pub(super) max_streams: u32,
+    /// MODE E send whose stream count grows: where the conductor's requests arrive.
+    pub(super) requests: Option<Requests>,
+    /// MODE E receive: what has arrived (shared with the markers).
+    pub(super) reassembly: Option<Arc<Mutex<Reassembly>>>,
+    /// MODE E upload: the file's partial record.
+    pub(super) record: Option<Arc<Record>>,
+}
+
+/// Runs `job` over `data` with its mover, the conductor starting each connection's laws;
+/// returns the outcome and a MODE E channel (whose connections may be kept).
+pub(super) fn run(
+    pump: &Arc<Pump>,
+    job: Job,
+    data: Data,
+    conductor: &Conductor,
+    how: How,
+) -> (Result<Outcome, Reply>, Option<Channel>) {
+    let on_link = conductor.on_link();
+    let channel = match data {
+        Data::Stream(link) => return (stream(pump, job, link, how.secure, &on_link), None),
+        Data::Blocks(channel) => channel,
+    };
+    let r = match job {
+        Job::SendBlocks {
+            file,
+            ranges,
+            shift,
+            parallelism,
+        } => {
+            let job = SendJob {
+                file,
+                ranges,
+                shift,
+                block: BLOCK,
+                start: parallelism.start,
+                close: how.close,
+                requests: how.requests,
+            };
+            let mover = Box::new(BlockSender {
+                job,
+                channel: &channel,
+            });
+            mover
+                .run(pump, &on_link)
+                .map_err(|e| failure_reply(e, true))
+                .map(|r| {
+                    // The client learns how the stream count was chosen from the final reply.
+                    let mut notes = vec![format!("{STREAMS_NOTE}{}", r.streams)];
+                    let decisions = conductor.decisions();
+                    notes.extend(decisions.iter().map(|d| format!("{AUTO_NOTE}{d}")));
+                    notes.extend(conductor.chosen_cc().map(|c| format!("{CC_NOTE}{c}")));
+                    Outcome {
+                        bytes: r.bytes,
+                        notes,
+                    }
+                })
+        }
+        Job::ReceiveBlocks {
+            file, base, limit, ..
+        } => {
+            let state = how
+                .reassembly
+                .unwrap_or_else(|| Arc::new(Mutex::new(Reassembly::new(limit.end))));
+            let mover = Box::new(BlockReceiver {
+                file: &file,
+                base,
+                state: &state,
+                channel: &channel,
+                max_streams: how.max_streams,
+            });
+            let r = mover.run(pump, &on_link);
+            if let Some(rec) = how.record {
+                match &r {
+                    Ok(_) => {
+                        if let Err(e) = partial::clear(&file) {
+                            tracing::warn!("cannot mark an upload complete: {e}");
+                        }
+                    }
+                    Err(_) => rec.save(lock_any(&state).received()),
+                }
+            }
+            r.map_err(|e| match e {
+                PumpError::Write(io) if io.kind() == std::io::ErrorKind::FileTooLarge => {
+                    beyond_limit(&io, limit)
+                }
+                e => failure_reply(e, false),
+            })
+            .map(|r| Outcome {
+                bytes: r.bytes,
+                notes: Vec::new(),
+            })
+        }
+        _ => Err(Reply::new(451, "MODE S transfer on a MODE E channel")),
+    };
+    (r, Some(channel))
+}
+
+/// Runs a MODE S job over its one connection (and the UDP channel beside it, if chosen).
+fn stream(
+    pump: &Arc<Pump>,
+    mut job: Job,
+    link: TcpStream,
+    secure: Option<Secure>,
+    on_link: &OnStream,
+) -> Result<Outcome, Reply> {
+    let limit = match &job {
+        Job::ReceiveUdp { limit, .. } => Some(*limit),
+        _ => None,
+    };
+    let (mover, sending): (Box<dyn Mover + '_>, bool) = match &mut job {
+        Job::SendFile { file, ascii } => {
+            let work = StreamWork::SendFile {
+                file,
+                ascii: *ascii,
+            };
+            (Box::new(StreamMover { link, work, secure }), true)
+        }
+        Job::SendBytes(bytes) => {
+            let work = StreamWork::SendBytes(std::mem::take(bytes));
+            (Box::new(StreamMover { link, work, secure }), true)
+        }
+        Job::Receive { file, ascii } => {
+            let work = StreamWork::Receive {
+                into: file,
+                ascii: *ascii,
+            };
+            (Box::new(StreamMover { link, work, secure }), false)
+        }
+        Job::SendUdp {
+            file,
+            offset,
+            length,
+            config,
+        } => {
+            let m = UdpSender {
+                link,
+                file,
+                offset: *offset,
+                length: *length,
+                config: config.clone(),
+            };
+            (Box::new(m), true)
+        }
+        Job::ReceiveUdp {
+            file,
+            offset,
+            limit,
+            config,
+        } => {
+            let m = UdpReceiver {
+                link,
+                file,
+                offset: *offset,
+                limit: limit.end,
+                config: config.clone(),
+            };
+            (Box::new(m), false)
+        }
+        Job::SendBlocks { .. } | Job::ReceiveBlocks { .. } => {
+            return Err(Reply::new(451, "MODE E transfer on a MODE S connection"))
+        }
+    };
+    mover
+        .run(pump, on_link)
+        .map(|m| Outcome {
+            bytes: m.bytes,
+            // The client learns what the UDP channel did from the final reply.
+            notes: m
+                .udp
+                .filter(|_| sending)
+                .map(|u| u.to_string())
+                .into_iter()
+                .collect(),
+        })
+        .map_err(|e| match (e, limit) {
+            (PumpError::Write(io), Some(limit))
+                if io.kind() == std::io::ErrorKind::FileTooLarge =>
+            {
+                beyond_limit(&io, limit)
+            }
+            (e, _) => failure_reply(e, sending),
+        })
+}
+
+/// The reply for a block past what the upload may write: no space on the disk (`452`), or past
+/// the announced or configured size (`552`, exceeded storage allocation).
+fn beyond_limit(e: &std::io::Error, limit: BlockLimit) -> Reply {
+    if limit.disk {
+        Reply::new(
+            452,
+            format!("Insufficient storage space: No space left on device ({e})"),
+        )
+    } else {
+        Reply::new(552, format!("Exceeded storage allocation ({e})"))
+    }
+}
+
+/// Maps a pump failure to the reply RFC 959 prescribes, knowing which side was the file.
+fn failure_reply(e: PumpError, sending: bool) -> Reply {
+    match (e, sending) {
+        (PumpError::Cancelled, _) => Reply::new(426, "Transfer aborted"),
+        (PumpError::Read(e), true) => Reply::new(451, format!("Error reading file: {e}")),
+        (PumpError::Write(e), true) | (PumpError::Read(e), false) => Reply::new(
+            426,
+            format!("Data connection broken, transfer aborted: {e}"),
+        ),
+        (PumpError::Write(e), false) => match e.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+                Reply::new(452, format!("Insufficient storage space: {e}"))
+            }
+            _ => Reply::new(451, format!("Error writing file: {e}")),
+        },
+    }
+}
