@@ -474,7 +474,8 @@ impl Drs {
             self.last = Some((s.now, *tcp));
         }
         let buffer_bound = tcp.sndbuf_held_since(last.sndbuf_limited_us) > 0;
-        let growing = growing_cwnd(tcp, &last) || buffer_bound;
+        let cwnd_grows = tcp.cwnd_bytes * 10 > last.cwnd_bytes * 11;
+        let growing = cwnd_grows || buffer_bound;
         // While the congestion window grows (slow start doubles it every RTT) the buffer must
         // already hold the next RTT's window; once it is steady, what may be in flight. Never
         // more than the peer's window lets fly.
@@ -487,7 +488,7 @@ impl Drs {
             0 => cwnd,
             w => cwnd.min(u64::from(w)),
         };
-        if tcp.snd_wnd > 0 && flight >= u64::from(tcp.snd_wnd) && !growing_cwnd(tcp, &last) {
+        if tcp.snd_wnd > 0 && flight >= u64::from(tcp.snd_wnd) && !cwnd_grows {
             // A buffer that holds the peer's whole window ran dry: the writer came late, not
             // the window. Once is chance; often, it keeps more unsent from now on.
             let (looks, dry) = &mut self.dry;
@@ -528,11 +529,6 @@ impl Drs {
             ));
         }
     }
-}
-
-/// Whether the congestion window grew by a tenth since `last`.
-fn growing_cwnd(tcp: &TcpStats, last: &TcpStats) -> bool {
-    tcp.cwnd_bytes * 10 > last.cwnd_bytes * 11
 }
 
 /// The `SO_SNDBUF` value that holds `flight` bytes in flight over an RTT of `base` with what
