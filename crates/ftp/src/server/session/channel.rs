@@ -132,6 +132,8 @@ impl Session {
         opening: String,
         label: String,
     ) -> Result<Flow, Reply> {
+        // A new transfer ends the hash taken beside the last one: it may change that file.
+        self.followed = None;
         // With no new data address, a MODE E transfer in the direction of the last one uses
         // the connections it left open; `data_ready` has closed any it will not use.
         self.data_ready(job.blocks(), job.receiving())?;
@@ -192,9 +194,7 @@ impl Session {
             meta.len() - offset
         );
         let ascii = self.ttype == TransferType::Ascii;
-        let whole = (offset == 0 && held.is_none())
-            .then(|| file.try_clone().ok())
-            .flatten();
+        let whole = offset == 0 && held.is_none();
         let job = if self.extended {
             let ranges = match held {
                 Some(h) => h.gaps(0, meta.len()),
@@ -217,8 +217,8 @@ impl Session {
             Job::SendFile { file, ascii }
         };
         let flow = self.begin(job, opening, format!("RETR {v} from {offset}"))?;
-        if let Some(f) = whole {
-            self.follow(v, &f);
+        if whole {
+            self.follow(v);
         }
         Ok(flow)
     }
@@ -280,9 +280,8 @@ impl Session {
             }
         };
         let flow = self.begin(job, opening, format!("{verb} {v} at {start}"))?;
-        // Hashed through a handle of its own: the one being written may not read.
-        if let (0, Ok((f, _))) = (start, self.shared.sandbox.open_read(&v)) {
-            self.follow(v, &f);
+        if start == 0 {
+            self.follow(v);
         }
         Ok(flow)
     }

@@ -76,18 +76,17 @@ impl Session {
         let id = self.id;
         let sum = tokio::task::spawn_blocking(move || {
             // A hash that could not keep up with the file (it changed) is taken again.
-            match followed.map(|f| f.finish(meta.len())) {
-                Some(Ok(sum)) => Ok(sum),
-                taken => {
-                    if let Some(Err(e)) = taken {
+            let beside = followed.and_then(|f| {
+                f.finish(meta.len())
+                    .map_err(|e| {
                         tracing::debug!(
                             session = id,
                             "the hash taken beside the transfer failed: {e}"
-                        );
-                    }
-                    checksum(&file, c.alg, c.offset, c.length)
-                }
-            }
+                        )
+                    })
+                    .ok()
+            });
+            beside.map_or_else(|| checksum(&file, c.alg, c.offset, c.length), Ok)
         })
         .await
         .map_err(|e| Reply::new(451, format!("Checksum failed: {e}")))?

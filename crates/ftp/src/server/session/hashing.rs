@@ -7,7 +7,6 @@ use crate::server::transfer::Running;
 use fatpipe_net::checksum::Follower;
 use fatpipe_proto::gridftp::{ChecksumAlg, Cksm};
 use fatpipe_proto::VPath;
-use std::fs::File;
 
 /// The file the session's last transfer moved, hashed as it went.
 pub(super) struct Followed {
@@ -19,20 +18,23 @@ pub(super) struct Followed {
 const ALG: ChecksumAlg = ChecksumAlg::Xxh3;
 
 impl Session {
-    /// Hashes `file` (`path`, moved whole by the transfer just begun) beside the transfer, for
-    /// a client that runs fatpipe's extensions in MODE E (`OPTS DRS ON`): it verifies with
-    /// XXH3 unless told not to.
-    pub(super) fn follow(&mut self, path: VPath, file: &File) {
-        self.followed = None;
+    /// Hashes `path`, moved whole by the transfer just begun, beside the transfer, for a
+    /// client that runs fatpipe's extensions in MODE E (`OPTS DRS ON`): it verifies with XXH3
+    /// unless told not to. The file is read through a handle of its own (an upload's may not
+    /// read).
+    pub(super) fn follow(&mut self, path: VPath) {
         if !(self.drs_notify && self.extended) {
             return;
         }
         let Some(progress) = self.transfer.as_ref().and_then(Running::progress) else {
             return;
         };
-        match file
-            .try_clone()
-            .and_then(|f| Follower::start(f, ALG, progress))
+        match self
+            .shared
+            .sandbox
+            .open_read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|(f, _)| Follower::start(f, ALG, progress).map_err(|e| e.to_string()))
         {
             Ok(follower) => self.followed = Some(Followed { path, follower }),
             Err(e) => tracing::debug!(
