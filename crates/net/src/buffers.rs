@@ -74,7 +74,8 @@ fn setsockopt_value(ask: u64) -> i32 {
 }
 
 /// Each buffer of `asked` that the kernel holds below twice the asked size, as a sentence naming
-/// the sysctl that capped it.
+/// the sysctl that capped it. The sentence leaves the ask out: a law asks anew as it grows, and
+/// one cap met by many asks and streams is one fact for the user.
 pub fn shortfalls(asked: &Buffers, have: Accounted) -> Vec<String> {
     [
         (asked.rcvbuf, have.rcvbuf, "receive", "rmem_max"),
@@ -84,7 +85,7 @@ pub fn shortfalls(asked: &Buffers, have: Accounted) -> Vec<String> {
     .filter_map(|(ask, got, what, sysctl)| {
         let want = 2 * u64::try_from(setsockopt_value(ask?)).ok()?;
         (got < want).then(|| {
-            format!("{what} buffer capped at {got} bytes (asked {want}) by net.core.{sysctl}")
+            format!("{what} buffer capped at {got} bytes by net.core.{sysctl} (more was asked)")
         })
     })
     .collect()
@@ -117,7 +118,16 @@ mod tests {
         };
         assert_eq!(
             shortfalls(&asked, have),
-            vec!["receive buffer capped at 1048576 bytes (asked 2097152) by net.core.rmem_max"]
+            vec!["receive buffer capped at 1048576 bytes by net.core.rmem_max (more was asked)"]
+        );
+        let larger = Buffers {
+            rcvbuf: Some(3 << 20),
+            sndbuf: None,
+        };
+        assert_eq!(
+            shortfalls(&larger, have),
+            shortfalls(&asked, have),
+            "a larger ask against the same cap is the same fact"
         );
         let full = Accounted {
             rcvbuf: 2 << 20,
