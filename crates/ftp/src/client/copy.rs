@@ -1,14 +1,16 @@
 //! Whole copies as `fatpipe cp` performs them: one file or a tree, either direction, with
 //! resume, per-file results and a check that every byte arrived.
 
-use super::connection::checksum_command;
 use super::filter::Filter;
 use super::part::Part;
 use super::plan::{self, Job};
 use super::pool;
+use super::verify::{
+    already_there, ask_checksum, follow, hash_beside, verify_alg, verify_copy, LEAD,
+};
 use super::{Connection, Credentials, Location, RemoteUrl, Streams};
 use anyhow::{bail, Context};
-use fatpipe_net::checksum::{checksum, Follower};
+use fatpipe_net::checksum::Follower;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::{Pump, TunerConfig};
 use fatpipe_proto::gridftp::ChecksumAlg;
@@ -367,11 +369,12 @@ impl Copier<'_> {
             let (mut part, first) = Part::open(target, resume, size)?;
             obs.file_started(rpath, size, first.len(), pump);
             let (mut held, mut moved) = (first.clone(), 0);
-            // A small file's checksum goes out with its RETR (the server hashes it before
-            // sending; a large one's would hold the transfer up for longer than a round trip).
-            if size.is_some_and(|s| s <= ASK_AHEAD_MAX) {
-                ask_checksum_ahead(c, verify, rpath, part.path());
-            }
+            // The checksum goes out behind the RETR (answered with the transfer's end), or
+            // where the server cannot take that, a small file's ahead of it (the server hashes
+            // it before sending; a large one's would hold the transfer up for longer than a
+            // round trip).
+            let small = size.is_some_and(|s| s <= ASK_AHEAD_MAX);
+            ask_checksum(c, verify, rpath, part.path(), small);
             loop {
                 let alg = verify_alg(c, verify, rpath, part.path()).ok().flatten();
                 let (n, hashed) = match download_into(c, rpath, size, &mut part, &held, pump, alg) {
@@ -442,14 +445,19 @@ impl Copier<'_> {
                 let hashed = hash_beside(c, verify, rpath, local, &file, move || {
                     (have + sent.bytes().saturating_sub(from) + LEAD).min(len)
                 });
+                // What the server holds afterwards is asked behind the STOR.
+                c.ask_behind(Command::Size(rpath.into()));
+                ask_checksum(c, verify, rpath, local, false);
                 moved += if c.uses_blocks() {
                     c.store_blocks(rpath, have, &file, pump)?
                 } else {
                     c.store_file(rpath, have, &file, pump)?
                 };
-                // SIZE goes out with the checksum (verify_copy sends both before it hashes
-                // this end's copy): one round trip for both.
-                c.ask_ahead(Command::Size(rpath.into()));
+                // Else SIZE goes out with the checksum (verify_copy sends both before it
+                // hashes this end's copy): one round trip for both.
+                if !c.is_asked(&Command::Size(rpath.into())) {
+                    c.ask_ahead(Command::Size(rpath.into()));
+                }
                 obs.verifying(rpath);
                 let verified = verify_copy(c, verify, rpath, local, hashed);
                 if let Some(remote) = c.size(rpath)? {
@@ -523,137 +531,6 @@ fn held_with(held: &RangeSet, state: &Mutex<Reassembly>) -> RangeSet {
         all.insert_all(s.received(), 0);
     }
     all
-}
-
-/// How far ahead of what has been sent an upload's hash may read (the sender reads the same
-/// pages from the cache a moment later).
-const LEAD: u64 = 64 << 20;
-
-/// `file` hashed with `alg` beside its transfer, as far as `ready` says it is in place.
-fn follow(
-    file: &File,
-    alg: ChecksumAlg,
-    ready: impl Fn() -> u64 + Send + 'static,
-) -> Option<Follower> {
-    match file
-        .try_clone()
-        .and_then(|f| Follower::start(f, alg, ready))
-    {
-        Ok(f) => Some(f),
-        Err(e) => {
-            tracing::debug!("cannot hash beside the transfer: {e}");
-            None
-        }
-    }
-}
-
-/// [`follow`] for a copy of `local` that [`verify_copy`] will check.
-fn hash_beside(
-    c: &Connection,
-    verify: Verify,
-    rpath: &str,
-    local: &Path,
-    file: &File,
-    ready: impl Fn() -> u64 + Send + 'static,
-) -> Option<Follower> {
-    let alg = verify_alg(c, verify, rpath, local).ok().flatten()?;
-    follow(file, alg, ready)
-}
-
-/// Whether a destination as long as the source holds the same bytes, by checksum: `Some`
-/// (with `ALG:hex`, or `None` under `--no-verify`, which takes the length's word) when it
-/// does; `None` when it differs or no checksum can tell.
-fn already_there(
-    c: &mut Connection,
-    verify: Verify,
-    rpath: &str,
-    local: &Path,
-) -> anyhow::Result<Option<Option<String>>> {
-    if verify == Verify::Off {
-        return Ok(Some(None));
-    }
-    Ok(match verify_copy(c, Verify::On, rpath, local, None) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            tracing::info!("{e:#}");
-            None
-        }
-    })
-}
-
-/// Compares the local file's checksum (`hashed` beside the transfer, else read now) with the
-/// server's (`CKSM`), as `verify` says; returns `ALG:hex` when they were compared and agree.
-fn verify_copy(
-    c: &mut Connection,
-    verify: Verify,
-    rpath: &str,
-    local: &Path,
-    hashed: Option<Follower>,
-) -> anyhow::Result<Option<String>> {
-    let Some(alg) = verify_alg(c, verify, rpath, local)? else {
-        return Ok(None);
-    };
-    // The server hashes its copy while this end hashes its own.
-    let cmd = checksum_command(alg, rpath);
-    if !c.is_asked(&cmd) {
-        c.ask_ahead(cmd);
-    }
-    c.send_ahead()?;
-    let file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
-    // Hashed beside the transfer (`hashed`) unless that hash could not keep up.
-    let len = file.metadata()?.len();
-    let mine = match hashed.and_then(|f| f.finish(len).ok()) {
-        Some(sum) => {
-            tracing::debug!("{}: checksum taken beside the transfer", local.display());
-            sum
-        }
-        None => checksum(&file, alg, 0, None)
-            .with_context(|| format!("checksum of {}", local.display()))?,
-    };
-    let theirs = c.checksum(alg, rpath)?;
-    if mine != theirs {
-        bail!(
-            "{rpath}: {alg} checksum mismatch: {} has {mine}, the server has {theirs}",
-            local.display()
-        );
-    }
-    Ok(Some(format!("{alg}:{mine}")))
-}
-
-/// Asks the server ahead for the checksum [`verify_copy`] will compare `rpath` with (it goes
-/// out with the next command: see `Connection::ask_ahead`).
-fn ask_checksum_ahead(c: &mut Connection, verify: Verify, rpath: &str, local: &Path) {
-    if let Ok(Some(alg)) = verify_alg(c, verify, rpath, local) {
-        c.ask_ahead(checksum_command(alg, rpath));
-    }
-}
-
-/// The algorithm [`verify_copy`] compares `rpath` and `local` with, if any.
-fn verify_alg(
-    c: &Connection,
-    verify: Verify,
-    rpath: &str,
-    local: &Path,
-) -> anyhow::Result<Option<ChecksumAlg>> {
-    let algs = c.checksum_algs();
-    let regular = std::fs::metadata(local).is_ok_and(|m| m.is_file());
-    let alg = match verify {
-        Verify::Off => return Ok(None),
-        // /dev/null and other devices hold nothing to compare.
-        Verify::Auto if !regular => return Ok(None),
-        Verify::On if !regular => {
-            bail!(
-                "{rpath}: cannot verify: {} is not a regular file",
-                local.display()
-            )
-        }
-        Verify::Auto if !algs.contains(&ChecksumAlg::Xxh3) => return Ok(None),
-        Verify::Auto => ChecksumAlg::Xxh3,
-        Verify::On => *algs.first().with_context(|| {
-            format!("{rpath}: cannot verify: the server offers no CKSM algorithm fatpipe knows")
-        })?,
-    };
-    Ok(Some(alg))
 }
 
 /// Gives a downloaded file the source's modification time (a failure only warns: the bytes

@@ -3,11 +3,15 @@
 //! in order): one round trip fewer for each. Two kinds: a command whose answer is needed later
 //! (a small file's `CKSM` before its `RETR`, a file's `MDTM` beside its `SIZE`), kept until
 //! asked for; and a setting that must take (`TYPE`, `MODE`, `PORT`, `REST` before their
-//! transfer command), whose refusal fails the command it went out with.
+//! transfer command), whose refusal fails the command it went out with. And asking behind: a
+//! question about a transfer's outcome (its file's `CKSM`, `SIZE`) goes out right behind the
+//! transfer command where the server answers what comes during a transfer after its final
+//! reply, and the answer is there with that reply, not a round trip after it.
 
 use super::{describe, Connection};
 use anyhow::{anyhow, bail};
 use fatpipe_proto::{Command, Reply};
+use std::collections::VecDeque;
 use std::io::Write;
 use std::net::Shutdown;
 
@@ -21,11 +25,50 @@ pub(super) struct Ahead {
     must_take: bool,
 }
 
+/// What a control connection asked besides the command it waits on, and the answers kept.
+#[derive(Debug, Default)]
+pub(super) struct Pipeline {
+    /// Asked ahead: to go out with the next command.
+    ahead: Vec<Ahead>,
+    /// Asked behind: to go out right after the next transfer command.
+    behind: Vec<Ahead>,
+    /// Sent, their replies not read yet, in order: they come before the next command's.
+    owed: VecDeque<Ahead>,
+    /// Sent behind a transfer command: their replies come after its final reply.
+    trailing: Vec<Ahead>,
+    /// Replies kept until asked for.
+    answers: Vec<(Command, Reply)>,
+}
+
+impl Pipeline {
+    /// Whether nothing is asked and no reply owed: a command sent now goes alone.
+    pub(super) fn is_empty(&self) -> bool {
+        self.ahead.is_empty() && self.owed.is_empty()
+    }
+
+    /// Whether replies to commands already sent are still to be read.
+    pub(super) fn owes(&self) -> bool {
+        !self.owed.is_empty()
+    }
+}
+
+/// Whether `cmd` starts a file transfer (what a command asked behind goes out after).
+fn starts_transfer(cmd: &Command) -> bool {
+    matches!(
+        cmd,
+        Command::Retr(_)
+            | Command::Stor(_)
+            | Command::Appe(_)
+            | Command::Eret { .. }
+            | Command::Esto { .. }
+    )
+}
+
 impl Connection {
     /// Sends `cmd` together with the next command this end waits on; its reply is kept for
     /// [`Connection::ask`].
     pub fn ask_ahead(&mut self, cmd: Command) {
-        self.ahead.push(Ahead {
+        self.pipe.ahead.push(Ahead {
             cmd,
             must_take: false,
         });
@@ -33,10 +76,42 @@ impl Connection {
 
     /// Sends the setting `cmd` together with the next command; a refusal fails that command.
     pub(super) fn set_ahead(&mut self, cmd: Command) {
-        self.ahead.push(Ahead {
+        self.pipe.ahead.push(Ahead {
             cmd,
             must_take: true,
         });
+    }
+
+    /// Sends `cmd` right behind the next transfer command, in the same write, where the server
+    /// answers commands that come during a transfer after its final reply (a fatpipe server,
+    /// which lists `DRS`); the answer is kept as one asked ahead is. Elsewhere nothing is sent:
+    /// the caller asks after the transfer. An answer to `cmd` kept from before is dropped: it
+    /// speaks of the file as it was before this transfer.
+    pub fn ask_behind(&mut self, cmd: Command) {
+        self.pipe.answers.retain(|(c, _)| *c != cmd);
+        if self.has_feature("DRS") && !self.is_asked(&cmd) {
+            self.pipe.behind.push(Ahead {
+                cmd,
+                must_take: false,
+            });
+        }
+    }
+
+    /// After a transfer's final reply: the replies to what went out behind its command, kept
+    /// when the transfer `worked` (else they may speak of a partial file: dropped).
+    pub(super) fn take_trailing(&mut self, worked: bool) -> anyhow::Result<()> {
+        for a in std::mem::take(&mut self.pipe.trailing) {
+            let r = self.read_one_reply()?;
+            if worked {
+                self.absorb(a, r);
+            } else {
+                tracing::debug!(
+                    "{} (asked behind a failed transfer) -> {r}",
+                    describe(&a.cmd)
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Puts what was asked ahead on the wire now, without waiting for the replies (they are
@@ -45,30 +120,31 @@ impl Connection {
         let (wire, sent) = self.ahead_on_the_wire()?;
         if !sent.is_empty() {
             self.write_commands(&wire)?;
-            self.owed.extend(sent);
+            self.pipe.owed.extend(sent);
         }
         Ok(())
     }
 
     /// Whether `cmd` was asked ahead and its reply not taken yet.
     pub fn is_asked(&self, cmd: &Command) -> bool {
-        self.ahead.iter().chain(&self.owed).any(|a| a.cmd == *cmd)
-            || self.answers.iter().any(|(c, _)| c == cmd)
+        let p = &self.pipe;
+        let sent = p.ahead.iter().chain(&p.owed).chain(&p.behind);
+        sent.chain(&p.trailing).any(|a| a.cmd == *cmd) || p.answers.iter().any(|(c, _)| c == cmd)
     }
 
     /// The reply to `cmd`: the kept one when it was asked ahead (taken: a second call asks
     /// anew; one still waiting to go out goes now, with what was asked before it), else asked
     /// now.
     pub(super) fn ask(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
-        if self.ahead.iter().any(|a| a.cmd == *cmd) {
+        if self.pipe.ahead.iter().any(|a| a.cmd == *cmd) {
             self.flush_ahead()?;
-        } else if self.owed.iter().any(|a| a.cmd == *cmd) {
+        } else if self.pipe.owed.iter().any(|a| a.cmd == *cmd) {
             if let Some(e) = self.take_owed()? {
                 return Err(e);
             }
         }
-        if let Some(i) = self.answers.iter().position(|(c, _)| c == cmd) {
-            return Ok(self.answers.remove(i).1);
+        if let Some(i) = self.pipe.answers.iter().position(|(c, _)| c == cmd) {
+            return Ok(self.pipe.answers.remove(i).1);
         }
         self.command(cmd)
     }
@@ -79,32 +155,27 @@ impl Connection {
         self.take_owed()?.map_or(Ok(()), Err)
     }
 
-    /// Writes what was asked ahead and then `cmd` in one write; the replies to the former are
-    /// taken by [`Connection::read_reply`] before `cmd`'s.
+    /// Writes what was asked ahead and then `cmd` in one write (and, `cmd` a transfer, what was
+    /// asked behind after it); the replies to the former are taken by
+    /// [`Connection::read_reply`] before `cmd`'s, those to the latter after its final reply.
     pub(super) fn send_with_ahead(&mut self, cmd: &Command) -> anyhow::Result<()> {
         let (mut wire, sent) = self.ahead_on_the_wire()?;
         wire.extend(cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?);
+        let behind = match starts_transfer(cmd) {
+            true => std::mem::take(&mut self.pipe.behind),
+            false => Vec::new(),
+        };
+        let (after, trailing) = on_the_wire(behind)?;
+        wire.extend(after);
         self.write_commands(&wire)?;
-        self.owed.extend(sent);
+        self.pipe.owed.extend(sent);
+        self.pipe.trailing.extend(trailing);
         Ok(())
     }
 
-    /// What was asked ahead, taken: the commands on the wire, and those it carries. One the
-    /// control channel cannot carry is left out (a setting among them fails the whole).
+    /// What was asked ahead, taken: see [`on_the_wire`].
     fn ahead_on_the_wire(&mut self) -> anyhow::Result<(Vec<u8>, Vec<Ahead>)> {
-        let mut wire = Vec::new();
-        let mut sent = Vec::new();
-        for a in std::mem::take(&mut self.ahead) {
-            match a.cmd.to_wire() {
-                Ok(w) => {
-                    wire.extend(w);
-                    sent.push(a);
-                }
-                Err(e) if a.must_take => bail!("{}: {}", describe(&a.cmd), e.message),
-                Err(e) => tracing::warn!("not sent: {}", e.message),
-            }
-        }
-        Ok((wire, sent))
+        on_the_wire(std::mem::take(&mut self.pipe.ahead))
     }
 
     /// Writes commands already on the wire in one write.
@@ -136,9 +207,9 @@ impl Connection {
 
     /// Reads the replies owed to commands asked ahead (they come before any other); the first
     /// refusal of a setting among them, if any.
-    fn take_owed(&mut self) -> anyhow::Result<Option<anyhow::Error>> {
+    pub(super) fn take_owed(&mut self) -> anyhow::Result<Option<anyhow::Error>> {
         let mut refused = None;
-        while let Some(a) = self.owed.pop_front() {
+        while let Some(a) = self.pipe.owed.pop_front() {
             let r = self.read_one_reply()?;
             if let Some(e) = self.absorb(a, r) {
                 refused.get_or_insert(e);
@@ -151,9 +222,9 @@ impl Connection {
     fn absorb(&mut self, a: Ahead, r: Reply) -> Option<anyhow::Error> {
         tracing::debug!("{} (asked ahead) -> {r}", describe(&a.cmd));
         if !a.must_take {
-            self.answers.push((a.cmd, r));
-            let over = self.answers.len().saturating_sub(KEPT);
-            self.answers.drain(..over);
+            self.pipe.answers.push((a.cmd, r));
+            let over = self.pipe.answers.len().saturating_sub(KEPT);
+            self.pipe.answers.drain(..over);
             None
         } else if r.is_success() || r.is_intermediate() {
             None
@@ -174,8 +245,26 @@ impl Connection {
     }
 }
 
+/// Commands asked, on the wire, and those it carries. One the control channel cannot carry is
+/// left out (a setting among them fails the whole).
+fn on_the_wire(asked: Vec<Ahead>) -> anyhow::Result<(Vec<u8>, Vec<Ahead>)> {
+    let mut wire = Vec::new();
+    let mut sent = Vec::new();
+    for a in asked {
+        match a.cmd.to_wire() {
+            Ok(w) => {
+                wire.extend(w);
+                sent.push(a);
+            }
+            Err(e) if a.must_take => bail!("{}: {}", describe(&a.cmd), e.message),
+            Err(e) => tracing::warn!("not sent: {}", e.message),
+        }
+    }
+    Ok((wire, sent))
+}
+
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{Connection, Credentials, TlsMode, TlsPolicy};
     use fatpipe_proto::gridftp::ChecksumAlg;
     use fatpipe_proto::{Command, TransferType};
@@ -185,7 +274,7 @@ mod tests {
 
     /// A server that reads `n` command lines before it answers with `replies`: only a client
     /// that sent them in one go gets past it. Returns the lines.
-    fn take(
+    pub(in super::super) fn take(
         r: &mut BufReader<TcpStream>,
         w: &mut TcpStream,
         n: usize,
@@ -202,31 +291,40 @@ mod tests {
         lines
     }
 
-    /// Runs `script` as the server of a client logged in with `user_reply` to `USER`.
-    fn with_server(
-        user_reply: &'static str,
-        script: impl FnOnce(&mut BufReader<TcpStream>, &mut TcpStream) -> Vec<String> + Send + 'static,
-        client: impl FnOnce(&mut Connection),
-    ) -> Vec<String> {
+    /// A one-connection server on loopback that runs `script` on what it accepts: its port and
+    /// its thread.
+    pub(in super::super) fn fake_server<T: Send + 'static>(
+        script: impl FnOnce(&mut BufReader<TcpStream>, &mut TcpStream) -> T + Send + 'static,
+    ) -> (u16, std::thread::JoinHandle<T>) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let server = std::thread::spawn(move || {
             let (s, _) = l.accept().unwrap();
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let mut w = s.try_clone().unwrap();
-            let mut r = BufReader::new(s);
+            script(&mut BufReader::new(s), &mut w)
+        });
+        (port, server)
+    }
+
+    /// Runs `script` as the server of a client logged in with `user_reply` to `USER`.
+    fn with_server(
+        user_reply: &'static str,
+        script: impl FnOnce(&mut BufReader<TcpStream>, &mut TcpStream) -> Vec<String> + Send + 'static,
+        client: impl FnOnce(Connection),
+    ) -> Vec<String> {
+        let (port, server) = fake_server(move |r, w| {
             w.write_all(b"220 hi\r\n").unwrap();
-            let feat = "211-Features:\r\n CKSM XXH3\r\n MDTM\r\n DRS\r\n PARALLEL\r\n DCREUSE\r\n211 End\r\n";
-            let mut got = take(&mut r, &mut w, 3, &format!("{user_reply}{feat}"));
-            got.extend(script(&mut r, &mut w));
+            let feat = "211-Features:\r\n CKSM XXH3\r\n MDTM\r\n MFMT\r\n DRS\r\n PARALLEL\r\n DCREUSE\r\n211 End\r\n";
+            let mut got = take(r, w, 3, &format!("{user_reply}{feat}"));
+            got.extend(script(r, w));
             got
         });
         let off = TlsPolicy::new(TlsMode::Off, None);
         let creds = Credentials::anonymous();
-        let mut c =
-            Connection::open("127.0.0.1", port, &creds, Duration::from_secs(5), &off).unwrap();
+        let c = Connection::open("127.0.0.1", port, &creds, Duration::from_secs(5), &off).unwrap();
         assert!(c.has_feature("MDTM"), "FEAT read after the login");
-        client(&mut c);
+        client(c);
         server.join().unwrap()
     }
 
@@ -235,7 +333,7 @@ mod tests {
         let got = with_server(
             "331 pass\r\n230 in\r\n",
             |r, w| take(r, w, 2, "213 00ff\r\n213 42\r\n"),
-            |c| {
+            |mut c| {
                 c.ask_ahead(super::super::checksum_command(ChecksumAlg::Xxh3, "/f"));
                 let size = c.command(&Command::Size("/f".into())).unwrap();
                 assert_eq!(size.text(), "42");
@@ -260,7 +358,7 @@ mod tests {
             "331 pass\r\n230 in\r\n",
             // Both commands arrive before any reply is sent: the client did not wait.
             |r, w| take(r, w, 2, "213 00ff\r\n213 42\r\n"),
-            |c| {
+            |mut c| {
                 let cksm = super::super::checksum_command(ChecksumAlg::Xxh3, "/f");
                 c.ask_ahead(cksm.clone());
                 c.ask_ahead(Command::Size("/f".into()));
@@ -280,7 +378,7 @@ mod tests {
         let got = with_server(
             "230 no password needed\r\n503 already in\r\n",
             |r, w| take(r, w, 3, "213 20260102030405\r\n200 ok\r\n213 7\r\n"),
-            |c| {
+            |mut c| {
                 let (size, time) = c.size_and_modified("/f").unwrap();
                 assert_eq!(size, Some(7));
                 assert_eq!(time, Some(1_767_323_045));
@@ -298,7 +396,7 @@ mod tests {
                     "200 drs\r\n200 par\r\n200 reuse\r\n213 20260102030405\r\n200 ok\r\n213 7\r\n";
                 take(r, w, 6, replies)
             },
-            |c| {
+            |mut c| {
                 c.set_tuning(fatpipe_net::TunerConfig::untuned()).unwrap();
                 let auto = super::super::Streams::Auto {
                     max: 8,
@@ -327,7 +425,7 @@ mod tests {
                 got.extend(take(r, w, 2, "200 ok\r\n213 7\r\n"));
                 got
             },
-            |c| {
+            |mut c| {
                 let e = c.size("/f").unwrap_err().to_string();
                 assert!(e.contains("TYPE I: server said 504"), "{e}");
                 // The type is asked for again with the next command.
@@ -335,5 +433,72 @@ mod tests {
                 assert_eq!(c.ttype, Some(TransferType::Image));
             },
         );
+    }
+
+    #[test]
+    fn a_question_asked_behind_a_transfer_goes_out_after_it_and_is_answered_after_its_end() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            // RETR and the CKSM behind it come in one write; the server answers the CKSM
+            // after the transfer's final reply.
+            |r, w| take(r, w, 2, "150 go\r\n226 done\r\n213 00ff\r\n"),
+            |mut c| {
+                let cksm = super::super::checksum_command(ChecksumAlg::Xxh3, "/f");
+                c.ask_behind(cksm.clone());
+                assert!(c.is_asked(&cksm));
+                c.send_with_ahead(&Command::Retr("/f".into())).unwrap();
+                assert_eq!(c.read_reply().unwrap().code, 150);
+                assert_eq!(c.read_reply().unwrap().code, 226);
+                c.take_trailing(true).unwrap();
+                assert_eq!(c.checksum(ChecksumAlg::Xxh3, "/f").unwrap(), "00ff");
+            },
+        );
+        assert_eq!(got[3..], ["RETR /f", "CKSM XXH3 0 -1 /f"]);
+    }
+
+    #[test]
+    fn what_was_asked_behind_a_refused_transfer_is_not_kept() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let mut got = take(r, w, 2, "550 no such file\r\n213 0bad\r\n");
+                got.extend(take(r, w, 1, "213 00ff\r\n"));
+                got
+            },
+            |mut c| {
+                let cksm = super::super::checksum_command(ChecksumAlg::Xxh3, "/f");
+                c.ask_behind(cksm);
+                let retr = Command::Retr("/f".into());
+                let e = c.begin(None, &retr, |_| Ok(())).unwrap_err().to_string();
+                assert!(e.contains("550"), "{e}");
+                // The answer that came behind the refusal is not taken for the next question.
+                assert_eq!(c.checksum(ChecksumAlg::Xxh3, "/f").unwrap(), "00ff");
+            },
+        );
+        assert_eq!(got[5..], ["CKSM XXH3 0 -1 /f"]);
+    }
+
+    #[test]
+    fn quit_goes_out_with_what_was_asked_ahead_and_waits_for_no_reply() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let got = take(r, w, 2, "");
+                // The client closes at once: it waits for neither the MFMT's answer nor
+                // QUIT's (it would wait up to 2 s for them).
+                r.get_ref()
+                    .set_read_timeout(Some(Duration::from_millis(1500)))
+                    .unwrap();
+                let mut rest = String::new();
+                assert_eq!(r.read_line(&mut rest).unwrap(), 0, "{rest}");
+                let _ = w.write_all(b"213 ok\r\n221 bye\r\n");
+                got
+            },
+            |mut c| {
+                assert!(c.set_modified("/f", 1_767_323_045));
+                c.quit();
+            },
+        );
+        assert_eq!(got[3..], ["MFMT 20260102030405 /f", "QUIT"]);
     }
 }

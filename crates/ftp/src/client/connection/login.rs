@@ -51,7 +51,7 @@ impl Connection {
         let sent = Instant::now();
         self.write_commands(&wire)?;
         let user = self.read_reply()?;
-        self.round_trip = Some(sent.elapsed());
+        self.timed(sent.elapsed());
         tracing::debug!("USER {} -> {user}", creds.user);
         if !(user.is_intermediate() || user.is_success()) {
             return Ok(user);

@@ -26,7 +26,6 @@ use fatpipe_proto::drs::DrsOpts;
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
 use fatpipe_tune::{Role, Tuning};
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -91,12 +90,8 @@ pub struct Connection {
     udp: Option<fatpipe_net::udp::UdpConfig>,
     /// What the UDP channel of the latest transfer did.
     last_udp: Option<String>,
-    /// Commands asked ahead, to go out with the next command (ahead.rs).
-    ahead: Vec<ahead::Ahead>,
-    /// Those sent whose replies have not come yet, in order.
-    owed: VecDeque<ahead::Ahead>,
-    /// Their replies, until asked for.
-    answers: Vec<(Command, Reply)>,
+    /// Commands asked ahead of (or behind) the commands waited on, and their replies (ahead.rs).
+    pipe: ahead::Pipeline,
     /// The quickest command-to-reply time seen on the control connection: about the path's
     /// round trip.
     round_trip: Option<Duration>,
@@ -164,16 +159,15 @@ impl Connection {
             kept: None,
             udp: None,
             last_udp: None,
-            ahead: Vec::new(),
-            owed: VecDeque::new(),
+            pipe: ahead::Pipeline::default(),
             round_trip: None,
-            answers: Vec::new(),
         };
+        let tls_asked = c.ask_tls(tls)?;
         let greeting = c.read_reply()?;
         if !greeting.is_success() {
             bail!("{peer} refused the connection: {greeting}");
         }
-        let secured = c.secure_control(host, tls)?;
+        let secured = c.secure_control(host, tls, tls_asked)?;
         c.log_in(creds, secured)?;
         if secured {
             c.protect_data(tls)?;
@@ -307,13 +301,12 @@ impl Connection {
     /// Sends a command and returns its (first) reply.
     pub fn command(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
         // Only a command sent alone times the round trip (replies asked ahead come first).
-        let alone = self.ahead.is_empty() && self.owed.is_empty();
+        let alone = self.pipe.is_empty();
         let sent = std::time::Instant::now();
         self.send_with_ahead(cmd)?;
         let r = self.read_reply()?;
         if alone {
-            let took = sent.elapsed();
-            self.round_trip = Some(self.round_trip.map_or(took, |t| t.min(took)));
+            self.timed(sent.elapsed());
         }
         tracing::debug!(
             "{} -> {r}",
@@ -324,6 +317,11 @@ impl Connection {
             }
         );
         Ok(r)
+    }
+
+    /// A command answered `took` after it was sent: the round trip is the quickest such.
+    fn timed(&mut self, took: Duration) {
+        self.round_trip = Some(self.round_trip.map_or(took, |t| t.min(took)));
     }
 
     /// Sends a command and fails unless the reply is 2xx or 3xx.
@@ -472,6 +470,7 @@ impl Connection {
         let r = self.read_reply()?;
         tracing::debug!("{what} -> {r}");
         if !r.is_preliminary() {
+            self.take_trailing(false)?;
             bail!("{what}: server said {r}");
         }
         Ok((what, made))
@@ -573,7 +572,10 @@ impl Connection {
                 Err(e) => break Err(e),
             }
         };
-        if fin.is_ok() {
+        if let Ok(f) = &fin {
+            // Deferred during the transfer, what went out behind its command is answered
+            // first; a probe that came after its end, after that.
+            self.take_trailing(f.is_success() && moved.is_ok())?;
             for _ in 0..asked.probes.len() + asked.notices {
                 self.read_reply()?;
             }
@@ -625,13 +627,14 @@ impl Connection {
             .get_ref()
             .tcp()
             .set_read_timeout(Some(self.timeout.min(FINAL_GRACE)));
-        // Nothing owed: QUIT goes out and the connection closes (the 221 only costs a round
-        // trip); else the replies owed (an `MFMT` asked ahead) are read and logged first.
-        if self.ahead.is_empty() && self.owed.is_empty() {
-            let _ = self.send_with_ahead(&Command::Quit);
-        } else {
-            let _ = self.command(&Command::Quit);
+        // QUIT goes out with what was asked ahead (an `MFMT`, whose answer only the log would
+        // show) and the connection closes: the 221 would cost a round trip. Replies owed from
+        // before are read first (a socket closed with unread input resets the connection,
+        // which could cut off what was just sent).
+        if self.pipe.owes() {
+            let _ = self.take_owed();
         }
+        let _ = self.send_with_ahead(&Command::Quit);
     }
 }
 

@@ -13,6 +13,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 /// Whether a client secures its sessions (`--tls`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -123,20 +124,39 @@ impl Write for ControlStream {
 }
 
 impl Connection {
-    /// Before the login: `AUTH TLS` and the handshake, as `policy` says. Returns whether the
-    /// session is now secured.
+    /// Asks for TLS as `policy` says before the greeting has come: `AUTH TLS` leaves with the
+    /// connection's first segment and its answer comes right after the greeting, one round trip
+    /// sooner than after it (a server reads commands only once greeted, in order). Returns when
+    /// it was sent, or `None` under `--tls off`.
+    pub(super) fn ask_tls(&mut self, policy: &TlsPolicy) -> anyhow::Result<Option<Instant>> {
+        if policy.mode == TlsMode::Off {
+            return Ok(None);
+        }
+        let wire = Command::Auth("TLS".into())
+            .to_wire()
+            .map_err(|e| anyhow!("{}", e.message))?;
+        let sent = Instant::now();
+        self.write_commands(&wire)?;
+        Ok(Some(sent))
+    }
+
+    /// After the greeting: the answer to `AUTH TLS` (sent at `asked`, by
+    /// [`Connection::ask_tls`]) and the handshake. Returns whether the session is now secured.
     pub(super) fn secure_control(
         &mut self,
         host: &str,
         policy: &TlsPolicy,
+        asked: Option<Instant>,
     ) -> anyhow::Result<bool> {
-        if policy.mode == TlsMode::Off {
+        let Some(sent) = asked else {
             return Ok(false);
-        }
+        };
         let config = policy.config()?;
         let name = ServerName::try_from(host.to_string())
             .map_err(|e| anyhow!("{host} cannot be checked against a certificate: {e}"))?;
-        let r = self.command(&Command::Auth("TLS".into()))?;
+        let r = self.read_reply()?;
+        self.timed(sent.elapsed());
+        tracing::debug!("AUTH TLS -> {r}");
         if r.code != 234 {
             if policy.mode == TlsMode::Require {
                 bail!(
@@ -211,4 +231,38 @@ fn untrusted(peer: &str, host: &str, e: io::Error) -> anyhow::Error {
         String::new()
     };
     anyhow!("TLS handshake with {peer} failed: {text}{fix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ahead::tests::{fake_server, take};
+    use super::super::{Connection, Credentials};
+    use super::{TlsMode, TlsPolicy};
+    use std::time::Duration;
+
+    #[test]
+    fn auth_tls_goes_out_before_the_greeting_comes() {
+        // Greets only once the first command is in: a client that waited for the greeting
+        // first would wait here until the timeout.
+        let (port, server) = fake_server(|r, w| {
+            let mut lines = take(r, w, 1, "220 hi\r\n534 no certificate\r\n");
+            let feat = "230 in\r\n503 already in\r\n211-Features:\r\n MDTM\r\n211 End\r\n";
+            lines.extend(take(r, w, 3, feat));
+            lines
+        });
+        let auto = TlsPolicy::new(TlsMode::Auto, None);
+        let creds = Credentials::anonymous();
+        let c = Connection::open("127.0.0.1", port, &creds, Duration::from_secs(5), &auto);
+        let c = c.unwrap();
+        assert!(
+            !c.data_secured(),
+            "the server refused TLS: the session is in clear"
+        );
+        assert!(c.has_feature("MDTM"));
+        let lines = server.join().unwrap();
+        assert_eq!(
+            lines,
+            ["AUTH TLS", "USER anonymous", "PASS fatpipe@", "FEAT"]
+        );
+    }
 }

@@ -1,0 +1,153 @@
+//! Checking a copy: the server's checksum asked with the transfer (ahead of or behind its
+//! command), this end's taken beside it, the two compared.
+
+use super::connection::checksum_command;
+use super::copy::Verify;
+use super::Connection;
+use anyhow::{bail, Context};
+use fatpipe_net::checksum::{checksum, Follower};
+use fatpipe_proto::gridftp::ChecksumAlg;
+use std::fs::File;
+use std::path::Path;
+
+/// How far ahead of what has been sent an upload's hash may read (the sender reads the same
+/// pages from the cache a moment later).
+pub(super) const LEAD: u64 = 64 << 20;
+
+/// `file` hashed with `alg` beside its transfer, as far as `ready` says it is in place.
+pub(super) fn follow(
+    file: &File,
+    alg: ChecksumAlg,
+    ready: impl Fn() -> u64 + Send + 'static,
+) -> Option<Follower> {
+    match file
+        .try_clone()
+        .and_then(|f| Follower::start(f, alg, ready))
+    {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::debug!("cannot hash beside the transfer: {e}");
+            None
+        }
+    }
+}
+
+/// [`follow`] for a copy of `local` that [`verify_copy`] will check.
+pub(super) fn hash_beside(
+    c: &Connection,
+    verify: Verify,
+    rpath: &str,
+    local: &Path,
+    file: &File,
+    ready: impl Fn() -> u64 + Send + 'static,
+) -> Option<Follower> {
+    let alg = verify_alg(c, verify, rpath, local).ok().flatten()?;
+    follow(file, alg, ready)
+}
+
+/// Whether a destination as long as the source holds the same bytes, by checksum: `Some`
+/// (with `ALG:hex`, or `None` under `--no-verify`, which takes the length's word) when it
+/// does; `None` when it differs or no checksum can tell.
+pub(super) fn already_there(
+    c: &mut Connection,
+    verify: Verify,
+    rpath: &str,
+    local: &Path,
+) -> anyhow::Result<Option<Option<String>>> {
+    if verify == Verify::Off {
+        return Ok(Some(None));
+    }
+    Ok(match verify_copy(c, Verify::On, rpath, local, None) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::info!("{e:#}");
+            None
+        }
+    })
+}
+
+/// Compares the local file's checksum (`hashed` beside the transfer, else read now) with the
+/// server's (`CKSM`), as `verify` says; returns `ALG:hex` when they were compared and agree.
+pub(super) fn verify_copy(
+    c: &mut Connection,
+    verify: Verify,
+    rpath: &str,
+    local: &Path,
+    hashed: Option<Follower>,
+) -> anyhow::Result<Option<String>> {
+    let Some(alg) = verify_alg(c, verify, rpath, local)? else {
+        return Ok(None);
+    };
+    // The server hashes its copy while this end hashes its own.
+    let cmd = checksum_command(alg, rpath);
+    if !c.is_asked(&cmd) {
+        c.ask_ahead(cmd);
+    }
+    c.send_ahead()?;
+    let file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
+    // Hashed beside the transfer (`hashed`) unless that hash could not keep up.
+    let len = file.metadata()?.len();
+    let mine = match hashed.and_then(|f| f.finish(len).ok()) {
+        Some(sum) => {
+            tracing::debug!("{}: checksum taken beside the transfer", local.display());
+            sum
+        }
+        None => checksum(&file, alg, 0, None)
+            .with_context(|| format!("checksum of {}", local.display()))?,
+    };
+    let theirs = c.checksum(alg, rpath)?;
+    if mine != theirs {
+        bail!(
+            "{rpath}: {alg} checksum mismatch: {} has {mine}, the server has {theirs}",
+            local.display()
+        );
+    }
+    Ok(Some(format!("{alg}:{mine}")))
+}
+
+/// Asks the server for the checksum [`verify_copy`] will compare `rpath` with behind the next
+/// transfer command (see `Connection::ask_behind`), or where it cannot be asked so, ahead of
+/// the next command if `ahead` allows.
+pub(super) fn ask_checksum(
+    c: &mut Connection,
+    verify: Verify,
+    rpath: &str,
+    local: &Path,
+    ahead: bool,
+) {
+    if let Ok(Some(alg)) = verify_alg(c, verify, rpath, local) {
+        let cmd = checksum_command(alg, rpath);
+        c.ask_behind(cmd.clone());
+        if ahead && !c.is_asked(&cmd) {
+            c.ask_ahead(cmd);
+        }
+    }
+}
+
+/// The algorithm [`verify_copy`] compares `rpath` and `local` with, if any.
+pub(super) fn verify_alg(
+    c: &Connection,
+    verify: Verify,
+    rpath: &str,
+    local: &Path,
+) -> anyhow::Result<Option<ChecksumAlg>> {
+    let algs = c.checksum_algs();
+    let regular = std::fs::metadata(local).is_ok_and(|m| m.is_file());
+    let alg = match verify {
+        Verify::Off => return Ok(None),
+        // /dev/null and other devices hold nothing to compare.
+        Verify::Auto if !regular => return Ok(None),
+        Verify::On if !regular => {
+            bail!(
+                "{rpath}: cannot verify: {} is not a regular file",
+                local.display()
+            )
+        }
+        Verify::Auto if !algs.contains(&ChecksumAlg::Xxh3) => return Ok(None),
+        Verify::Auto => ChecksumAlg::Xxh3,
+        Verify::On => *algs.first().with_context(|| {
+            format!("{rpath}: cannot verify: the server offers no CKSM algorithm fatpipe knows")
+        })?,
+    };
+    Ok(Some(alg))
+}
