@@ -9,8 +9,12 @@
 #   four  50 ms, four flows: four adaptive (-p 4) against two adaptive + two unpaced (two copies
 #         of -p 2 at once)
 #   long  200 ms, four flows for about ten minutes: BIC against BIC with adaptive pacing
-# Usage: bench/bic-experiments.sh [one|four|long ...]   (default: all; root; builds fatpipe with
-# --features bpf). Tables go to results/pacing/bic-*.md; `one` takes ~25 min, `four` ~8, `long` ~22.
+#   eab   `one`'s path, one flow of BIC with adaptive pacing in the kernel for about a minute with
+#         the sender's telemetry: results/pacing/bic-eab.svg draws the program's pacing ceiling
+#         and eab beside cwnd/RTT (the records' kernel_pace)
+# Usage: bench/bic-experiments.sh [one|four|long|eab ...]   (default: one four long; root; builds
+# fatpipe with --features bpf). Tables go to results/pacing/bic-*.md; `one` takes ~25 min, `four`
+# ~8, `long` ~22, `eab` ~2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q -p fatpipe --features bpf
@@ -28,7 +32,7 @@ path() {
     rm -rf "$work/root"; mkdir -p "$work/root"
     truncate -s "${2}G" "$work/root/zero.bin" # sparse: read at memory speed
     spawn a "$bin" serve --root "$work/root" --anonymous --listen 198.18.0.1:2121 \
-        >"$work/serve.out" 2>&1
+        ${STATS:+--stats "$STATS"} >"$work/serve.out" 2>&1
     spawn b iperf3 -s -p 5301 >/dev/null 2>&1
     sleep 1
 }
@@ -96,6 +100,18 @@ long() {
         read -r l1 r1 < <(counters)
         echo "| 4 BIC, pacing $pacing | $mbit | $((l1 - l0)) | $((r1 - r0)) |" | tee -a "$out/bic-long.md"
     done
+}
+
+eab() {
+    rm -f "$work/eab.jsonl"
+    STATS=$work/eab.jsonl path 50ms 6
+    spawn a iperf3 -c 198.18.0.2 -p 5301 -u -b 640M -l 1400 -t 3600 >/dev/null 2>&1
+    bg=${pids[-1]}
+    sleep 3
+    mbit=$(copy -p 1 --cc bic)
+    kill "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true
+    echo "fatpipe_bic beside 640 Mbit/s of UDP at 50 ms: $mbit Mbit/s"
+    "$bin" plot "$work/eab.jsonl" -o "$out/bic-eab.svg"
 }
 
 for e in "${@:-one four long}"; do

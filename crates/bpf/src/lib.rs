@@ -8,6 +8,9 @@
 
 #[cfg(test)]
 mod law;
+mod view;
+
+pub use view::{pace_view, PaceState, PaceView};
 
 /// Loads and attaches a skeleton's program for the rest of the process's life: the skeleton and
 /// its link are never dropped, since dropping the link unregisters the congestion control.
@@ -137,6 +140,23 @@ mod tests {
             assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
             // A second call answers the first one's outcome.
             provide(program).unwrap();
+            // Data sent and acknowledged: the paced program shows its pacing law.
+            let (mut peer, _) = l.accept().unwrap();
+            let reader =
+                std::thread::spawn(move || std::io::copy(&mut peer, &mut std::io::sink()).unwrap());
+            let mut s = s;
+            std::io::Write::write_all(&mut s, &vec![7u8; 8 << 20]).unwrap();
+            let view = pace_view(std::os::fd::AsFd::as_fd(&s));
+            drop(s);
+            assert_eq!(reader.join().unwrap(), 8 << 20);
+            match program {
+                Program::Paced => {
+                    let v = view.expect("a view of the paced program");
+                    assert!(v.ceiling > 0, "{v:?}");
+                    assert_eq!(v.eab, 0, "no loss on loopback: {v:?}");
+                }
+                Program::Plain => assert_eq!(view, None, "the plain program shows nothing"),
+            }
         }
     }
 }

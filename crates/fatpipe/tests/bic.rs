@@ -9,7 +9,8 @@ mod common;
 use common::*;
 
 /// Every record ran fatpipe_bic, and the program paced most of them: a ceiling of the 200 Mbit/s
-/// path's order (under 800 Mbit/s; the kernel says u64::MAX while nobody set one).
+/// path's order (under 800 Mbit/s; the kernel says u64::MAX while nobody set one), which the
+/// program's own view (`kernel_pace`) matches; through the path's random loss it found an `eab`.
 fn ran_bic(records: &[serde_json::Value]) {
     assert!(!records.is_empty(), "no sender records");
     let ccs: Vec<_> = records.iter().map(|r| r["cc"].clone()).collect();
@@ -20,6 +21,20 @@ fn ran_bic(records: &[serde_json::Value]) {
         .filter(|&c| c > 0 && c < 100_000_000)
         .count();
     assert!(paced > records.len() / 2, "{paced} of {}", records.len());
+    let views: Vec<&serde_json::Value> = records.iter().map(|r| &r["kernel_pace"]).collect();
+    let shown = views
+        .iter()
+        .filter(|v| v["ceiling"].as_u64() > Some(0))
+        .count();
+    assert!(
+        shown > records.len() / 2,
+        "{shown} of {}: {views:?}",
+        records.len()
+    );
+    assert!(
+        views.iter().any(|v| v["eab"].as_u64() > Some(0)),
+        "no eab: {views:?}"
+    );
 }
 
 #[test]

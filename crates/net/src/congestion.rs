@@ -2,6 +2,7 @@
 //! read back so that the summary and telemetry say what each connection really ran. `bic` is
 //! fatpipe's own (BIC with adaptive pacing, a BPF program registered on first use).
 
+use fatpipe_tune::telemetry::KernelPace;
 use fatpipe_tune::Pacing;
 use nix::sys::socket::{getsockopt, setsockopt, sockopt::TcpCongestion};
 use std::ffi::OsString;
@@ -48,6 +49,26 @@ fn register_bic(paced: bool) -> Result<(), String> {
         Program::Plain
     };
     fatpipe_bpf::provide(program).map_err(|e| e.to_string())
+}
+
+/// What `fatpipe_bic` shows of its pacing law on the socket `fd` (which runs `cc`).
+#[cfg(feature = "bpf")]
+pub fn kernel_pace(fd: BorrowedFd<'_>, cc: Option<&str>) -> Option<KernelPace> {
+    if cc != Some(BIC_PACED) {
+        return None;
+    }
+    let v = fatpipe_bpf::pace_view(fd)?;
+    Some(KernelPace {
+        state: v.state.name().into(),
+        eab: v.eab,
+        ceiling: v.ceiling.into(),
+    })
+}
+
+/// Without the BPF program no connection runs it.
+#[cfg(not(feature = "bpf"))]
+pub fn kernel_pace(_fd: BorrowedFd<'_>, _cc: Option<&str>) -> Option<KernelPace> {
+    None
 }
 
 #[cfg(not(feature = "bpf"))]

@@ -343,6 +343,10 @@ impl Tuner {
                 cc: self.summary.cc.clone(),
                 note: d.note,
                 capped,
+                kernel_pace: crate::congestion::kernel_pace(
+                    self.sock.as_fd(),
+                    self.summary.cc.as_deref(),
+                ),
             };
             if let Err(e) = stats.write(&Event::Sample(Box::new(record))) {
                 tracing::warn!("cannot write stats: {e}");

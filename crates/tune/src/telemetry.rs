@@ -89,6 +89,21 @@ pub struct Record {
     /// System limits that held a buffer below what the law asked.
     #[serde(default)]
     pub capped: Vec<String>,
+    /// The kernel's pacing law, on a connection that runs `fatpipe_bic`.
+    #[serde(default)]
+    pub kernel_pace: Option<KernelPace>,
+}
+
+/// What `fatpipe_bic` (the BPF congestion control) showed of its pacing law at a sample: the
+/// user-space law's state and `eab`, from the kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelPace {
+    /// `CWP_A`, `CWP_B` or `EABP`.
+    pub state: String,
+    /// The rate at the last loss, bytes/s (0: none yet).
+    pub eab: u64,
+    /// The pacing ceiling it set, bytes/s.
+    pub ceiling: u64,
 }
 
 /// A change of the congestion control of a transfer's senders.
@@ -187,6 +202,11 @@ mod tests {
             cc: Some("bbr".into()),
             note: Some("grow".into()),
             capped: vec![],
+            kernel_pace: Some(KernelPace {
+                state: "EABP".into(),
+                eab: 100_000_000,
+                ceiling: 100_000_000,
+            }),
         }
     }
 

@@ -10,6 +10,8 @@
  *   set_state     a loss for the pacing law (entering CWR, Recovery or Loss)
  *   in_ack_event  the pacing ceiling, every ACK: SO_MAX_PACING_RATE, under which the kernel's
  *                 own pacing (sk_pacing_rate from cwnd and RTT) runs
+ * and shows the pacing law's state, eab and ceiling to user space in the socket's storage
+ * (pace_views, read by the socket's fd) whenever they change: fatpipe's telemetry records them.
  * Kernel structures are declared with only the fields used; CO-RE relocates them against the
  * running kernel's BTF.
  */
@@ -68,6 +70,36 @@ struct fp_bic {
 };
 
 _Static_assert(sizeof(struct fp_bic) <= ICSK_CA_PRIV_BYTES, "state fits icsk_ca_priv");
+
+#if FP_PACED
+/* What user space reads of a connection's pacing law (fatpipe_bpf::PaceView mirrors it). */
+struct pace_view {
+	__u64 eab;	    /* bytes/s at the last loss; 0: no loss yet */
+	__u32 ceiling;	    /* the pacing ceiling set, bytes/s */
+	__u32 state;	    /* PACE_CWP_A, PACE_CWP_B or PACE_EABP */
+	__u32 time_eabp_ms; /* the length of the next EABP period */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pace_view);
+} pace_views SEC(".maps");
+
+/* Shows the pacing law to user space. */
+static __always_inline void show(struct sock *sk, const struct pace_law *p)
+{
+	struct pace_view *v = bpf_sk_storage_get(&pace_views, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+
+	if (!v)
+		return;
+	v->eab = p->eab;
+	v->ceiling = p->ceiling;
+	v->state = p->state;
+	v->time_eabp_ms = p->time_eabp_ms;
+}
+#endif
 
 static __always_inline struct fp_bic *state_of(struct sock *sk)
 {
@@ -135,8 +167,14 @@ void BPF_PROG(fp_bic_set_state, struct sock *sk, __u8 new_state)
 		/* A timeout: BIC starts over (the pacing law keeps what it learned). */
 		__builtin_memset(&s->bic, 0, sizeof(s->bic));
 	}
-	if (FP_PACED)
-		pace_on_state(&s->pace, new_state);
+#if FP_PACED
+	__u64 eab = s->pace.eab;
+	__u32 state = s->pace.state;
+
+	pace_on_state(&s->pace, new_state);
+	if (s->pace.eab != eab || s->pace.state != state)
+		show(sk, &s->pace);
+#endif
 }
 
 #if FP_PACED
@@ -145,17 +183,22 @@ void BPF_PROG(fp_bic_in_ack_event, struct sock *sk, __u32 flags)
 {
 	struct tcp_sock *tp = tcp_of(sk);
 	struct fp_bic *s = state_of(sk);
+	__u32 state = s->pace.state;
 	__u32 ceiling = pace_on_ack(&s->pace, tp->snd_cwnd, tp->mss_cache, tp->srtt_us,
 				    in_slow_start(tp), tp->tcp_mstamp);
 	__u32 last = s->pace.ceiling;
 	int val;
 
 	/* A change of under 1/64 is not worth a setsockopt. */
-	if (last != 0 && (ceiling > last ? ceiling - last : last - ceiling) < last / 64)
+	if (last != 0 && (ceiling > last ? ceiling - last : last - ceiling) < last / 64) {
+		if (s->pace.state != state)
+			show(sk, &s->pace);
 		return;
+	}
 	s->pace.ceiling = ceiling;
 	val = (int)ceiling;
 	bpf_setsockopt(sk, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val));
+	show(sk, &s->pace);
 }
 #endif
 

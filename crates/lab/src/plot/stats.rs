@@ -6,7 +6,7 @@
 
 use super::{panel, register_font, render, Picture, Series};
 use anyhow::{bail, Context};
-use fatpipe_tune::telemetry::{Event, Record as Rec, StreamsEvent};
+use fatpipe_tune::telemetry::{Event, KernelPace, Record as Rec, StreamsEvent};
 use fatpipe_tune::{Pace, Role};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -124,6 +124,19 @@ fn merged(rs: &[&Rec]) -> Vec<(Rec, f64)> {
             t.rcv_wnd = sum(|x| x.tcp.map_or(0, |t| t.rcv_wnd.into())) as u32;
         }
         m.pace = (!paced.is_empty()).then(|| Pace::Rate(paced.values().sum()));
+        let views: Vec<&KernelPace> = latest
+            .values()
+            .filter_map(|x| x.kernel_pace.as_ref())
+            .collect();
+        m.kernel_pace = (!views.is_empty()).then(|| KernelPace {
+            state: r
+                .kernel_pace
+                .as_ref()
+                .map(|k| k.state.clone())
+                .unwrap_or_default(),
+            eab: views.iter().map(|k| k.eab).sum(),
+            ceiling: views.iter().map(|k| k.ceiling).sum(),
+        });
         let cwp = latest
             .values()
             .filter_map(|x| x.tcp)
@@ -221,11 +234,30 @@ fn figure(recs: &[Rec], events: &[StreamsEvent], true_bdp: &[(f64, f64)]) -> Fig
                 _ => None,
             })
             .collect();
-        if !receiver && !pacing.is_empty() {
-            fig.throughput.push(Series {
-                name: format!("pacing rate, {name}"),
-                points: pacing,
-            });
+        // fatpipe_bic paces in the kernel: its ceiling and eab, as its telemetry showed them.
+        let kernel = |f: fn(&KernelPace) -> u64| -> Vec<(f64, f64)> {
+            merged
+                .iter()
+                .filter_map(|(r, _)| r.kernel_pace.as_ref().map(|k| (r.unix_s - t0, f(k))))
+                .filter(|&(_, v)| v > 0)
+                .map(|(t, v)| (t, mbit(v as f64)))
+                .collect()
+        };
+        let (ceiling, eab) = (kernel(|k| k.ceiling), kernel(|k| k.eab));
+        let paced = !pacing.is_empty() || !ceiling.is_empty();
+        if !receiver && paced {
+            for (what, points) in [
+                ("pacing rate", pacing),
+                ("pacing ceiling (fatpipe_bic)", ceiling),
+                ("eab (fatpipe_bic)", eab),
+            ] {
+                if !points.is_empty() {
+                    fig.throughput.push(Series {
+                        name: format!("{what}, {name}"),
+                        points,
+                    });
+                }
+            }
             fig.throughput.push(Series {
                 name: format!("cwnd/RTT, {name}"),
                 points: merged
@@ -348,6 +380,7 @@ mod tests {
             cc: None,
             note: None,
             capped: Vec::new(),
+            kernel_pace: None,
         }
     }
 
@@ -386,5 +419,24 @@ mod tests {
         let mut d = rec(10.3, 0.3, Some((1, 3)), 0);
         d.pace = Some(Pace::Tcp);
         assert_eq!(merged(&[&a, &b, &c, &d])[3].0.pace, Some(Pace::Rate(100)));
+    }
+
+    #[test]
+    fn the_kernels_eab_of_live_connections_adds_up_and_a_connection_without_one_adds_nothing() {
+        let view = |state: &str, eab| {
+            Some(KernelPace {
+                state: state.into(),
+                eab,
+                ceiling: eab,
+            })
+        };
+        let mut a = rec(10.0, 0.0, Some((1, 2)), 0);
+        a.kernel_pace = view("CWP_A", 100);
+        let mut b = rec(10.1, 0.1, Some((1, 3)), 0);
+        b.kernel_pace = view("EABP", 50);
+        let c = rec(10.2, 0.2, Some((1, 4)), 0);
+        let m = merged(&[&a, &b, &c]);
+        assert_eq!(m[1].0.kernel_pace, view("EABP", 150));
+        assert_eq!(m[2].0.kernel_pace.as_ref().map(|k| k.eab), Some(150));
     }
 }
