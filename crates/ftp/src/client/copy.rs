@@ -161,7 +161,7 @@ pub fn copy(
     obs: &dyn Observer,
 ) -> anyhow::Result<Vec<FileResult>> {
     let (remote, paths, download) = sides(srcs, dst)?;
-    let mut conn = pool::session(remote, creds, opts)?;
+    let mut conn = pool::session(remote, creds, opts, !download)?;
     let req = plan::Request {
         sources: &paths,
         from: opts.from.as_deref(),

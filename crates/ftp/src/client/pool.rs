@@ -25,11 +25,12 @@ const LONG_PATH: Duration = Duration::from_millis(50);
 const SMALL_FILES: u64 = 64 << 20;
 
 /// A logged-in session as `opts` want it: tuning told, UDP channel or streams chosen, and
-/// `-p auto`'s first stream count.
+/// `-p auto`'s first stream count; ready for `uploads` (see [`Connection::expect_uploads`]).
 pub(super) fn session(
     remote: &RemoteUrl,
     creds: &Credentials,
     opts: &CopyOptions,
+    uploads: bool,
 ) -> anyhow::Result<Connection> {
     let mut conn = remote.open(creds, opts.timeout, &opts.tls)?;
     if let Some(t) = &opts.tune {
@@ -55,6 +56,9 @@ pub(super) fn session(
     }
     if let Some((n, why)) = &opts.first_start {
         conn.start_streams_at(*n, why.clone());
+    }
+    if uploads {
+        conn.expect_uploads();
     }
     Ok(conn)
 }
@@ -97,6 +101,7 @@ pub(super) fn run(
     obs: &dyn Observer,
     jobs: Vec<Job>,
 ) -> Vec<FileResult> {
+    let uploads = matches!(jobs.first(), Some(Job::Upload { .. }));
     let queue = Mutex::new(jobs.into_iter().enumerate().collect::<VecDeque<_>>());
     let server = Server {
         remote,
@@ -110,7 +115,7 @@ pub(super) fn run(
     let mut done = std::thread::scope(|s| {
         let others: Vec<_> = (1..sessions)
             .map(|_| {
-                s.spawn(|| match session(remote, creds, opts) {
+                s.spawn(|| match session(remote, creds, opts, uploads) {
                     Ok(c) => work(c, &server, opts, obs, &queue),
                     Err(e) => {
                         tracing::warn!(
@@ -204,7 +209,8 @@ fn retry_file<'a>(copier: &mut Copier<'a>, server: &'a Server<'a>, job: &Job) {
             humantime::format_duration(wait)
         );
         std::thread::sleep(wait);
-        match session(server.remote, server.creds, &server.resuming) {
+        let uploads = matches!(job, Job::Upload { .. });
+        match session(server.remote, server.creds, &server.resuming, uploads) {
             Ok(c) => {
                 // The old session's connections are broken: dropped, not asked to QUIT.
                 drop(std::mem::replace(&mut copier.c, c));

@@ -27,8 +27,8 @@ pub fn relay(
     if opts.recursive || opts.from.is_some() || from.path.contains(['*', '?', '[']) {
         bail!("a copy between two servers takes one file (no -r, --from or globs yet)");
     }
-    let mut a = pool::session(from, creds.0, opts)?;
-    let mut b = pool::session(to, creds.1, opts)?;
+    let mut a = pool::session(from, creds.0, opts, false)?;
+    let mut b = pool::session(to, creds.1, opts, false)?;
     let target = if to.path.ends_with('/') || b.is_dir(&to.path)? {
         let name = from.path.rsplit('/').next().unwrap_or(&from.path);
         format!("{}/{name}", to.path.trim_end_matches('/'))

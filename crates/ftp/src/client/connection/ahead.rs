@@ -501,4 +501,29 @@ pub(super) mod tests {
         );
         assert_eq!(got[3..], ["MFMT 20260102030405 /f", "QUIT"]);
     }
+
+    #[test]
+    fn an_upload_sessions_passive_address_goes_out_with_its_first_command() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let replies = "200 drs\r\n200 par\r\n200 reuse\r\n\
+                               229 Entering Extended Passive Mode (|||4242|)\r\n200 ok\r\n213 7\r\n";
+                take(r, w, 6, replies)
+            },
+            |mut c| {
+                c.set_tuning(fatpipe_net::TunerConfig::untuned()).unwrap();
+                let auto = super::super::Streams::Auto {
+                    max: 8,
+                    max_memory: None,
+                };
+                c.set_streams(auto).unwrap();
+                c.expect_uploads();
+                assert_eq!(c.size("/f").unwrap(), Some(7));
+                // The first transfer's address is there without another command.
+                assert_eq!(c.passive_target().unwrap().port(), 4242);
+            },
+        );
+        assert_eq!(&got[6..], ["EPSV", "TYPE I", "SIZE /f"]);
+    }
 }

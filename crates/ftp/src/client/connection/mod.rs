@@ -376,7 +376,7 @@ impl Connection {
         self.kept = None;
         let mut port = None;
         if !self.epsv_failed {
-            let r = self.command(&Command::Epsv(None))?;
+            let r = self.ask(&Command::Epsv(None))?;
             match addr::parse_epsv_reply(&r.text()) {
                 Some(p) if r.code == 229 => port = Some(p),
                 _ => self.epsv_failed = true,
