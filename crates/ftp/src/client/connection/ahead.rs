@@ -307,6 +307,17 @@ pub(super) mod tests {
         (port, server)
     }
 
+    /// Tells the session a tuning mode and `-p auto` (settings asked ahead: `OPTS DRS`,
+    /// `OPTS RETR Parallelism`, `OPTS DCREUSE ON`).
+    fn tuned_auto(c: &mut Connection) {
+        c.set_tuning(fatpipe_net::TunerConfig::untuned()).unwrap();
+        let auto = super::super::Streams::Auto {
+            max: 8,
+            max_memory: None,
+        };
+        c.set_streams(auto).unwrap();
+    }
+
     /// Runs `script` as the server of a client logged in with `user_reply` to `USER`.
     fn with_server(
         user_reply: &'static str,
@@ -397,12 +408,7 @@ pub(super) mod tests {
                 take(r, w, 6, replies)
             },
             |mut c| {
-                c.set_tuning(fatpipe_net::TunerConfig::untuned()).unwrap();
-                let auto = super::super::Streams::Auto {
-                    max: 8,
-                    max_memory: None,
-                };
-                c.set_streams(auto).unwrap();
+                tuned_auto(&mut c);
                 assert_eq!(c.size_and_modified("/f").unwrap().0, Some(7));
                 c.settle().unwrap();
                 assert!(c.drs_peer && c.reuse, "both answers taken");
@@ -512,12 +518,7 @@ pub(super) mod tests {
                 take(r, w, 6, replies)
             },
             |mut c| {
-                c.set_tuning(fatpipe_net::TunerConfig::untuned()).unwrap();
-                let auto = super::super::Streams::Auto {
-                    max: 8,
-                    max_memory: None,
-                };
-                c.set_streams(auto).unwrap();
+                tuned_auto(&mut c);
                 c.expect_uploads();
                 assert_eq!(c.size("/f").unwrap(), Some(7));
                 // The first transfer's address is there without another command.
