@@ -54,6 +54,7 @@ mod tests {
     use std::fs::File;
     use std::io::{Seek, Write};
     use std::net::TcpListener;
+    use std::os::fd::AsFd;
     use std::os::unix::fs::FileExt;
     use std::time::Duration;
 
@@ -167,6 +168,37 @@ mod tests {
         assert_eq!(sent.streams, 3);
         assert_eq!((r.streams, r.reused), (3, 3));
         assert_eq!((sending.idle(), receiving.idle()), (0, 0));
+    }
+
+    #[test]
+    fn one_block_files_ride_the_kept_connection_with_the_widest_window() {
+        let (sending, receiving) = channels();
+        let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 253) as u8).collect();
+        let one_block = |close| SendJob {
+            block: 4 << 20,
+            ..job(&data, vec![(0, data.len() as u64)], 3, close)
+        };
+        for round in 0..8 {
+            let close = round == 7;
+            let (got, _, _) = transfer_over(one_block(close), data.len(), &sending, &receiving);
+            assert!(got == data, "file {round} differs");
+            if !close {
+                // Every file went over the same connection: its window is open, the others'
+                // (which carried only EODs) are at the initial one.
+                let kept = sending.take_idle();
+                let mut acked: Vec<u64> = kept
+                    .iter()
+                    .map(|l| {
+                        let t = crate::tcpinfo::tcp_stats(l.socket().as_fd()).unwrap();
+                        t.bytes_acked
+                    })
+                    .collect();
+                acked.sort_unstable();
+                let all = (round as u64 + 1) * data.len() as u64;
+                assert!(acked[2] >= all, "round {round}: {acked:?}");
+                kept.into_iter().for_each(|l| sending.keep(l));
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use crate::{Moved, Pump, PumpError};
 use fatpipe_proto::mode_e::{Header, SendPlan};
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -87,6 +88,8 @@ pub fn send(
     let Requests { tx, rx } = requests.unwrap_or_else(|| growth().1);
     // Every kept connection is used (the receiver reads them all), new ones make up the rest.
     let mut kept = channel.take_idle();
+    // The widest window last (it is handed out first, with the first block).
+    kept.sort_by_key(|l| crate::tcpinfo::tcp_stats(l.socket().as_fd()).map_or(0, |t| t.cwnd_bytes));
     let reused = kept.len() as u32;
     let ctx = Sending {
         file: &file,
@@ -100,11 +103,11 @@ pub fn send(
     let result = std::thread::scope(|scope| {
         // Each stream says when it ends, so that the last one's end is seen at once (waiting for
         // a periodic look cost 100 ms per file).
-        let stream = |kept: Option<Link>| {
+        let stream = |kept: Option<Link>, first: Option<(u64, u64)>| {
             let ctx = &ctx;
             let ended = tx.clone();
             scope.spawn(move || {
-                let r = send_stream(ctx, kept);
+                let r = send_stream(ctx, kept, first);
                 if r.is_err() {
                     pump.cancel();
                 }
@@ -116,7 +119,14 @@ pub fn send(
         // hand out the last block before the others join.
         let wanted = start.max(1).max(reused);
         let initial = (0..wanted).filter(|_| lock(&plan).join()).count();
-        let mut workers: Vec<_> = (0..initial).map(|_| stream(kept.pop())).collect();
+        // The first block goes to the kept connection with the widest congestion window: a
+        // small file (one block) rides the connection that carried the last one, not one that
+        // only ever carried EODs and would start from the initial window (measured at 100 ms:
+        // a tree's 64 KiB files took 330 ms each, three windows of slow start, instead of 125).
+        let mut first = lock(&plan).next_block();
+        let mut workers: Vec<_> = (0..initial)
+            .map(|_| stream(kept.pop(), first.take()))
+            .collect();
         // Streams that have not said they ended (a panicking one never says: then its thread's
         // end is seen at the next look).
         let mut running = workers.len();
@@ -126,7 +136,7 @@ pub fn send(
                 Ok(Msg::Open(n)) => {
                     for _ in 0..n {
                         if lock(&plan).join() {
-                            workers.push(stream(None));
+                            workers.push(stream(None, None));
                             running += 1;
                         }
                     }
@@ -162,8 +172,13 @@ struct Sending<'a> {
     on_stream: &'a OnStream,
 }
 
-/// Sends blocks over `kept` (or a new connection) until the plan has none left.
-fn send_stream(ctx: &Sending<'_>, kept: Option<Link>) -> Result<(), PumpError> {
+/// Sends `first` (a block handed to this stream) and then blocks over `kept` (or a new
+/// connection) until the plan has none left.
+fn send_stream(
+    ctx: &Sending<'_>,
+    kept: Option<Link>,
+    mut first: Option<(u64, u64)>,
+) -> Result<(), PumpError> {
     let Sending {
         file,
         shift,
@@ -190,7 +205,7 @@ fn send_stream(ctx: &Sending<'_>, kept: Option<Link>) -> Result<(), PumpError> {
     };
     loop {
         mine.check()?;
-        let next = lock(plan).next_block();
+        let next = first.take().or_else(|| lock(plan).next_block());
         let Some((offset, count)) = next else { break };
         link.write_all(&Header::data(offset - shift, count).encode())
             .map_err(fail)?;
