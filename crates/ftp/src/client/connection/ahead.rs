@@ -66,8 +66,10 @@ fn starts_transfer(cmd: &Command) -> bool {
 
 impl Connection {
     /// Sends `cmd` together with the next command this end waits on; its reply is kept for
-    /// [`Connection::ask`].
+    /// [`Connection::ask`] (one kept from an earlier asking is dropped: the question is asked
+    /// anew).
     pub fn ask_ahead(&mut self, cmd: Command) {
+        self.pipe.answers.retain(|(c, _)| *c != cmd);
         self.pipe.ahead.push(Ahead {
             cmd,
             must_take: false,
@@ -526,5 +528,35 @@ pub(super) mod tests {
             },
         );
         assert_eq!(&got[6..], ["EPSV", "TYPE I", "SIZE /f"]);
+    }
+
+    #[test]
+    fn a_directorys_parents_are_made_in_the_same_write_as_it() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| take(r, w, 3, "550 exists\r\n550 exists\r\n257 created\r\n"),
+            |mut c| c.mkdir_all("/a/b/c").unwrap(),
+        );
+        assert_eq!(&got[3..], ["MKD /a", "MKD /a/b", "MKD /a/b/c"]);
+    }
+
+    #[test]
+    fn a_directory_is_tested_and_left_in_one_round_trip() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let mut got = take(r, w, 2, "250 ok\r\n250 ok\r\n");
+                got.extend(take(r, w, 2, "550 no\r\n250 ok\r\n"));
+                got
+            },
+            |mut c| {
+                assert!(c.is_dir("/d").unwrap());
+                assert!(
+                    !c.is_dir("/d").unwrap(),
+                    "asked anew, not the answer kept before"
+                );
+            },
+        );
+        assert_eq!(&got[3..], ["CWD /d", "CWD /", "CWD /d", "CWD /"]);
     }
 }

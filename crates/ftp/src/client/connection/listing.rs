@@ -32,13 +32,13 @@ impl Connection {
         Ok((size, self.modified(path)?))
     }
 
-    /// Whether `path` is a directory on the server (tested with `CWD`, then back to `/`).
+    /// Whether `path` is a directory on the server (tested with `CWD`, then back to `/`, in one
+    /// write: this client names every path from the root).
     pub fn is_dir(&mut self, path: &str) -> anyhow::Result<bool> {
-        let r = self.command(&Command::Cwd(path.into()))?;
-        if r.is_success() {
-            self.checked(&Command::Cwd("/".into()))?;
-        }
-        Ok(r.is_success())
+        let cwd = Command::Cwd(path.into());
+        self.ask_ahead(cwd.clone());
+        self.command(&Command::Cwd("/".into()))?;
+        Ok(self.ask(&cwd)?.is_success())
     }
 
     /// Creates a remote directory; an existing one is fine.
@@ -69,8 +69,9 @@ impl Connection {
             if i + 1 == parts.len() {
                 return self.mkdir(&at);
             }
-            // A parent that exists (or cannot be made) shows in the last one's answer.
-            self.command(&Command::Mkd(at.clone()))?;
+            // A parent that exists (or cannot be made) shows in the last one's answer: the
+            // parents go out with it, in one write.
+            self.ask_ahead(Command::Mkd(at.clone()));
         }
         Ok(())
     }
