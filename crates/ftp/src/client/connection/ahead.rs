@@ -293,6 +293,18 @@ pub(super) mod tests {
         lines
     }
 
+    /// [`take`] for each of `rounds` in turn: the lines of all.
+    fn rounds(
+        r: &mut BufReader<TcpStream>,
+        w: &mut TcpStream,
+        rounds: &[(usize, &str)],
+    ) -> Vec<String> {
+        rounds
+            .iter()
+            .flat_map(|&(n, replies)| take(r, w, n, replies))
+            .collect()
+    }
+
     /// A one-connection server on loopback that runs `script` on what it accepts: its port and
     /// its thread.
     pub(in super::super) fn fake_server<T: Send + 'static>(
@@ -429,9 +441,14 @@ pub(super) mod tests {
         with_server(
             "331 pass\r\n230 in\r\n",
             |r, w| {
-                let mut got = take(r, w, 2, "504 no such type\r\n213 7\r\n");
-                got.extend(take(r, w, 2, "200 ok\r\n213 7\r\n"));
-                got
+                rounds(
+                    r,
+                    w,
+                    &[
+                        (2, "504 no such type\r\n213 7\r\n"),
+                        (2, "200 ok\r\n213 7\r\n"),
+                    ],
+                )
             },
             |mut c| {
                 let e = c.size("/f").unwrap_err().to_string();
@@ -469,9 +486,11 @@ pub(super) mod tests {
         let got = with_server(
             "331 pass\r\n230 in\r\n",
             |r, w| {
-                let mut got = take(r, w, 2, "550 no such file\r\n213 0bad\r\n");
-                got.extend(take(r, w, 1, "213 00ff\r\n"));
-                got
+                rounds(
+                    r,
+                    w,
+                    &[(2, "550 no such file\r\n213 0bad\r\n"), (1, "213 00ff\r\n")],
+                )
             },
             |mut c| {
                 let cksm = super::super::checksum_command(ChecksumAlg::Xxh3, "/f");
@@ -545,9 +564,11 @@ pub(super) mod tests {
         let got = with_server(
             "331 pass\r\n230 in\r\n",
             |r, w| {
-                let mut got = take(r, w, 2, "250 ok\r\n250 ok\r\n");
-                got.extend(take(r, w, 2, "550 no\r\n250 ok\r\n"));
-                got
+                rounds(
+                    r,
+                    w,
+                    &[(2, "250 ok\r\n250 ok\r\n"), (2, "550 no\r\n250 ok\r\n")],
+                )
             },
             |mut c| {
                 assert!(c.is_dir("/d").unwrap());
