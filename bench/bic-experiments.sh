@@ -9,12 +9,13 @@
 #   four  50 ms, four flows: four adaptive (-p 4) against two adaptive + two unpaced (two copies
 #         of -p 2 at once)
 #   long  200 ms, four flows for about ten minutes: BIC against BIC with adaptive pacing
-#   eab   `one`'s path, one flow of BIC with adaptive pacing in the kernel for about a minute with
-#         the sender's telemetry: results/pacing/bic-eab.svg draws the program's pacing ceiling
-#         and eab beside cwnd/RTT (the records' kernel_pace)
+#   eab   `one`'s path, one flow of 3 GiB, BIC unpaced and with adaptive pacing in the kernel,
+#         $RUNS (3) runs each, with the sender's telemetry: retransmissions in the first slow start and after
+#         (bic-split.md); results/pacing/bic-eab.svg draws the program's pacing ceiling and eab
+#         beside cwnd/RTT (the records' kernel_pace)
 # Usage: bench/bic-experiments.sh [one|four|long|eab ...]   (default: one four long; root; builds
 # fatpipe with --features bpf). Tables go to results/pacing/bic-*.md; `one` takes ~25 min, `four`
-# ~8, `long` ~22, `eab` ~2.
+# ~8, `long` ~22, `eab` ~11.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q -p fatpipe --features bpf
@@ -103,15 +104,31 @@ long() {
 }
 
 eab() {
-    rm -f "$work/eab.jsonl"
-    STATS=$work/eab.jsonl path 50ms 6
-    spawn a iperf3 -c 198.18.0.2 -p 5301 -u -b 640M -l 1400 -t 3600 >/dev/null 2>&1
-    bg=${pids[-1]}
-    sleep 3
-    mbit=$(copy -p 1 --cc bic)
-    kill "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true
-    echo "fatpipe_bic beside 640 Mbit/s of UDP at 50 ms: $mbit Mbit/s"
-    "$bin" plot "$work/eab.jsonl" -o "$out/bic-eab.svg"
+    table bic-split.md "| control | pacing | run | Mbit/s | retransmitted segments | in the first 4 s | after |"
+    for run in $(seq "${RUNS:-3}"); do
+    for pacing in off adaptive; do
+        rm -f "$work/$pacing.jsonl"
+        STATS=$work/$pacing.jsonl path 50ms 3
+        spawn a iperf3 -c 198.18.0.2 -p 5301 -u -b 640M -l 1400 -t 3600 >/dev/null 2>&1
+        bg=${pids[-1]}
+        sleep 3
+        mbit=$(copy -p 1 --cc bic --pacing "$pacing")
+        kill "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true
+        # Retransmissions of the first 4 s (the first slow start's overshoot) and after.
+        split=$(python3 - "$work/$pacing.jsonl" <<'PY'
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+rs = [r for r in rs if r.get("role") == "sender" and r.get("tcp")]
+t0 = rs[0]["unix_s"]
+total = rs[-1]["tcp"]["total_retrans"]
+early = max(r["tcp"]["total_retrans"] for r in rs if r["unix_s"] - t0 <= 4.0)
+print(f"{total} | {early} | {total - early}")
+PY
+)
+        echo "| bic | $pacing | $run | $mbit | $split |" | tee -a "$out/bic-split.md"
+    done
+    done
+    "$bin" plot "$work/adaptive.jsonl" -o "$out/bic-eab.svg"
 }
 
 for e in "${@:-one four long}"; do
