@@ -18,11 +18,22 @@ use std::net::Shutdown;
 /// Most answers kept for later (an answer nobody asked for is dropped after these).
 const KEPT: usize = 8;
 
-/// A command asked ahead, and whether its reply must be a success.
+/// What this end does with the reply to a command asked ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// Keeps it until asked for ([`Connection::ask`]).
+    Answer,
+    /// A success: a refusal fails the command it went out with.
+    Setting,
+    /// Nothing but a line in the log.
+    Nothing,
+}
+
+/// A command asked ahead, and what its reply is wanted for.
 #[derive(Debug)]
 pub(super) struct Ahead {
     cmd: Command,
-    must_take: bool,
+    want: Want,
 }
 
 /// What a control connection asked besides the command it waits on, and the answers kept.
@@ -72,7 +83,7 @@ impl Connection {
         self.pipe.answers.retain(|(c, _)| *c != cmd);
         self.pipe.ahead.push(Ahead {
             cmd,
-            must_take: false,
+            want: Want::Answer,
         });
     }
 
@@ -80,7 +91,16 @@ impl Connection {
     pub(super) fn set_ahead(&mut self, cmd: Command) {
         self.pipe.ahead.push(Ahead {
             cmd,
-            must_take: true,
+            want: Want::Setting,
+        });
+    }
+
+    /// Sends `cmd` together with the next command; its reply only reaches the log (an `MFMT`,
+    /// a parent directory's `MKD`), and keeps no room among the answers.
+    pub(super) fn tell_ahead(&mut self, cmd: Command) {
+        self.pipe.ahead.push(Ahead {
+            cmd,
+            want: Want::Nothing,
         });
     }
 
@@ -94,7 +114,7 @@ impl Connection {
         if self.has_feature("DRS") && !self.is_asked(&cmd) {
             self.pipe.behind.push(Ahead {
                 cmd,
-                must_take: false,
+                want: Want::Answer,
             });
         }
     }
@@ -220,19 +240,22 @@ impl Connection {
         Ok(refused)
     }
 
-    /// Takes the reply `r` to `a`, asked ahead: kept, or for a setting, why it failed.
+    /// Takes the reply `r` to `a`, asked ahead: kept, logged, or for a setting, why it failed.
     fn absorb(&mut self, a: Ahead, r: Reply) -> Option<anyhow::Error> {
         tracing::debug!("{} (asked ahead) -> {r}", describe(&a.cmd));
-        if !a.must_take {
-            self.pipe.answers.push((a.cmd, r));
-            let over = self.pipe.answers.len().saturating_sub(KEPT);
-            self.pipe.answers.drain(..over);
-            None
-        } else if r.is_success() || r.is_intermediate() {
-            None
-        } else {
-            self.forget_setting(&a.cmd);
-            Some(anyhow!("{}: server said {r}", describe(&a.cmd)))
+        match a.want {
+            Want::Answer => {
+                self.pipe.answers.push((a.cmd, r));
+                let over = self.pipe.answers.len().saturating_sub(KEPT);
+                self.pipe.answers.drain(..over);
+                None
+            }
+            Want::Nothing => None,
+            Want::Setting if r.is_success() || r.is_intermediate() => None,
+            Want::Setting => {
+                self.forget_setting(&a.cmd);
+                Some(anyhow!("{}: server said {r}", describe(&a.cmd)))
+            }
         }
     }
 
@@ -258,7 +281,7 @@ fn on_the_wire(asked: Vec<Ahead>) -> anyhow::Result<(Vec<u8>, Vec<Ahead>)> {
                 wire.extend(w);
                 sent.push(a);
             }
-            Err(e) if a.must_take => bail!("{}: {}", describe(&a.cmd), e.message),
+            Err(e) if a.want == Want::Setting => bail!("{}: {}", describe(&a.cmd), e.message),
             Err(e) => tracing::warn!("not sent: {}", e.message),
         }
     }
@@ -579,5 +602,22 @@ pub(super) mod tests {
             },
         );
         assert_eq!(&got[3..], ["CWD /d", "CWD /", "CWD /d", "CWD /"]);
+    }
+
+    #[test]
+    fn replies_only_logged_keep_no_room_among_the_answers() {
+        let parents = "550 exists\r\n".repeat(9);
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            move |r, w| take(r, w, 11, &format!("213 7\r\n{parents}257 created\r\n")),
+            |mut c| {
+                c.ask_ahead(Command::Size("/f".into()));
+                c.mkdir_all("/a/b/c/d/e/f/g/h/i/j").unwrap();
+                // Nine parents' answers went to the log; SIZE's is still kept.
+                assert_eq!(c.size("/f").unwrap(), Some(7));
+            },
+        );
+        assert_eq!(got[3], "SIZE /f");
+        assert_eq!(got.len(), 14, "{got:?}");
     }
 }

@@ -71,7 +71,7 @@ impl Connection {
             }
             // A parent that exists (or cannot be made) shows in the last one's answer: the
             // parents go out with it, in one write.
-            self.ask_ahead(Command::Mkd(at.clone()));
+            self.tell_ahead(Command::Mkd(at.clone()));
         }
         Ok(())
     }
@@ -94,7 +94,7 @@ impl Connection {
         if !self.has_feature("MFMT") {
             return false;
         }
-        self.ask_ahead(Command::Mfmt {
+        self.tell_ahead(Command::Mfmt {
             modified,
             path: path.into(),
         });
