@@ -5,9 +5,7 @@ use super::filter::Filter;
 use super::part::Part;
 use super::plan::{self, Job};
 use super::pool;
-use super::verify::{
-    already_there, ask_checksum, follow, hash_beside, verify_alg, verify_copy, LEAD,
-};
+use super::verify::{already_there, ask_checksum, follow, verify_alg, verify_copy, LEAD};
 use super::{Connection, Credentials, Location, RemoteUrl, Streams};
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::Follower;
@@ -374,9 +372,9 @@ impl Copier<'_> {
             // it before sending; a large one's would hold the transfer up for longer than a
             // round trip).
             let small = size.is_some_and(|s| s <= ASK_AHEAD_MAX);
-            ask_checksum(c, verify, rpath, part.path(), small);
+            let alg = verify_alg(c, verify, rpath, part.path()).ok().flatten();
+            ask_checksum(c, alg, rpath, small);
             loop {
-                let alg = verify_alg(c, verify, rpath, part.path()).ok().flatten();
                 let (n, hashed) = match download_into(c, rpath, size, &mut part, &held, pump, alg) {
                     Ok(done) => done,
                     Err((e, all)) => {
@@ -437,17 +435,20 @@ impl Copier<'_> {
             }
             let first = have;
             let mut moved = 0;
+            let alg = verify_alg(c, verify, rpath, local).ok().flatten();
             loop {
                 file.seek(SeekFrom::Start(have))?;
                 // Hashed as it is read for sending (a few blocks ahead of what has left).
                 let from = pump.bytes();
                 let sent = pump.clone();
-                let hashed = hash_beside(c, verify, rpath, local, &file, move || {
-                    (have + sent.bytes().saturating_sub(from) + LEAD).min(len)
+                let hashed = alg.and_then(|alg| {
+                    follow(&file, alg, move || {
+                        (have + sent.bytes().saturating_sub(from) + LEAD).min(len)
+                    })
                 });
                 // What the server holds afterwards is asked behind the STOR.
                 c.ask_behind(Command::Size(rpath.into()));
-                ask_checksum(c, verify, rpath, local, false);
+                ask_checksum(c, alg, rpath, false);
                 moved += if c.uses_blocks() {
                     c.store_blocks(rpath, have, &file, pump)?
                 } else {

@@ -42,6 +42,11 @@ pub enum Job {
 }
 
 impl Job {
+    /// Whether the file goes to the server.
+    pub fn is_upload(&self) -> bool {
+        matches!(self, Job::Upload { .. })
+    }
+
     /// The file's size, when known.
     pub fn size(&self) -> Option<u64> {
         match self {

@@ -101,7 +101,7 @@ pub(super) fn run(
     obs: &dyn Observer,
     jobs: Vec<Job>,
 ) -> Vec<FileResult> {
-    let uploads = matches!(jobs.first(), Some(Job::Upload { .. }));
+    let uploads = jobs.first().is_some_and(Job::is_upload);
     let queue = Mutex::new(jobs.into_iter().enumerate().collect::<VecDeque<_>>());
     let server = Server {
         remote,
@@ -209,8 +209,12 @@ fn retry_file<'a>(copier: &mut Copier<'a>, server: &'a Server<'a>, job: &Job) {
             humantime::format_duration(wait)
         );
         std::thread::sleep(wait);
-        let uploads = matches!(job, Job::Upload { .. });
-        match session(server.remote, server.creds, &server.resuming, uploads) {
+        match session(
+            server.remote,
+            server.creds,
+            &server.resuming,
+            job.is_upload(),
+        ) {
             Ok(c) => {
                 // The old session's connections are broken: dropped, not asked to QUIT.
                 drop(std::mem::replace(&mut copier.c, c));

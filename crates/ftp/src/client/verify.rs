@@ -32,19 +32,6 @@ pub(super) fn follow(
     }
 }
 
-/// [`follow`] for a copy of `local` that [`verify_copy`] will check.
-pub(super) fn hash_beside(
-    c: &Connection,
-    verify: Verify,
-    rpath: &str,
-    local: &Path,
-    file: &File,
-    ready: impl Fn() -> u64 + Send + 'static,
-) -> Option<Follower> {
-    let alg = verify_alg(c, verify, rpath, local).ok().flatten()?;
-    follow(file, alg, ready)
-}
-
 /// Whether a destination as long as the source holds the same bytes, by checksum: `Some`
 /// (with `ALG:hex`, or `None` under `--no-verify`, which takes the length's word) when it
 /// does; `None` when it differs or no checksum can tell.
@@ -105,22 +92,15 @@ pub(super) fn verify_copy(
     Ok(Some(format!("{alg}:{mine}")))
 }
 
-/// Asks the server for the checksum [`verify_copy`] will compare `rpath` with behind the next
-/// transfer command (see `Connection::ask_behind`), or where it cannot be asked so, ahead of
-/// the next command if `ahead` allows.
-pub(super) fn ask_checksum(
-    c: &mut Connection,
-    verify: Verify,
-    rpath: &str,
-    local: &Path,
-    ahead: bool,
-) {
-    if let Ok(Some(alg)) = verify_alg(c, verify, rpath, local) {
-        let cmd = checksum_command(alg, rpath);
-        c.ask_behind(cmd.clone());
-        if ahead && !c.is_asked(&cmd) {
-            c.ask_ahead(cmd);
-        }
+/// Asks the server for `rpath`'s checksum with `alg` (what [`verify_alg`] chose, if any)
+/// behind the next transfer command (see `Connection::ask_behind`), or where it cannot be
+/// asked so, ahead of the next command if `ahead` allows.
+pub(super) fn ask_checksum(c: &mut Connection, alg: Option<ChecksumAlg>, rpath: &str, ahead: bool) {
+    let Some(alg) = alg else { return };
+    let cmd = checksum_command(alg, rpath);
+    c.ask_behind(cmd.clone());
+    if ahead && !c.is_asked(&cmd) {
+        c.ask_ahead(cmd);
     }
 }
 

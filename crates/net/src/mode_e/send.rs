@@ -89,7 +89,9 @@ pub fn send(
     // Every kept connection is used (the receiver reads them all), new ones make up the rest.
     let mut kept = channel.take_idle();
     // The widest window last (it is handed out first, with the first block).
-    kept.sort_by_key(|l| crate::tcpinfo::tcp_stats(l.socket().as_fd()).map_or(0, |t| t.cwnd_bytes));
+    kept.sort_by_cached_key(|l| {
+        crate::tcpinfo::tcp_stats(l.socket().as_fd()).map_or(0, |t| t.cwnd_bytes)
+    });
     let reused = kept.len() as u32;
     let ctx = Sending {
         file: &file,

@@ -1,9 +1,10 @@
 //! Asking ahead: commands that do not depend on what comes before them go out with the next
 //! command in the same write, and their replies are taken as they come (RFC 959 servers answer
-//! in order): one round trip fewer for each. Two kinds: a command whose answer is needed later
+//! in order): one round trip fewer for each. Three kinds: a command whose answer is needed later
 //! (a small file's `CKSM` before its `RETR`, a file's `MDTM` beside its `SIZE`), kept until
-//! asked for; and a setting that must take (`TYPE`, `MODE`, `PORT`, `REST` before their
-//! transfer command), whose refusal fails the command it went out with. And asking behind: a
+//! asked for; a setting that must take (`TYPE`, `MODE`, `PORT`, `REST` before their transfer
+//! command), whose refusal fails the command it went out with; and a notice whose answer only
+//! the log shows (`MFMT`, a parent directory's `MKD`). And asking behind: a
 //! question about a transfer's outcome (its file's `CKSM`, `SIZE`) goes out right behind the
 //! transfer command where the server answers what comes during a transfer after its final
 //! reply, and the answer is there with that reply, not a round trip after it.
