@@ -4,7 +4,7 @@
 //! second or more per file at 200 ms, which one session pays file after file; several sessions
 //! pay them side by side.
 
-use super::copy::{Copier, CopyOptions, FileResult, Observer};
+use super::copy::{takes_one_more, Copier, CopyOptions, FileResult, Observer};
 use super::plan::Job;
 use super::retry;
 use super::{Connection, Credentials, RemoteUrl};
@@ -161,9 +161,21 @@ fn work<'a>(
         opts,
         obs,
         results: Vec::new(),
+        next: Vec::new(),
     };
     let mut places = Vec::new();
-    while let Some((i, job)) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
+    let take = || queue.lock().ok().and_then(|mut q| q.pop_front());
+    // Small downloads after the current one are taken with it: theirs may go out behind its
+    // own (pipelined).
+    let mut mine = VecDeque::new();
+    while let Some((i, job)) = mine.pop_front().or_else(take) {
+        let mut next: Vec<Job> = mine.iter().map(|(_, j): &(usize, Job)| j.clone()).collect();
+        while takes_one_more(&job, &next, opts.resume) {
+            let Some(more) = take() else { break };
+            next.push(more.1.clone());
+            mine.push_back(more);
+        }
+        copier.next = next;
         copier.run(job.clone());
         places.push(i);
         // Standard output cannot take bytes back: a broken download there is not retried.

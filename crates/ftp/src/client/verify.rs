@@ -111,23 +111,37 @@ pub(super) fn verify_alg(
     rpath: &str,
     local: &Path,
 ) -> anyhow::Result<Option<ChecksumAlg>> {
-    let algs = c.checksum_algs();
     let regular = std::fs::metadata(local).is_ok_and(|m| m.is_file());
-    let alg = match verify {
-        Verify::Off => return Ok(None),
+    match verify {
+        Verify::Off => Ok(None),
         // /dev/null and other devices hold nothing to compare.
-        Verify::Auto if !regular => return Ok(None),
+        Verify::Auto if !regular => Ok(None),
         Verify::On if !regular => {
             bail!(
                 "{rpath}: cannot verify: {} is not a regular file",
                 local.display()
             )
         }
-        Verify::Auto if !algs.contains(&ChecksumAlg::Xxh3) => return Ok(None),
-        Verify::Auto => ChecksumAlg::Xxh3,
-        Verify::On => *algs.first().with_context(|| {
-            format!("{rpath}: cannot verify: the server offers no CKSM algorithm fatpipe knows")
-        })?,
-    };
-    Ok(Some(alg))
+        _ => regular_file_alg(c, verify).with_context(|| format!("{rpath}: cannot verify")),
+    }
+}
+
+/// The algorithm a regular file's copy is verified with, if any: under `Auto` fatpipe's
+/// XXH3 when the server offers it, under `On` the fastest both ends know.
+pub(super) fn regular_file_alg(
+    c: &Connection,
+    verify: Verify,
+) -> anyhow::Result<Option<ChecksumAlg>> {
+    let algs = c.checksum_algs();
+    Ok(match verify {
+        Verify::Off => None,
+        Verify::Auto => algs
+            .contains(&ChecksumAlg::Xxh3)
+            .then_some(ChecksumAlg::Xxh3),
+        Verify::On => Some(
+            *algs
+                .first()
+                .with_context(|| "the server offers no CKSM algorithm fatpipe knows".to_string())?,
+        ),
+    })
 }

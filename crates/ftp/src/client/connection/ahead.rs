@@ -9,6 +9,7 @@
 //! transfer command where the server answers what comes during a transfer after its final
 //! reply, and the answer is there with that reply, not a round trip after it.
 
+use super::pipelined::{NextFile, Queued};
 use super::{describe, Connection};
 use anyhow::{anyhow, bail};
 use fatpipe_proto::{Command, Reply};
@@ -21,7 +22,7 @@ const KEPT: usize = 8;
 
 /// What this end does with the reply to a command asked ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Want {
+pub(super) enum Want {
     /// Keeps it until asked for ([`Connection::ask`]).
     Answer,
     /// A success: a refusal fails the command it went out with.
@@ -33,8 +34,8 @@ enum Want {
 /// A command asked ahead, and what its reply is wanted for.
 #[derive(Debug)]
 pub(super) struct Ahead {
-    cmd: Command,
-    want: Want,
+    pub(super) cmd: Command,
+    pub(super) want: Want,
 }
 
 /// What a control connection asked besides the command it waits on, and the answers kept.
@@ -50,6 +51,18 @@ pub(super) struct Pipeline {
     trailing: Vec<Ahead>,
     /// Replies kept until asked for.
     answers: Vec<(Command, Reply)>,
+    /// The next files' downloads, to go out behind the next MODE E download (pipelined.rs),
+    /// with the checksum question behind each.
+    pub(super) next_files: Vec<NextFile>,
+    /// ... ready to go out with the next transfer command.
+    pub(super) next: Vec<Queued>,
+    /// ... sent: their replies come after those of the transfer before them, in order.
+    pub(super) queued: VecDeque<Queued>,
+    /// The transfer command waited on went out before its turn (taken from `queued`).
+    pub(super) sent: bool,
+    /// Probes and notices of transfers that ended before their answers came: taken wherever
+    /// they come (see `Connection::read_one_reply`).
+    pub(super) unanswered: usize,
 }
 
 impl Pipeline {
@@ -61,6 +74,18 @@ impl Pipeline {
     /// Whether replies to commands already sent are still to be read.
     pub(super) fn owes(&self) -> bool {
         !self.owed.is_empty()
+    }
+
+    /// Whether a setting waits to go out with the next command.
+    pub(super) fn sets_ahead(&self) -> bool {
+        self.ahead.iter().any(|a| a.want == Want::Setting)
+    }
+
+    /// A transfer command sent earlier is the one now waited on: the replies to `settings`
+    /// come before its own, those to `behind` after its final one.
+    pub(super) fn expect(&mut self, settings: Vec<Ahead>, behind: Vec<Ahead>) {
+        self.owed.extend(settings);
+        self.trailing.extend(behind);
     }
 }
 
@@ -140,6 +165,10 @@ impl Connection {
     /// Puts what was asked ahead on the wire now, without waiting for the replies (they are
     /// read when a command needs them): the server works on them meanwhile.
     pub fn send_ahead(&mut self) -> anyhow::Result<()> {
+        if self.pipe.ahead.is_empty() {
+            return Ok(());
+        }
+        self.drain_queued()?;
         let (wire, sent) = self.ahead_on_the_wire()?;
         if !sent.is_empty() {
             self.write_commands(&wire)?;
@@ -152,7 +181,9 @@ impl Connection {
     pub fn is_asked(&self, cmd: &Command) -> bool {
         let p = &self.pipe;
         let sent = p.ahead.iter().chain(&p.owed).chain(&p.behind);
-        sent.chain(&p.trailing).any(|a| a.cmd == *cmd) || p.answers.iter().any(|(c, _)| c == cmd)
+        sent.chain(&p.trailing).any(|a| a.cmd == *cmd)
+            || p.answers.iter().any(|(c, _)| c == cmd)
+            || p.next.iter().chain(&p.queued).any(|q| q.asks(cmd))
     }
 
     /// The reply to `cmd`: the kept one when it was asked ahead (taken: a second call asks
@@ -179,21 +210,35 @@ impl Connection {
     }
 
     /// Writes what was asked ahead and then `cmd` in one write (and, `cmd` a transfer, what was
-    /// asked behind after it); the replies to the former are taken by
-    /// [`Connection::read_reply`] before `cmd`'s, those to the latter after its final reply.
+    /// asked behind after it and the next file's download); the replies to the former are
+    /// taken by [`Connection::read_reply`] before `cmd`'s, those to the latter after its final
+    /// reply. A transfer sent before its turn that has not run yet is drained first.
     pub(super) fn send_with_ahead(&mut self, cmd: &Command) -> anyhow::Result<()> {
+        self.drain_queued()?;
         let (mut wire, sent) = self.ahead_on_the_wire()?;
         wire.extend(cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?);
-        let behind = match starts_transfer(cmd) {
+        let transfer = starts_transfer(cmd);
+        let behind = match transfer {
             true => std::mem::take(&mut self.pipe.behind),
             false => Vec::new(),
         };
         let (after, trailing) = on_the_wire(behind)?;
         wire.extend(after);
+        if transfer {
+            wire.extend(self.next_on_the_wire()?);
+        }
         self.write_commands(&wire)?;
         self.pipe.owed.extend(sent);
         self.pipe.trailing.extend(trailing);
         Ok(())
+    }
+
+    /// Sends `cmd` alone while a transfer runs (its answer comes among the transfer's
+    /// replies): what was asked ahead waits for the next command, and transfers queued behind
+    /// this one stay queued.
+    pub(super) fn send_during(&mut self, cmd: &Command) -> anyhow::Result<()> {
+        let wire = cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?;
+        self.write_commands(&wire)
     }
 
     /// What was asked ahead, taken: see [`on_the_wire`].
@@ -273,7 +318,7 @@ impl Connection {
 
 /// Commands asked, on the wire, and those it carries. One the control channel cannot carry is
 /// left out (a setting among them fails the whole).
-fn on_the_wire(asked: Vec<Ahead>) -> anyhow::Result<(Vec<u8>, Vec<Ahead>)> {
+pub(super) fn on_the_wire(asked: Vec<Ahead>) -> anyhow::Result<(Vec<u8>, Vec<Ahead>)> {
     let mut wire = Vec::new();
     let mut sent = Vec::new();
     for a in asked {
@@ -318,7 +363,7 @@ pub(super) mod tests {
     }
 
     /// [`take`] for each of `rounds` in turn: the lines of all.
-    fn rounds(
+    pub(in super::super) fn rounds(
         r: &mut BufReader<TcpStream>,
         w: &mut TcpStream,
         rounds: &[(usize, &str)],
@@ -347,7 +392,7 @@ pub(super) mod tests {
 
     /// Tells the session a tuning mode and `-p auto` (settings asked ahead: `OPTS DRS`,
     /// `OPTS RETR Parallelism`, `OPTS DCREUSE ON`).
-    fn tuned_auto(c: &mut Connection) {
+    pub(in super::super) fn tuned_auto(c: &mut Connection) {
         c.set_tuning(fatpipe_net::TunerConfig::untuned()).unwrap();
         let auto = super::super::Streams::Auto {
             max: 8,
@@ -357,7 +402,7 @@ pub(super) mod tests {
     }
 
     /// Runs `script` as the server of a client logged in with `user_reply` to `USER`.
-    fn with_server(
+    pub(in super::super) fn with_server(
         user_reply: &'static str,
         script: impl FnOnce(&mut BufReader<TcpStream>, &mut TcpStream) -> Vec<String> + Send + 'static,
         client: impl FnOnce(Connection),

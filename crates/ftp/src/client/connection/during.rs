@@ -17,6 +17,20 @@ pub(super) struct Asked {
     pub(super) notices: usize,
 }
 
+impl Asked {
+    /// What was asked and is not answered yet when the transfer ends.
+    pub(super) fn unanswered(&self) -> usize {
+        self.probes.len() + self.notices
+    }
+}
+
+/// Whether `r` answers an `SBUF` probe or an `OPTS DRS Paced=` notice (what a transfer's
+/// control thread asks).
+pub(super) fn is_drs_answer(r: &Reply) -> bool {
+    let text = r.text();
+    r.code == 200 && (parse_sbuf_text(&text).is_some() || text.starts_with("OPTS DRS"))
+}
+
 /// Takes a reply that came while a transfer ran: the server's `126 SBUF` and `126 PACED`
 /// announcements and the answer to an `SBUF` probe (its round trip timed from when it was
 /// sent) go to the conductor; the answer to an `OPTS DRS Paced=`, markers (`111`, `112`) and
@@ -45,4 +59,19 @@ pub(super) fn take_reply(conductor: &Conductor, asked: &mut Asked, r: Reply) -> 
         _ => return Some(r),
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fatpipe_proto::drs::sbuf_text;
+
+    #[test]
+    fn answers_to_probes_and_notices_are_told_from_other_replies() {
+        assert!(is_drs_answer(&Reply::new(200, sbuf_text(4 << 20))));
+        assert!(is_drs_answer(&Reply::new(200, "OPTS DRS Paced=bbr")));
+        assert!(!is_drs_answer(&Reply::new(126, sbuf_text(4 << 20))));
+        assert!(!is_drs_answer(&Reply::new(200, "OPTS Command Successful.")));
+        assert!(!is_drs_answer(&Reply::new(213, "00ff")));
+    }
 }

@@ -36,7 +36,11 @@ pub enum Streams {
 /// The MODE E set-up of a session.
 #[derive(Debug, Clone)]
 pub(super) struct Blocks {
-    parallelism: Parallelism,
+    /// The parallelism this session asks for (`-p`).
+    range: Parallelism,
+    /// The parallelism in force at the server (the range, or a pipelined download's fixed
+    /// count: pipelined.rs).
+    pub(super) parallelism: Parallelism,
     limits: StreamLimits,
     /// `-p auto`: when this end sends, it grows the count itself.
     auto: bool,
@@ -137,6 +141,7 @@ impl Connection {
             self.reuse_asked = true;
         }
         self.blocks = Some(Blocks {
+            range: parallelism,
             parallelism,
             limits,
             auto: matches!(streams, Streams::Auto { .. }),
@@ -275,10 +280,21 @@ impl Connection {
         pump: &Arc<Pump>,
         state: &Arc<Mutex<Reassembly>>,
     ) -> anyhow::Result<u64> {
+        let next = std::mem::take(&mut self.pipe.next_files);
+        let retr = Command::Retr(path.into());
         self.settle()?;
         self.set_mode(true);
         self.set_type_only(TransferType::Image);
-        let resumed = self.start_where_the_last_ended()?;
+        // Sent behind the previous file's RETR: runs as sent, or goes out anew.
+        let pipelined = held.is_empty() && self.is_queued(&retr);
+        match pipelined {
+            true => self.take_queued(&retr),
+            false => self.drain_queued()?,
+        }
+        let resumed = match pipelined {
+            true => None,
+            false => self.start_where_the_last_ended()?,
+        };
         let channel = match self.kept_channel(false) {
             Some(c) => c,
             None => Channel::new(Links::Accept {
@@ -288,15 +304,30 @@ impl Connection {
             })
             .secured(self.secure.clone()),
         };
+        let start = self.blocks.as_ref().map_or(1, |b| b.parallelism.start);
+        self.prepare_next(next, channel.idle(), start);
         let rest = (!held.is_empty()).then(|| Command::RestRanges(held.clone()));
-        let (what, ()) = self.begin(rest, &Command::Retr(path.into()), |_| Ok(()))?;
+        let (what, ()) = match self.begin(rest, &retr, |_| Ok(())) {
+            Ok(begun) => begun,
+            Err(e) => {
+                // The server keeps its ends of a refused transfer's connections (the next file's
+                // transfer, sent behind this one, runs over them).
+                if channel.idle() > 0 || !self.pipe.queued.is_empty() {
+                    self.kept = Some(Kept {
+                        sending: false,
+                        channel,
+                    });
+                }
+                return Err(e);
+            }
+        };
         let conductor = Conductor::new(self.tune.clone(), Role::Receiver);
         let on_link = conductor.on_link();
         // A server opens no more than it was offered; more would only cost threads here.
         let max_streams = self
             .blocks
             .as_ref()
-            .map_or(1, |b| b.parallelism.max.max(b.limits.max));
+            .map_or(1, |b| b.range.max.max(b.limits.max));
         let mover = Box::new(BlockReceiver {
             file,
             base: 0,
@@ -331,7 +362,7 @@ impl Connection {
         let start = if blocks.auto {
             blocks.next_start.min(blocks.limits.max)
         } else {
-            blocks.parallelism.start
+            blocks.range.start
         };
         self.settle()?;
         self.set_mode(true);
@@ -392,16 +423,13 @@ impl Connection {
         let Some(b) = self
             .blocks
             .clone()
-            .filter(|b| b.auto && b.parallelism.max > b.parallelism.min)
+            .filter(|b| b.auto && b.range.max > b.range.min)
         else {
             return Ok(None);
         };
-        let start = b.next_start.min(b.parallelism.max);
-        if start != b.parallelism.start {
-            let p = Parallelism {
-                start,
-                ..b.parallelism
-            };
+        let start = b.next_start.min(b.range.max);
+        let p = Parallelism { start, ..b.range };
+        if p != b.parallelism {
             self.set_ahead(Command::Opts(format!("RETR {p}")));
             if let Some(b) = self.blocks.as_mut() {
                 b.parallelism = p;

@@ -7,6 +7,8 @@ mod during;
 mod gridftp;
 mod listing;
 mod login;
+mod pipelined;
+mod replies;
 mod secure;
 mod third_party;
 mod udp;
@@ -20,14 +22,14 @@ use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::{Kept, Prepare};
 use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::tuner::before_connect;
-use fatpipe_net::wake::{readable, Wake};
+use fatpipe_net::wake::Wake;
 use fatpipe_net::{Conductor, Moved, Mover, Pump, PumpError, TuneSummary, TunerConfig};
 use fatpipe_proto::drs::DrsOpts;
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
 use fatpipe_tune::{Role, Tuning};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsFd;
 use std::sync::mpsc;
@@ -259,45 +261,6 @@ impl Connection {
             .any(|f| f.split(' ').next() == Some(name))
     }
 
-    /// The next reply on the control connection, whatever command it answers.
-    fn read_one_reply(&mut self) -> anyhow::Result<Reply> {
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = (&mut self.control)
-                .take(MAX_REPLY_LINE as u64)
-                .read_until(b'\n', &mut line)
-                .map_err(|e| match timed_out(&e) {
-                    true => anyhow!(
-                        "no reply from {} within {} (--timeout)",
-                        self.peer,
-                        humantime::format_duration(self.timeout)
-                    ),
-                    false => anyhow!("control connection to {}: {e}", self.peer),
-                })?;
-            if n == 0 {
-                bail!("{} closed the control connection", self.peer);
-            }
-            let text = String::from_utf8_lossy(&line);
-            let text = text.trim_end_matches(['\r', '\n']);
-            if let Some(r) = self.parser.push_line(text)? {
-                return Ok(r);
-            }
-        }
-    }
-
-    /// A reply if one arrives within `wait` (and before `wake` rings), else `None`.
-    fn poll_reply(&mut self, wait: Duration, wake: Option<&Wake>) -> anyhow::Result<Option<Reply>> {
-        if self.control.buffer().is_empty() && !self.control.get_mut().holds_input() {
-            let ready = readable(self.control.get_ref().tcp().as_fd(), wait, wake)
-                .map_err(|e| anyhow!("control connection to {}: {e}", self.peer))?;
-            if !ready {
-                return Ok(None);
-            }
-        }
-        self.read_reply().map(Some)
-    }
-
     /// Sends a command and returns its (first) reply.
     pub fn command(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
         // Only a command sent alone times the round trip (replies asked ahead come first).
@@ -459,7 +422,10 @@ impl Connection {
             self.set_ahead(r);
         }
         let what = describe(cmd);
-        self.send_with_ahead(cmd)?;
+        match std::mem::take(&mut self.pipe.sent) {
+            true => self.send_next()?,
+            false => self.send_with_ahead(cmd)?,
+        }
         let made = match meanwhile(self) {
             Ok(m) => m,
             Err(e) => {
@@ -511,11 +477,11 @@ impl Connection {
                     }
                     match t {
                         Told::Buffer(n) => {
-                            self.send_with_ahead(&Command::Sbuf(n))?;
+                            self.send_during(&Command::Sbuf(n))?;
                             asked.probes.push_back(Instant::now());
                         }
                         Told::Paced(cc) => {
-                            self.send_with_ahead(&Command::Opts(format!("DRS Paced={cc}")))?;
+                            self.send_during(&Command::Opts(format!("DRS Paced={cc}")))?;
                             asked.notices += 1;
                         }
                     }
@@ -574,11 +540,11 @@ impl Connection {
         };
         if let Ok(f) = &fin {
             // Deferred during the transfer, what went out behind its command is answered
-            // first; a probe that came after its end, after that.
+            // first. A probe that came after the transfer's end is answered when the server
+            // is between transfers: after this one's answers, or after those of transfers
+            // queued behind it that the server ran meanwhile.
             self.take_trailing(f.is_success() && moved.is_ok())?;
-            for _ in 0..asked.probes.len() + asked.notices {
-                self.read_reply()?;
-            }
+            self.pipe.unanswered += asked.unanswered();
         }
         self.last_tune = conductor.summary();
         Ok((moved, fin))
@@ -634,6 +600,8 @@ impl Connection {
         if self.pipe.owes() {
             let _ = self.take_owed();
         }
+        // Transfers sent before their turn that did not run end with the connection.
+        self.pipe.queued.clear();
         let _ = self.send_with_ahead(&Command::Quit);
     }
 }
