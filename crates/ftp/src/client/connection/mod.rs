@@ -439,6 +439,10 @@ impl Connection {
             self.take_trailing(false)?;
             bail!("{what}: server said {r}");
         }
+        if let Some(other) = self.names_another_file(cmd, &r) {
+            let _ = self.control.get_ref().tcp().shutdown(Shutdown::Both);
+            bail!("{what}: the server's reply names {other}: its replies are out of step with this session's commands, which ends here");
+        }
         Ok((what, made))
     }
 

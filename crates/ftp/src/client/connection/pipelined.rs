@@ -12,7 +12,7 @@ use super::ahead::{on_the_wire, Ahead, Want};
 use super::Connection;
 use anyhow::bail;
 use fatpipe_proto::gridftp::Parallelism;
-use fatpipe_proto::Command;
+use fatpipe_proto::{Command, Reply};
 use std::time::Instant;
 
 /// Most replies a drained transfer may send before its final one (markers, notices).
@@ -160,6 +160,29 @@ impl Connection {
         }
     }
 
+    /// The file a fatpipe server's `150` to `cmd` (a `RETR`) names, when its name is not the
+    /// one asked for: a reply out of step with the commands (each file's data and checksum
+    /// would then be taken for another's), caught before any byte is written.
+    pub(super) fn names_another_file(&self, cmd: &Command, r: &Reply) -> Option<String> {
+        let Command::Retr(path) = cmd else {
+            return None;
+        };
+        if !self.has_feature("DRS") {
+            return None;
+        }
+        // "Opening BINARY mode data connection for /d/f (5 bytes)"
+        let text = r.text();
+        let (_, named) = text.split_once(" data connection for ")?;
+        let (named, _) = named.rsplit_once(" (")?;
+        let last = |p: &str| {
+            p.trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .map(str::to_string)
+        };
+        (last(named) != last(path)).then(|| named.to_string())
+    }
+
     /// Ends the queued transfers, which will not run as sent: their connections closed (the
     /// server's transfers fail at once, and none of their data is read as another's), their
     /// replies read to the final ones and dropped with those to the questions behind them.
@@ -291,6 +314,24 @@ mod tests {
                 "SIZE /f",
                 "CKSM XXH3 0 -1 /b"
             ]
+        );
+    }
+
+    #[test]
+    fn a_reply_that_names_another_file_ends_the_session() {
+        with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let other = format!(
+                    "{FIRST}150 Opening BINARY mode data connection for /d/b (5 bytes)\r\n"
+                );
+                rounds(r, w, &[(3, SETTLED), (4, &other)])
+            },
+            |mut c| {
+                tuned_auto(&mut c);
+                let e = download(&mut c, "/d/a").unwrap();
+                assert!(e.contains("names /d/b") && e.contains("out of step"), "{e}");
+            },
         );
     }
 }
