@@ -209,9 +209,10 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         })
     });
     let mut tune = a.tune.config("client")?;
+    let several = several_at_once(&a.paths, a.recursive || a.from.is_some());
     // The last copy to this server met random loss: this one starts on the control it took.
     let carried = match (&tune.cc, &recalled) {
-        (None, Some((r, server))) => r.cc.clone().inspect(|cc| {
+        (None, Some((r, server))) if !several => r.cc.clone().inspect(|cc| {
             tracing::info!(
                 "congestion control {cc}: the last copy to {server} met random loss ({} ago)",
                 ago(r.age)
@@ -275,7 +276,15 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     if let Some((path, server)) = &memory {
         let udp = opts.udp.as_ref().and_then(|(_, u)| u.memory.as_ref());
         let udp = udp.and_then(|m| m.lock().ok().map(|m| m.clone()));
-        remember_streams(path, server, &results, carried.as_deref(), udp);
+        // A control chosen on random loss by any file of the copy holds for the path.
+        let cc = match several {
+            true => None,
+            false => results
+                .iter()
+                .find_map(|r| r.cc_on_random_loss.as_deref())
+                .or(carried.as_deref()),
+        };
+        remember_streams(path, server, &results, cc, udp);
     }
     let seconds = started.elapsed().as_secs_f64();
     let bytes: u64 = results.iter().map(|r| r.bytes).sum();
@@ -474,15 +483,27 @@ fn read_list(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
+/// Whether a copy of `paths` (sources, then the destination) may move several files at once: a
+/// tree or a list (`tree`), several sources, a glob. Such a copy neither starts on nor keeps a
+/// congestion control remembered from random loss: the streams of its sessions share the path,
+/// and losses from their start-ups can look random to each session (a stream with little in
+/// flight sees no queue); bbr taken on them started every session of the next tree copy on it,
+/// and eight sessions' bbr start-ups on a clean path stalled one of them for up to 50 s
+/// (docs/parallel-streams-experiments.md).
+fn several_at_once(paths: &[String], tree: bool) -> bool {
+    let sources = &paths[..paths.len().saturating_sub(1)];
+    tree || sources.len() > 1 || sources.iter().any(|s| s.contains(['*', '?', '[']))
+}
+
 /// Keeps the stream count the copy's last moved file ended with for the next copy to `server`,
-/// the congestion control chosen on random loss (by a file of this copy, or `carried` over
+/// the congestion control chosen on random loss (`cc`: by a file of this copy, or carried over
 /// from the last copy) and what the UDP sender learned (`udp`, once it left start-up); a
 /// failure to save only warns: the copy itself is done.
 fn remember_streams(
     path: &std::path::Path,
     server: &str,
     results: &[FileResult],
-    carried: Option<&str>,
+    cc: Option<&str>,
     udp: Option<RateMemory>,
 ) {
     let udp = udp.filter(|u| u.rate.is_some());
@@ -497,11 +518,6 @@ fn remember_streams(
         (None, Some(_)) => m.recall(server, unix_now()).map_or(1, |r| r.streams),
         (None, None) => return,
     };
-    // A control chosen on random loss by any file of the copy holds for the path.
-    let cc = results
-        .iter()
-        .find_map(|r| r.cc_on_random_loss.as_deref())
-        .or(carried);
     m.remember(server, n, cc, udp.as_ref(), unix_now());
     if let Err(e) = m.save(path) {
         tracing::warn!("cannot keep the stream count in {}: {e}", path.display());
@@ -594,5 +610,17 @@ mod tests {
         );
         // One file: everything it said.
         assert_eq!(auto_lines(&results[1..2]).len(), 3);
+    }
+
+    #[test]
+    fn only_a_copy_of_one_file_takes_or_keeps_a_control_remembered_from_random_loss() {
+        let paths = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(!several_at_once(&paths(&["ftp://h/f", "."]), false));
+        assert!(several_at_once(&paths(&["ftp://h/d", "."]), true));
+        assert!(several_at_once(
+            &paths(&["ftp://h/a", "ftp://h/b", "."]),
+            false
+        ));
+        assert!(several_at_once(&paths(&["ftp://h/d/*.h5", "."]), false));
     }
 }
