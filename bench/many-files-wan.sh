@@ -5,7 +5,7 @@
 # an older build runs as the client in alternation, for a before/after in one script. With
 # PEERS="globus lftp" each run also times globus-url-copy -r -cd -fast -p 4 -cc 4 -pp against
 # globus-gridftp-server and lftp mirror --parallel=8 against fatpipe's server, on the same path
-# (name one of them for that one only).
+# (name one of them for that one only). Each run of a fatpipe client starts with fresh path memory.
 # FILES and SIZE (bytes) change the tree (default 256 x 4 MiB).
 # Usage: [BASE=bin] [RUNS=2] [PEERS="globus lftp"] [FILES=n SIZE=b] bench/many-files-wan.sh
 # (root).
@@ -43,9 +43,11 @@ for r in $(seq "$runs"); do
     for c in "${clients[@]}"; do
         label=${c%%:*} client=${c#*:}
         rm -rf "$work/out"; mkdir "$work/out"
-        down=$(secs ex b "$client" cp -q -r --no-force-buffers ftp://198.18.0.1:2121/tree "$work/out/")
+        # Each run starts with fresh path memory (as the lab's runs do): runs are independent.
+        cache=(env XDG_CACHE_HOME="$work/cache-$label-$r")
+        down=$(secs ex b "${cache[@]}" "$client" cp -q -r --no-force-buffers ftp://198.18.0.1:2121/tree "$work/out/")
         diff -rq "$work/src/tree" "$work/out/tree" >/dev/null
-        up=$(secs ex b "$client" cp -q -r --no-force-buffers "$work/src/tree" "ftp://198.18.0.1:2121/up-$label-$r/")
+        up=$(secs ex b "${cache[@]}" "$client" cp -q -r --no-force-buffers "$work/src/tree" "ftp://198.18.0.1:2121/up-$label-$r/")
         diff -rq "$work/src/tree" "$work/root/up-$label-$r/tree" >/dev/null
         echo "| $label | $r | $down | $up |"
     done
