@@ -5,6 +5,7 @@
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -479,6 +480,8 @@ impl GlobusServer {
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // A group of its own: the processes it forks per session go with it (Drop).
+            .process_group(0)
             .spawn()
             .expect("start globus-gridftp-server");
         let proc = Proc { child };
@@ -494,6 +497,18 @@ impl GlobusServer {
     /// Where a file of the test lives.
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
+    }
+}
+
+impl Drop for GlobusServer {
+    /// Ends the server's whole process group: a session's process outlived the daemon by
+    /// minutes when only the daemon was killed.
+    fn drop(&mut self) {
+        if let Ok(group) = i32::try_from(self.proc.child.id()) {
+            // SAFETY: kill has no memory-safety preconditions; the group is the one the
+            // daemon leads (started with process_group(0)).
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
     }
 }
 
