@@ -300,7 +300,7 @@ impl Copier<'_> {
                     rpath,
                     target: Some(t),
                     ..
-                } if !std::fs::metadata(t).is_ok_and(|m| !m.is_file()) => {
+                } if !special_file(t) => {
                     Some((rpath.clone(), alg.map(|a| checksum_command(a, rpath))))
                 }
                 _ => None,
@@ -376,10 +376,14 @@ impl Copier<'_> {
         modified: Option<i64>,
     ) {
         let (obs, resume, verify) = (self.obs, self.opts.resume, self.opts.verify);
-        let next = self.next_downloads();
+        // Queued behind this file's download (a retry on a new session resumes: alone).
+        let mut next = match resume {
+            true => Vec::new(),
+            false => self.next_downloads(),
+        };
         self.record(rpath.into(), target.display().to_string(), |c, pump| {
             // Devices (/dev/null) and other non-files are written directly.
-            if std::fs::metadata(target).is_ok_and(|m| !m.is_file()) {
+            if special_file(target) {
                 obs.file_started(rpath, size, 0, pump);
                 let sink = OpenOptions::new()
                     .write(true)
@@ -429,12 +433,8 @@ impl Copier<'_> {
             let small = size.is_some_and(|s| s <= ASK_AHEAD_MAX);
             let alg = verify_alg(c, verify, rpath, part.path()).ok().flatten();
             ask_checksum(c, alg, rpath, small);
-            // Queued behind this file's download (a retry on a new session resumes: alone).
-            let mut next = Some(next).filter(|_| !resume);
             loop {
-                if let Some(files) = next.take() {
-                    c.retrieve_next(files);
-                }
+                c.retrieve_next(std::mem::take(&mut next));
                 let (n, hashed) = match download_into(c, rpath, size, &mut part, &held, pump, alg) {
                     Ok(done) => done,
                     Err((e, all)) => {
@@ -592,6 +592,12 @@ fn held_with(held: &RangeSet, state: &Mutex<Reassembly>) -> RangeSet {
         all.insert_all(s.received(), 0);
     }
     all
+}
+
+/// Whether `path` is there and not a regular file (`/dev/null`, a pipe): a download writes it
+/// directly, never through a partial copy.
+fn special_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file())
 }
 
 /// Gives a downloaded file the source's modification time (a failure only warns: the bytes

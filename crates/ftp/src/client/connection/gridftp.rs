@@ -286,10 +286,9 @@ impl Connection {
         self.set_mode(true);
         self.set_type_only(TransferType::Image);
         // Sent behind the previous file's RETR: runs as sent, or goes out anew.
-        let pipelined = held.is_empty() && self.is_queued(&retr);
-        match pipelined {
-            true => self.take_queued(&retr),
-            false => self.drain_queued()?,
+        let pipelined = held.is_empty() && self.take_queued(&retr);
+        if !pipelined {
+            self.drain_queued()?;
         }
         let resumed = match pipelined {
             true => None,

@@ -141,23 +141,23 @@ impl Connection {
         self.write_commands(&wire)
     }
 
-    /// Whether `cmd` went out before its turn and can run as sent: the first queued, nothing
-    /// else to go before it, and the connections it runs on still open.
-    pub(super) fn is_queued(&self, cmd: &Command) -> bool {
-        self.pipe.queued.front().is_some_and(|q| q.cmd == *cmd)
+    /// Takes `cmd` as sent when it went out before its turn and can run as sent (the first
+    /// queued, nothing else to go before it, the connections it runs on still open): its
+    /// replies are the next to read, and the transfer's `begin` sends nothing but the files to
+    /// follow it. Whether it was taken.
+    pub(super) fn take_queued(&mut self, cmd: &Command) -> bool {
+        let runs = self.pipe.queued.front().is_some_and(|q| q.cmd == *cmd)
             && !self.pipe.sets_ahead()
-            && self.kept.as_ref().is_some_and(|k| !k.sending)
-    }
-
-    /// Takes the first queued transfer, `cmd`, as sent: its replies are the next to read, and
-    /// the transfer's `begin` sends nothing but the files to follow it.
-    pub(super) fn take_queued(&mut self, cmd: &Command) {
-        if self.pipe.queued.front().is_some_and(|q| q.cmd == *cmd) {
-            if let Some(q) = self.pipe.queued.pop_front() {
-                self.pipe.expect(q.settings, q.behind);
-                self.pipe.sent = true;
-            }
+            && self.kept.as_ref().is_some_and(|k| !k.sending);
+        if !runs {
+            return false;
         }
+        let Some(q) = self.pipe.queued.pop_front() else {
+            return false;
+        };
+        self.pipe.expect(q.settings, q.behind);
+        self.pipe.sent = true;
+        true
     }
 
     /// The file a fatpipe server's `150` to `cmd` (a `RETR`) names, when its name is not the

@@ -58,7 +58,7 @@ impl Connection {
     }
 
     /// Whether input is buffered (here or in TLS): a read returns at once.
-    pub(super) fn holds_input(&mut self) -> bool {
+    fn holds_input(&mut self) -> bool {
         !self.control.buffer().is_empty() || self.control.get_mut().holds_input()
     }
 
