@@ -266,14 +266,61 @@ fn several_files_at_once_arrive_whole_and_in_plan_order() {
     for n in &names {
         assert_same(&s.path(&format!("t/{n}")), &work.path().join("t").join(n));
     }
-    run_ok(
-        fatpipe_cmd(&["cp", "-r", "--concurrency", "3"])
+    // Up: each session's files after its first go out before the replies to those before
+    // them are in (pipelined); the results still come in the plan's order.
+    let o = run_ok(
+        fatpipe_cmd(&["cp", "-r", "--json", "--concurrency", "3"])
             .arg(work.path().join("t"))
             .arg(s.url("back")),
     );
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let destinations: Vec<&str> = summary["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["destination"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = names.iter().map(|n| format!("/back/{n}")).collect();
+    assert_eq!(destinations, expected);
     for n in &names {
         assert_same(&s.path(&format!("t/{n}")), &s.path(&format!("back/{n}")));
     }
+}
+
+#[test]
+fn an_upload_refused_among_those_sent_ahead_fails_alone() {
+    let s = FatpipeServer::start(&["--anonymous-write"]);
+    let work = tempfile::tempdir().unwrap();
+    let t = work.path().join("t");
+    std::fs::create_dir(&t).unwrap();
+    for i in 0..10 {
+        random_file(&t.join(format!("f{i}")), 40_000 + i * 1_000, i);
+    }
+    // Where f4 goes the server holds a directory: its STOR is refused after the files before
+    // it went out, and the files behind it were already sent over the same connections.
+    std::fs::create_dir_all(s.path("back/t/f4")).unwrap();
+    let o = run(fatpipe_cmd(&["cp", "-r", "--json", "--concurrency", "1"])
+        .arg(&t)
+        .arg(s.url("back")));
+    assert!(!o.status.success());
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let files = summary["files"].as_array().unwrap();
+    let failed: Vec<&str> = files
+        .iter()
+        .filter(|f| !f["error"].is_null())
+        .map(|f| f["destination"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["/back/t/f4"], "{summary}");
+    let destinations: Vec<&str> = files
+        .iter()
+        .map(|f| f["destination"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..10).map(|i| format!("/back/t/f{i}")).collect();
+    assert_eq!(destinations, expected);
+    for i in (0..10).filter(|i| *i != 4) {
+        assert_same(&t.join(format!("f{i}")), &s.path(&format!("back/t/f{i}")));
+    }
+    assert!(s.path("back/t/f4").is_dir());
 }
 
 #[test]

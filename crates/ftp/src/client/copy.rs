@@ -2,6 +2,7 @@
 //! resume, per-file results and a check that every byte arrived.
 
 use super::connection::checksum_command;
+use super::connection::StreamsReport;
 use super::filter::Filter;
 use super::part::Part;
 use super::plan::{self, Job};
@@ -13,7 +14,7 @@ use super::{Connection, Credentials, Location, RemoteUrl, Streams};
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::Follower;
 use fatpipe_net::udp::UdpConfig;
-use fatpipe_net::{Pump, TunerConfig};
+use fatpipe_net::{Pump, TuneSummary, TunerConfig};
 use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
@@ -121,12 +122,12 @@ const ASK_AHEAD_MAX: u64 = 64 << 20;
 /// on the connections the one before them leaves open, without `-p auto` adding more (see
 /// `connection/pipelined.rs`), which larger files need where a stream is held back by loss:
 /// 256 files of 4 MiB at 100 ms took 37–45 s pipelined against 13 s.
-const PIPELINE_MAX: u64 = 1 << 20;
+pub(super) const PIPELINE_MAX: u64 = 1 << 20;
 /// Most downloads queued behind the current one ...
-const PIPELINE_DEPTH: usize = 8;
+pub(super) const PIPELINE_DEPTH: usize = 8;
 /// ... and most of their bytes: what keeps a session's path busy while the next commands
 /// travel, without taking many files from the other sessions.
-const PIPELINE_BYTES: u64 = 4 << 20;
+pub(super) const PIPELINE_BYTES: u64 = 4 << 20;
 
 /// Whether `job` is a download that may go out behind another (or have others behind it).
 fn pipelines(job: &Job) -> bool {
@@ -145,10 +146,30 @@ pub(super) fn takes_one_more(current: &Job, next: &[Job], resume: bool) -> bool 
 }
 
 /// What one file's copy did.
-struct Done {
-    bytes: u64,
-    resumed_from: u64,
-    verified: Option<String>,
+pub(super) struct Done {
+    pub(super) bytes: u64,
+    pub(super) resumed_from: u64,
+    pub(super) verified: Option<String>,
+}
+
+/// What the connection said of a file's transfer, taken when it ended.
+pub(super) struct Report {
+    tune: Option<TuneSummary>,
+    streams: Option<StreamsReport>,
+    udp: Option<String>,
+    tls: bool,
+}
+
+impl Report {
+    /// What `c` says of its latest transfer.
+    pub(super) fn of(c: &Connection) -> Report {
+        Report {
+            tune: c.last_tune().cloned(),
+            streams: c.last_streams().cloned(),
+            udp: c.last_udp().map(str::to_string),
+            tls: c.data_secured(),
+        }
+    }
 }
 
 impl Done {
@@ -322,9 +343,26 @@ impl Copier<'_> {
         } else {
             run(&mut self.c, &pump)
         };
-        let tune = self.c.last_tune();
-        let streams = self.c.last_streams().cloned();
-        let udp = self.c.last_udp().map(str::to_string);
+        let report = Report::of(&self.c);
+        self.record_outcome(source, destination, &pump, outcome, report);
+    }
+
+    /// Records a file's result from its outcome, its `pump` and what the connection said of
+    /// its transfer.
+    pub(super) fn record_outcome(
+        &mut self,
+        source: String,
+        destination: String,
+        pump: &Pump,
+        outcome: anyhow::Result<Done>,
+        report: Report,
+    ) {
+        let Report {
+            tune,
+            streams,
+            udp,
+            tls,
+        } = report;
         let (done, error) = match outcome {
             Ok(d) => (d, None),
             Err(e) => (Done::new(pump.bytes(), 0), Some(format!("{e:#}"))),
@@ -341,15 +379,15 @@ impl Copier<'_> {
             resumed_from,
             data_seconds: pump.data_phase().map(|d| d.as_secs_f64()),
             error,
-            peak_buffer: tune.map(|t| t.peak_local),
-            peer_peak_buffer: tune.and_then(|t| t.peak_peer),
-            capped: tune.map(|t| t.capped.clone()).unwrap_or_default(),
+            peak_buffer: tune.as_ref().map(|t| t.peak_local),
+            peer_peak_buffer: tune.as_ref().and_then(|t| t.peak_peer),
+            capped: tune.map(|t| t.capped).unwrap_or_default(),
             streams: streams.as_ref().map(|s| s.streams),
             reused_streams: streams.as_ref().map_or(0, |s| s.reused),
             cc_on_random_loss: streams.as_ref().and_then(|s| s.cc.clone()),
             stream_decisions: streams.map(|s| s.decisions).unwrap_or_default(),
             udp,
-            tls: self.c.data_secured(),
+            tls,
             verified,
         };
         self.obs.file_finished(&result);

@@ -11,6 +11,7 @@ mod plan;
 mod pool;
 pub mod relay;
 mod retry;
+mod uploads_ahead;
 mod verify;
 
 pub use connection::{Connection, Credentials, Streams, StreamsReport, TlsMode, TlsPolicy};

@@ -7,6 +7,7 @@
 use super::copy::{takes_one_more, Copier, CopyOptions, FileResult, Observer};
 use super::plan::Job;
 use super::retry;
+use super::uploads_ahead::{sends_ahead, UploadsAhead};
 use super::{Connection, Credentials, RemoteUrl};
 use fatpipe_net::udp::UdpConfig;
 use std::collections::VecDeque;
@@ -168,7 +169,21 @@ fn work<'a>(
     // Small downloads after the current one are taken with it: theirs may go out behind its
     // own (pipelined).
     let mut mine = VecDeque::new();
+    // Small uploads go out before the replies to those before them are in (pipelined).
+    let mut ahead = UploadsAhead::default();
     while let Some((i, job)) = mine.pop_front().or_else(take) {
+        if sends_ahead(&job, opts.resume) {
+            while !ahead.has_room(job.size().unwrap_or(0)) && !ahead.is_empty() {
+                end_oldest(&mut copier, &mut ahead, server, &mut places);
+            }
+            if let Some(sent) = copier.send_upload(&job) {
+                ahead.push(i, job, sent);
+                continue;
+            }
+        }
+        while !ahead.is_empty() {
+            end_oldest(&mut copier, &mut ahead, server, &mut places);
+        }
         let mut next: Vec<Job> = mine.iter().map(|(_, j): &(usize, Job)| j.clone()).collect();
         while takes_one_more(&job, &next, opts.resume) {
             let Some(more) = take() else { break };
@@ -176,16 +191,54 @@ fn work<'a>(
             mine.push_back(more);
         }
         copier.next = next;
-        copier.run(job.clone());
-        places.push(i);
-        // Standard output cannot take bytes back: a broken download there is not retried.
-        if !matches!(job, Job::Download { target: None, .. }) {
-            retry_file(&mut copier, server, &job);
-        }
+        copy_one(&mut copier, server, i, job, &mut places);
+    }
+    while !ahead.is_empty() {
+        end_oldest(&mut copier, &mut ahead, server, &mut places);
     }
     let Copier { c, results, .. } = copier;
     c.quit();
     places.into_iter().zip(results).collect()
+}
+
+/// Copies `job` (at `place` in the plan) the normal way, retried as [`retry_file`] says.
+fn copy_one<'a>(
+    copier: &mut Copier<'a>,
+    server: &'a Server<'a>,
+    place: usize,
+    job: Job,
+    places: &mut Vec<usize>,
+) {
+    copier.run(job.clone());
+    places.push(place);
+    // Standard output cannot take bytes back: a broken download there is not retried.
+    if !matches!(job, Job::Download { target: None, .. }) {
+        retry_file(copier, server, &job);
+    }
+}
+
+/// Ends the oldest upload sent ahead. One that failed goes again the normal way once every
+/// upload sent after it has ended (the server refuses those once one failed, and they go
+/// again too).
+fn end_oldest<'a>(
+    copier: &mut Copier<'a>,
+    ahead: &mut UploadsAhead,
+    server: &'a Server<'a>,
+    places: &mut Vec<usize>,
+) {
+    let mut again = Vec::new();
+    while let Some((place, job, sent)) = ahead.oldest() {
+        match copier.end_upload(sent) {
+            true => places.push(place),
+            false => again.push((place, job)),
+        }
+        if again.is_empty() {
+            return;
+        }
+    }
+    for (place, job) in again {
+        copy_one(copier, server, place, job, places);
+    }
 }
 
 /// While the file's last attempt lost its connection and `--retry-for` allows: a pause, a new

@@ -10,6 +10,7 @@
 //! reply, and the answer is there with that reply, not a round trip after it.
 
 use super::pipelined::{NextFile, Queued};
+use super::stored::Store;
 use super::{describe, Connection};
 use anyhow::{anyhow, bail};
 use fatpipe_proto::{Command, Reply};
@@ -17,8 +18,9 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::net::Shutdown;
 
-/// Most answers kept for later (an answer nobody asked for is dropped after these).
-const KEPT: usize = 8;
+/// Most answers kept for later (an answer nobody asked for is dropped after these): room for
+/// those of eight uploads sent ahead (stored.rs).
+const KEPT: usize = 24;
 
 /// What this end does with the reply to a command asked ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +31,9 @@ pub(super) enum Want {
     Setting,
     /// Nothing but a line in the log.
     Nothing,
+    /// An upload sent before its turn: its replies to the final one, and the answers to what
+    /// went behind it (stored.rs).
+    Stored,
 }
 
 /// A command asked ahead, and what its reply is wanted for.
@@ -63,6 +68,10 @@ pub(super) struct Pipeline {
     /// Probes and notices of transfers that ended before their answers came: taken wherever
     /// they come (see `Connection::read_one_reply`).
     pub(super) unanswered: usize,
+    /// Uploads sent before their turn whose replies are not read yet, in order (stored.rs).
+    pub(super) stores: VecDeque<Store>,
+    /// ... and those read: how each ended, until the copy asks.
+    pub(super) stored: Vec<(Command, anyhow::Result<u64>)>,
 }
 
 impl Pipeline {
@@ -79,6 +88,22 @@ impl Pipeline {
     /// Whether a setting waits to go out with the next command.
     pub(super) fn sets_ahead(&self) -> bool {
         self.ahead.iter().any(|a| a.want == Want::Setting)
+    }
+
+    /// What went out behind the transfer command just sent, taken (an upload sent ahead reads
+    /// it with its own replies: stored.rs).
+    pub(super) fn take_behind_sent(&mut self) -> Vec<Ahead> {
+        std::mem::take(&mut self.trailing)
+    }
+
+    /// A reply (or, for an upload sent ahead, replies) now owed after those owed before.
+    pub(super) fn owe(&mut self, a: Ahead) {
+        self.owed.push_back(a);
+    }
+
+    /// The command whose reply comes next, taken.
+    pub(super) fn next_owed(&mut self) -> Option<Ahead> {
+        self.owed.pop_front()
     }
 
     /// A transfer command sent earlier is the one now waited on: the replies to `settings`
@@ -148,7 +173,14 @@ impl Connection {
     /// After a transfer's final reply: the replies to what went out behind its command, kept
     /// when the transfer `worked` (else they may speak of a partial file: dropped).
     pub(super) fn take_trailing(&mut self, worked: bool) -> anyhow::Result<()> {
-        for a in std::mem::take(&mut self.pipe.trailing) {
+        let trailing = std::mem::take(&mut self.pipe.trailing);
+        self.take_answers(trailing, worked)
+    }
+
+    /// The replies to `asked`, which come next: kept when the transfer they went behind
+    /// `worked`, else dropped.
+    pub(super) fn take_answers(&mut self, asked: Vec<Ahead>, worked: bool) -> anyhow::Result<()> {
+        for a in asked {
             let r = self.read_one_reply()?;
             if worked {
                 self.absorb(a, r);
@@ -184,6 +216,7 @@ impl Connection {
         sent.chain(&p.trailing).any(|a| a.cmd == *cmd)
             || p.answers.iter().any(|(c, _)| c == cmd)
             || p.next.iter().chain(&p.queued).any(|q| q.asks(cmd))
+            || p.stores.iter().any(|s| s.asks(cmd))
     }
 
     /// The reply to `cmd`: the kept one when it was asked ahead (taken: a second call asks
@@ -278,12 +311,22 @@ impl Connection {
     pub(super) fn take_owed(&mut self) -> anyhow::Result<Option<anyhow::Error>> {
         let mut refused = None;
         while let Some(a) = self.pipe.owed.pop_front() {
-            let r = self.read_one_reply()?;
-            if let Some(e) = self.absorb(a, r) {
+            if let Some(e) = self.take_one_owed(a)? {
                 refused.get_or_insert(e);
             }
         }
         Ok(refused)
+    }
+
+    /// Reads the reply owed to `a` (or, an upload sent before its turn, its replies); a
+    /// setting's refusal.
+    pub(super) fn take_one_owed(&mut self, a: Ahead) -> anyhow::Result<Option<anyhow::Error>> {
+        if a.want == Want::Stored {
+            self.take_stored(a.cmd)?;
+            return Ok(None);
+        }
+        let r = self.read_one_reply()?;
+        Ok(self.absorb(a, r))
     }
 
     /// Takes the reply `r` to `a`, asked ahead: kept, logged, or for a setting, why it failed.
@@ -296,7 +339,7 @@ impl Connection {
                 self.pipe.answers.drain(..over);
                 None
             }
-            Want::Nothing => None,
+            Want::Nothing | Want::Stored => None,
             Want::Setting if r.is_success() || r.is_intermediate() => None,
             Want::Setting => {
                 self.forget_setting(&a.cmd);
@@ -335,92 +378,12 @@ pub(super) fn on_the_wire(asked: Vec<Ahead>) -> anyhow::Result<(Vec<u8>, Vec<Ahe
 }
 
 #[cfg(test)]
-pub(super) mod tests {
-    use super::super::{Connection, Credentials, TlsMode, TlsPolicy};
+mod tests {
+    use super::super::fake_server::{rounds, take, tuned_auto, with_server};
     use fatpipe_proto::gridftp::ChecksumAlg;
     use fatpipe_proto::{Command, TransferType};
-    use std::io::{BufRead, BufReader, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::io::{BufRead, Write};
     use std::time::Duration;
-
-    /// A server that reads `n` command lines before it answers with `replies`: only a client
-    /// that sent them in one go gets past it. Returns the lines.
-    pub(in super::super) fn take(
-        r: &mut BufReader<TcpStream>,
-        w: &mut TcpStream,
-        n: usize,
-        replies: &str,
-    ) -> Vec<String> {
-        let lines = (0..n)
-            .map(|_| {
-                let mut line = String::new();
-                r.read_line(&mut line).unwrap();
-                line.trim_end().to_string()
-            })
-            .collect();
-        w.write_all(replies.as_bytes()).unwrap();
-        lines
-    }
-
-    /// [`take`] for each of `rounds` in turn: the lines of all.
-    pub(in super::super) fn rounds(
-        r: &mut BufReader<TcpStream>,
-        w: &mut TcpStream,
-        rounds: &[(usize, &str)],
-    ) -> Vec<String> {
-        rounds
-            .iter()
-            .flat_map(|&(n, replies)| take(r, w, n, replies))
-            .collect()
-    }
-
-    /// A one-connection server on loopback that runs `script` on what it accepts: its port and
-    /// its thread.
-    pub(in super::super) fn fake_server<T: Send + 'static>(
-        script: impl FnOnce(&mut BufReader<TcpStream>, &mut TcpStream) -> T + Send + 'static,
-    ) -> (u16, std::thread::JoinHandle<T>) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let server = std::thread::spawn(move || {
-            let (s, _) = l.accept().unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let mut w = s.try_clone().unwrap();
-            script(&mut BufReader::new(s), &mut w)
-        });
-        (port, server)
-    }
-
-    /// Tells the session a tuning mode and `-p auto` (settings asked ahead: `OPTS DRS`,
-    /// `OPTS RETR Parallelism`, `OPTS DCREUSE ON`).
-    pub(in super::super) fn tuned_auto(c: &mut Connection) {
-        c.set_tuning(fatpipe_net::TunerConfig::untuned()).unwrap();
-        let auto = super::super::Streams::Auto {
-            max: 8,
-            max_memory: None,
-        };
-        c.set_streams(auto).unwrap();
-    }
-
-    /// Runs `script` as the server of a client logged in with `user_reply` to `USER`.
-    pub(in super::super) fn with_server(
-        user_reply: &'static str,
-        script: impl FnOnce(&mut BufReader<TcpStream>, &mut TcpStream) -> Vec<String> + Send + 'static,
-        client: impl FnOnce(Connection),
-    ) -> Vec<String> {
-        let (port, server) = fake_server(move |r, w| {
-            w.write_all(b"220 hi\r\n").unwrap();
-            let feat = "211-Features:\r\n CKSM XXH3\r\n MDTM\r\n MFMT\r\n DRS\r\n PARALLEL\r\n DCREUSE\r\n211 End\r\n";
-            let mut got = take(r, w, 3, &format!("{user_reply}{feat}"));
-            got.extend(script(r, w));
-            got
-        });
-        let off = TlsPolicy::new(TlsMode::Off, None);
-        let creds = Credentials::anonymous();
-        let c = Connection::open("127.0.0.1", port, &creds, Duration::from_secs(5), &off).unwrap();
-        assert!(c.has_feature("MDTM"), "FEAT read after the login");
-        client(c);
-        server.join().unwrap()
-    }
 
     #[test]
     fn a_command_asked_ahead_goes_out_with_the_next_and_its_answer_waits() {

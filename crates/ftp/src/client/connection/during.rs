@@ -1,12 +1,18 @@
-//! What the control connection carries while a transfer runs, besides its final reply: the
-//! answers to what this end asked (`SBUF` probes, `OPTS DRS Paced=` notices) and the server's
-//! `126` announcements, all handed to the transfer's conductor.
+//! The control connection while a transfer runs: the conductor runs the data side in threads
+//! of their own while this end sends what its laws announce (`SBUF` probes, `OPTS DRS Paced=`
+//! notices) and takes what the server says besides the final reply (the answers, its `126`
+//! announcements, markers), all handed to the transfer's conductor.
 
-use fatpipe_net::Conductor;
+use super::{Connection, FINAL_GRACE, POLL};
+use anyhow::{anyhow, Context};
+use fatpipe_net::conductor::Told;
+use fatpipe_net::wake::Wake;
+use fatpipe_net::{Conductor, Pump};
 use fatpipe_proto::drs::{parse_paced_text, parse_sbuf_text};
 use fatpipe_proto::Reply;
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// What the control thread said to the server during a transfer and awaits answers to.
 #[derive(Default)]
@@ -59,6 +65,154 @@ pub(super) fn take_reply(conductor: &Conductor, asked: &mut Asked, r: Reply) -> 
         _ => return Some(r),
     }
     None
+}
+
+impl Connection {
+    /// Runs `work` under the conductor while this end keeps the control channel (see
+    /// [`Connection::conduct`]) and reads the final reply. Returns the work's outcome and the
+    /// final reply. A final reply that comes first and says the transfer failed cancels
+    /// `pump`'s work.
+    pub(super) fn drive<T: Send>(
+        &mut self,
+        conductor: &Conductor,
+        pump: Option<&Pump>,
+        work: impl FnOnce() -> anyhow::Result<T> + Send,
+    ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Reply>)> {
+        let (moved, fin, mut asked) = self.conduct(conductor, pump, true, work)?;
+        let mut fin = match fin {
+            // The control connection broke: the data may have finished; both fail.
+            Err(e) => {
+                let said = anyhow!("{e:#}");
+                return Ok((moved.and(Err(e)), Err(said)));
+            }
+            Ok(f) => f,
+        };
+        // Answers to probes the server took after the transfer ended come after its final
+        // reply; the 126 announcements may come before it.
+        // When the data side already failed, the server gets a short grace to say why, not a
+        // whole --timeout more (a silent server made a 5 s timeout take 15 s).
+        let data_failed = moved.is_err();
+        let fin = loop {
+            if let Some(f) = fin.take() {
+                break Ok(f);
+            }
+            let next = if data_failed {
+                match self.poll_reply(self.timeout.min(FINAL_GRACE), None) {
+                    Ok(Some(r)) => Ok(r),
+                    Ok(None) => Err(anyhow!("{} sent no final reply", self.peer)),
+                    Err(e) => Err(e),
+                }
+            } else {
+                self.read_reply()
+            };
+            match next {
+                Ok(r) => fin = take_reply(conductor, &mut asked, r),
+                Err(e) => break Err(e),
+            }
+        };
+        if let Ok(f) = &fin {
+            // Deferred during the transfer, what went out behind its command is answered
+            // first. A probe that came after the transfer's end is answered when the server
+            // is between transfers: after this one's answers, or after those of transfers
+            // queued behind it that the server ran meanwhile.
+            self.take_trailing(f.is_success() && moved.is_ok())?;
+            self.pipe.unanswered += asked.unanswered();
+        }
+        self.last_tune = conductor.summary();
+        Ok((moved, fin))
+    }
+
+    /// Runs `work` under the conductor without reading a reply: an upload sent before the
+    /// replies to those before it are in (stored.rs). What the laws announce still goes out,
+    /// its answers taken wherever they come.
+    pub(super) fn drive_quiet<T: Send>(
+        &mut self,
+        conductor: &Conductor,
+        work: impl FnOnce() -> anyhow::Result<T> + Send,
+    ) -> anyhow::Result<anyhow::Result<T>> {
+        let (moved, _, asked) = self.conduct(conductor, None, false, work)?;
+        self.pipe.unanswered += asked.unanswered();
+        self.last_tune = conductor.summary();
+        Ok(moved)
+    }
+
+    /// Runs `work` under the conductor (in threads of their own) while this one keeps the
+    /// control channel: it sends `SBUF` when a law announces a size (timing the answer as an
+    /// RTT probe) and `OPTS DRS Paced=` once this end's senders pace themselves and, when it
+    /// `listens`, takes the server's replies until the final one. Returns the work's outcome,
+    /// the final reply if it came (an error if the control connection broke), and what was
+    /// asked.
+    #[allow(clippy::type_complexity)]
+    fn conduct<T: Send>(
+        &mut self,
+        conductor: &Conductor,
+        pump: Option<&Pump>,
+        listens: bool,
+        work: impl FnOnce() -> anyhow::Result<T> + Send,
+    ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Option<Reply>>, Asked)> {
+        let mut fin: Option<Reply> = None;
+        let mut asked = Asked::default();
+        // The conductor rings when a law has a size to announce.
+        let wake = Wake::new().context("cannot make an eventfd")?;
+        let (announce, announced) = mpsc::channel::<Told>();
+        std::thread::scope(|scope| {
+            let bell = &wake;
+            let worker = scope.spawn(move || {
+                let told = |t| {
+                    let _ = announce.send(t);
+                    bell.ring();
+                };
+                conductor
+                    .run(work, told)
+                    .unwrap_or_else(|| Err(anyhow!("the data transfer thread panicked")))
+            });
+            let joined = |worker: std::thread::ScopedJoinHandle<'_, anyhow::Result<T>>| {
+                worker
+                    .join()
+                    .map_err(|_| anyhow!("the data transfer thread panicked"))
+            };
+            while !worker.is_finished() {
+                for t in announced.try_iter() {
+                    if !self.drs_peer || fin.is_some() {
+                        continue;
+                    }
+                    match t {
+                        Told::Buffer(n) => {
+                            self.send_during(&fatpipe_proto::Command::Sbuf(n))?;
+                            asked.probes.push_back(Instant::now());
+                        }
+                        Told::Paced(cc) => {
+                            self.send_during(&fatpipe_proto::Command::Opts(format!(
+                                "DRS Paced={cc}"
+                            )))?;
+                            asked.notices += 1;
+                        }
+                    }
+                }
+                // The server has spoken (or is not listened to): only the data side's end
+                // remains; look for it every millisecond (sleeping a whole poll for it cost up
+                // to 50 ms per file).
+                if fin.is_some() || !listens {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                match self.poll_reply(POLL, Some(&wake)) {
+                    Ok(Some(r)) => {
+                        fin = take_reply(conductor, &mut asked, r);
+                        if let (Some(f), Some(p)) = (&fin, pump) {
+                            if !f.is_success() {
+                                p.cancel();
+                            }
+                        }
+                    }
+                    Ok(None) => {}
+                    // The control connection broke: the data may still finish; report both.
+                    Err(e) => return Ok((joined(worker)?, Err(e), asked)),
+                }
+            }
+            Ok((joined(worker)?, Ok(fin), asked))
+        })
+    }
 }
 
 #[cfg(test)]

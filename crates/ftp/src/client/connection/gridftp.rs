@@ -81,7 +81,7 @@ pub fn checksum_command(alg: ChecksumAlg, path: &str) -> Command {
 }
 
 /// Largest MODE E block this client sends.
-const BLOCK: u64 = 1 << 20;
+pub(super) const BLOCK: u64 = 1 << 20;
 
 impl Connection {
     /// Moves files over `streams` data connections from now on: GridFTP `MODE E` with
@@ -466,7 +466,7 @@ impl Connection {
     /// `resumed` is the count it started with when taken over from the previous transfer,
     /// `moved` what it moved over how many connections (and how many the previous transfer left
     /// open), `cc` the congestion control its senders switched to.
-    fn record_streams(
+    pub(super) fn record_streams(
         &mut self,
         resumed: Option<u32>,
         moved: &Moved,

@@ -4,12 +4,15 @@
 
 mod ahead;
 mod during;
+#[cfg(test)]
+mod fake_server;
 mod gridftp;
 mod listing;
 mod login;
 mod pipelined;
 mod replies;
 mod secure;
+mod stored;
 mod third_party;
 mod udp;
 pub use gridftp::{checksum_command, Streams, StreamsReport};
@@ -18,11 +21,9 @@ use secure::ControlStream;
 pub use secure::{TlsMode, TlsPolicy};
 
 use anyhow::{anyhow, bail, Context};
-use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::{Kept, Prepare};
 use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::tuner::before_connect;
-use fatpipe_net::wake::Wake;
 use fatpipe_net::{Conductor, Moved, Mover, Pump, PumpError, TuneSummary, TunerConfig};
 use fatpipe_proto::drs::DrsOpts;
 use fatpipe_proto::reply::ReplyParser;
@@ -32,10 +33,8 @@ use std::fs::File;
 use std::io::{BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsFd;
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
-use std::time::Instant;
 
 /// Who logs in.
 #[derive(Debug, Clone)]
@@ -439,119 +438,8 @@ impl Connection {
             self.take_trailing(false)?;
             bail!("{what}: server said {r}");
         }
-        if let Some(other) = self.names_another_file(cmd, &r) {
-            let _ = self.control.get_ref().tcp().shutdown(Shutdown::Both);
-            bail!("{what}: the server's reply names {other}: its replies are out of step with this session's commands, which ends here");
-        }
+        self.check_in_step(cmd, &r)?;
         Ok((what, made))
-    }
-
-    /// Runs `work` under the conductor (in threads of their own) while this one keeps the
-    /// control channel: it sends `SBUF` when a law announces a size (timing the answer as an
-    /// RTT probe) and `OPTS DRS Paced=` once this end's senders pace themselves, and takes the
-    /// server's `126` announcements and GridFTP markers. Returns the work's outcome and the
-    /// final reply. A final reply that comes first and says the transfer failed cancels
-    /// `pump`'s work.
-    fn drive<T: Send>(
-        &mut self,
-        conductor: &Conductor,
-        pump: Option<&Pump>,
-        work: impl FnOnce() -> anyhow::Result<T> + Send,
-    ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Reply>)> {
-        let mut fin: Option<Reply> = None;
-        let mut asked = during::Asked::default();
-        // The conductor rings when a law has a size to announce.
-        let wake = Wake::new().context("cannot make an eventfd")?;
-        let (announce, announced) = mpsc::channel::<Told>();
-        let moved = std::thread::scope(|scope| -> anyhow::Result<anyhow::Result<T>> {
-            let bell = &wake;
-            let worker = scope.spawn(move || {
-                let told = |t| {
-                    let _ = announce.send(t);
-                    bell.ring();
-                };
-                conductor
-                    .run(work, told)
-                    .unwrap_or_else(|| Err(anyhow!("the data transfer thread panicked")))
-            });
-            while !worker.is_finished() {
-                for t in announced.try_iter() {
-                    if !self.drs_peer || fin.is_some() {
-                        continue;
-                    }
-                    match t {
-                        Told::Buffer(n) => {
-                            self.send_during(&Command::Sbuf(n))?;
-                            asked.probes.push_back(Instant::now());
-                        }
-                        Told::Paced(cc) => {
-                            self.send_during(&Command::Opts(format!("DRS Paced={cc}")))?;
-                            asked.notices += 1;
-                        }
-                    }
-                }
-                // The server has spoken: only the data side's end remains; look for it every
-                // millisecond (sleeping a whole poll for it cost up to 50 ms per file).
-                if fin.is_some() {
-                    std::thread::sleep(Duration::from_millis(1));
-                    continue;
-                }
-                match self.poll_reply(POLL, Some(&wake)) {
-                    Ok(Some(r)) => {
-                        fin = during::take_reply(conductor, &mut asked, r);
-                        if let (Some(f), Some(p)) = (&fin, pump) {
-                            if !f.is_success() {
-                                p.cancel();
-                            }
-                        }
-                    }
-                    Ok(None) => {}
-                    // The control connection broke: the data may still finish; report both.
-                    Err(e) => {
-                        let moved = worker
-                            .join()
-                            .map_err(|_| anyhow!("the data transfer thread panicked"))?;
-                        return Ok(moved.and(Err(e)));
-                    }
-                }
-            }
-            worker
-                .join()
-                .map_err(|_| anyhow!("the data transfer thread panicked"))
-        })?;
-        // Answers to probes the server took after the transfer ended come after its final
-        // reply; the 126 announcements may come before it.
-        // When the data side already failed, the server gets a short grace to say why, not a
-        // whole --timeout more (a silent server made a 5 s timeout take 15 s).
-        let data_failed = moved.is_err();
-        let fin = loop {
-            if let Some(f) = fin.take() {
-                break Ok(f);
-            }
-            let next = if data_failed {
-                match self.poll_reply(self.timeout.min(FINAL_GRACE), None) {
-                    Ok(Some(r)) => Ok(r),
-                    Ok(None) => Err(anyhow!("{} sent no final reply", self.peer)),
-                    Err(e) => Err(e),
-                }
-            } else {
-                self.read_reply()
-            };
-            match next {
-                Ok(r) => fin = during::take_reply(conductor, &mut asked, r),
-                Err(e) => break Err(e),
-            }
-        };
-        if let Ok(f) = &fin {
-            // Deferred during the transfer, what went out behind its command is answered
-            // first. A probe that came after the transfer's end is answered when the server
-            // is between transfers: after this one's answers, or after those of transfers
-            // queued behind it that the server ran meanwhile.
-            self.take_trailing(f.is_success() && moved.is_ok())?;
-            self.pipe.unanswered += asked.unanswered();
-        }
-        self.last_tune = conductor.summary();
-        Ok((moved, fin))
     }
 
     /// Downloads `path` from `offset` into `sink`; `pump` counts bytes and can cancel.

@@ -9,10 +9,11 @@
 //! connections are closed, the replies read and dropped, and the files go out anew.
 
 use super::ahead::{on_the_wire, Ahead, Want};
-use super::Connection;
+use super::{describe, Connection};
 use anyhow::bail;
 use fatpipe_proto::gridftp::Parallelism;
 use fatpipe_proto::{Command, Reply};
+use std::net::Shutdown;
 use std::time::Instant;
 
 /// Most replies a drained transfer may send before its final one (markers, notices).
@@ -160,19 +161,22 @@ impl Connection {
         true
     }
 
-    /// The file a fatpipe server's `150` to `cmd` (a `RETR`) names, when its name is not the
-    /// one asked for: a reply out of step with the commands (each file's data and checksum
-    /// would then be taken for another's), caught before any byte is written.
-    pub(super) fn names_another_file(&self, cmd: &Command, r: &Reply) -> Option<String> {
-        let Command::Retr(path) = cmd else {
+    /// The file a fatpipe server's `150` to `cmd` (a `RETR` or `STOR`) names, when its name is
+    /// not the one asked for: a reply out of step with the commands (each file's data and
+    /// checksum would then be taken for another's), caught before any byte is written.
+    fn names_another_file(&self, cmd: &Command, r: &Reply) -> Option<String> {
+        let (Command::Retr(path) | Command::Stor(path)) = cmd else {
             return None;
         };
-        if !self.has_feature("DRS") {
+        if !self.has_feature("DRS") || r.code != 150 {
             return None;
         }
-        // "Opening BINARY mode data connection for /d/f (5 bytes)"
+        // "Opening BINARY mode data connection for /d/f (5 bytes)", "Ok to send data for /d/f
+        // (BINARY mode)"
         let text = r.text();
-        let (_, named) = text.split_once(" data connection for ")?;
+        let (_, named) = text
+            .split_once(" data connection for ")
+            .or_else(|| text.split_once(" send data for "))?;
         let (named, _) = named.rsplit_once(" (")?;
         let last = |p: &str| {
             p.trim_end_matches('/')
@@ -181,6 +185,35 @@ impl Connection {
                 .map(str::to_string)
         };
         (last(named) != last(path)).then(|| named.to_string())
+    }
+
+    /// Fails, and ends the session, when a fatpipe server's `150` to `cmd` names another file
+    /// (see [`Connection::names_another_file`]).
+    pub(super) fn check_in_step(&mut self, cmd: &Command, r: &Reply) -> anyhow::Result<()> {
+        if let Some(other) = self.names_another_file(cmd, r) {
+            let _ = self.control.get_ref().tcp().shutdown(Shutdown::Both);
+            bail!("{}: the server's reply names {other}: its replies are out of step with this session's commands, which ends here", describe(cmd));
+        }
+        Ok(())
+    }
+
+    /// Reads the replies of `cmd`, a transfer whose command went out before its turn, to its
+    /// final one (bounded in replies and time: a stalled transfer still sends markers). A
+    /// `150` that names another file ends the session.
+    pub(super) fn read_final(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
+        let deadline = Instant::now() + self.timeout;
+        for _ in 0..DRAIN_REPLIES {
+            let r = self.read_one_reply()?;
+            tracing::debug!("{cmd} (sent before its turn) -> {r}");
+            if !r.is_preliminary() {
+                return Ok(r);
+            }
+            self.check_in_step(cmd, &r)?;
+            if Instant::now() > deadline {
+                break;
+            }
+        }
+        bail!("{} did not end {cmd} within the --timeout", self.peer)
     }
 
     /// Ends the queued transfers, which will not run as sent: their connections closed (the
@@ -198,20 +231,8 @@ impl Connection {
             );
             self.pipe.expect(q.settings, Vec::new());
             self.take_owed()?;
-            // Bounded in replies and time (a stalled transfer still sends markers).
-            let deadline = Instant::now() + self.timeout;
-            for _ in 0..DRAIN_REPLIES {
-                let r = self.read_one_reply()?;
-                tracing::debug!("{} (drained) -> {r}", q.cmd);
-                if !r.is_preliminary() {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    bail!("{} did not end {} within the --timeout", self.peer, q.cmd);
-                }
-            }
-            self.pipe.expect(Vec::new(), q.behind);
-            self.take_trailing(false)?;
+            self.read_final(&q.cmd)?;
+            self.take_answers(q.behind, false)?;
         }
         Ok(())
     }
@@ -219,7 +240,7 @@ impl Connection {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ahead::tests::{rounds, tuned_auto, with_server};
+    use super::super::fake_server::{rounds, tuned_auto, with_server};
     use fatpipe_net::Pump;
     use fatpipe_proto::mode_e::Reassembly;
     use fatpipe_proto::ranges::RangeSet;

@@ -235,7 +235,7 @@ fn untrusted(peer: &str, host: &str, e: io::Error) -> anyhow::Error {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ahead::tests::{fake_server, take};
+    use super::super::fake_server::{fake_server, take};
     use super::super::{Connection, Credentials};
     use super::{TlsMode, TlsPolicy};
     use std::time::Duration;

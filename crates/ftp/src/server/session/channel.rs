@@ -223,7 +223,19 @@ impl Session {
         Ok(flow)
     }
 
+    /// `STOR`/`APPE`. Refused in a fatpipe client's session (`OPTS DRS ON`), it closes the kept
+    /// connections: their data, which a client that sends uploads before their turn (FEAT
+    /// `PIPELINED STOR`) already sent, is nobody's, and the uploads queued behind find no data
+    /// channel (`425`) instead of reading it as theirs.
     pub(super) fn store(&mut self, arg: &str, append: bool) -> Result<Flow, Reply> {
+        let started = self.start_store(arg, append);
+        if started.is_err() && self.drs_notify {
+            self.kept = None;
+        }
+        started
+    }
+
+    fn start_store(&mut self, arg: &str, append: bool) -> Result<Flow, Reply> {
         let offset = std::mem::take(&mut self.rest);
         self.writable()?;
         self.data_ready(self.extended, true)?;

@@ -42,8 +42,9 @@ enum Flow {
     Close,
 }
 
-/// Commands queued while a transfer runs are answered after it; more than this is refused.
-const MAX_DEFERRED: usize = 32;
+/// Commands queued while a transfer runs are answered after it; more than this is refused
+/// (room for eight uploads sent ahead, each with its `SIZE`, `CKSM` and `MFMT`).
+const MAX_DEFERRED: usize = 64;
 
 const FEATURES: &[&str] = &[
     "DCREUSE",
@@ -56,6 +57,7 @@ const FEATURES: &[&str] = &[
     "MFMT",
     "MLST type*;size*;modify*;perm*;UNIX.mode*;",
     "PARALLEL",
+    "PIPELINED STOR",
     "REST STREAM",
     "SBUF",
     "SETNETSTACK tcp,udp",
