@@ -25,6 +25,17 @@ struct PaceLaw {
     ca_state: u32,
 }
 
+/// bic_law.h's `struct ss_exit`.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct SsExit {
+    end_seq: u32,
+    min_rtt_us: u32,
+    round_rtt_us: u32,
+    samples: u32,
+    found: u32,
+}
+
 extern "C" {
     fn fp_bic_update(b: *mut BicLaw, cwnd: u32, now_us: u64);
     fn fp_bic_on_loss(b: *mut BicLaw, cwnd: u32) -> u32;
@@ -39,6 +50,8 @@ extern "C" {
     ) -> u32;
     fn fp_pace_on_state(p: *mut PaceLaw, ca_state: u32);
     fn fp_pace_holds_window(p: *const PaceLaw) -> i32;
+    fn fp_ss_on_ack(h: *mut SsExit, ack: u32, snd_nxt: u32);
+    fn fp_ss_on_rtt(h: *mut SsExit, rtt_us: u32, cwnd: u32) -> i32;
 }
 
 const CA_OPEN: u32 = 0;
@@ -106,6 +119,50 @@ impl PaceLaw {
     fn holds(&self) -> bool {
         unsafe { fp_pace_holds_window(self) != 0 }
     }
+}
+
+impl SsExit {
+    /// One round of slow start with a window of `cwnd` segments: the ACK that starts it (the
+    /// round before ended at `seq`, this one ends at `seq + cwnd`), then one RTT sample per
+    /// segment. Whether slow start ended, and at which sample.
+    fn round(&mut self, seq: u32, cwnd: u32, rtts_ms: &[u32]) -> Option<usize> {
+        unsafe { fp_ss_on_ack(self, seq + 1, seq + cwnd) };
+        rtts_ms
+            .iter()
+            .position(|ms| unsafe { fp_ss_on_rtt(self, ms * 1000, cwnd) } != 0)
+    }
+}
+
+#[test]
+fn slow_start_ends_when_a_rounds_first_samples_all_lie_an_eighth_above_the_least_rtt() {
+    let mut h = SsExit::default();
+    // 50 ms path: the rise that ends slow start is 6.25 ms.
+    assert_eq!(h.round(0, 20, &[50; 20]), None);
+    assert_eq!(h.round(20, 40, &[56; 40]), None);
+    // One quick sample among the first eight: no queue yet.
+    let mut rtts = [57; 40];
+    rtts[7] = 50;
+    assert_eq!(h.round(60, 40, &rtts), None);
+    // The queue shows in every one of the first eight: out at the eighth.
+    assert_eq!(h.round(100, 80, &[57; 80]), Some(7));
+    assert_eq!(h.found, 1);
+    // Once out, no further exit is signalled.
+    assert_eq!(h.round(180, 80, &[90; 80]), None);
+}
+
+#[test]
+fn small_windows_and_samples_past_a_rounds_first_eight_do_not_end_slow_start() {
+    let mut h = SsExit::default();
+    assert_eq!(h.round(0, 15, &[100; 15]), None, "below 16 segments");
+    // The least RTT is 100 ms now: the rise is 12.5 ms; the ninth sample on comes too late.
+    let mut rtts = [100; 40];
+    rtts[8..].fill(200);
+    assert_eq!(h.round(15, 40, &rtts), None);
+    // A short path's bound: 4 ms at least (a 10 ms path's eighth is 1.25 ms).
+    let mut h = SsExit::default();
+    assert_eq!(h.round(0, 20, &[10; 20]), None);
+    assert_eq!(h.round(20, 40, &[13; 40]), None);
+    assert_eq!(h.round(60, 80, &[15; 80]), Some(7));
 }
 
 #[test]

@@ -10,6 +10,7 @@
  *   set_state     a loss for the pacing law (entering CWR, Recovery or Loss)
  *   in_ack_event  the pacing ceiling, every ACK: SO_MAX_PACING_RATE, under which the kernel's
  *                 own pacing (sk_pacing_rate from cwnd and RTT) runs
+ *   pkts_acked    RTT samples: slow start ends when the queue's delay rises (paced only)
  * and shows the pacing law's state, eab and ceiling to user space in the socket's storage
  * (pace_views, read by the socket's fd) whenever they change: fatpipe's telemetry records them.
  * Kernel structures are declared with only the fields used; CO-RE relocates them against the
@@ -41,6 +42,7 @@ struct inet_connection_sock {
 } __attribute__((preserve_access_index));
 
 struct tcp_sock {
+	__u32 snd_nxt;
 	__u32 snd_cwnd;
 	__u32 snd_ssthresh;
 	__u32 srtt_us;
@@ -50,12 +52,18 @@ struct tcp_sock {
 	__u8 is_cwnd_limited : 1;
 } __attribute__((preserve_access_index));
 
+struct ack_sample {
+	__u32 pkts_acked;
+	__s32 rtt_us;
+} __attribute__((preserve_access_index));
+
 struct tcp_congestion_ops {
 	__u32 (*ssthresh)(struct sock *sk);
 	void (*cong_avoid)(struct sock *sk, __u32 ack, __u32 acked);
 	void (*set_state)(struct sock *sk, __u8 new_state);
 	void (*in_ack_event)(struct sock *sk, __u32 flags);
 	__u32 (*undo_cwnd)(struct sock *sk);
+	void (*pkts_acked)(struct sock *sk, const struct ack_sample *sample);
 	void (*init)(struct sock *sk);
 	char name[16];
 };
@@ -67,6 +75,7 @@ extern void tcp_cong_avoid_ai(struct tcp_sock *tp, __u32 w, __u32 acked) __ksym;
 struct fp_bic {
 	struct bic_law bic;
 	struct pace_law pace;
+	struct ss_exit ss;
 };
 
 _Static_assert(sizeof(struct fp_bic) <= ICSK_CA_PRIV_BYTES, "state fits icsk_ca_priv");
@@ -131,6 +140,7 @@ void BPF_PROG(fp_bic_init, struct sock *sk)
 
 	__builtin_memset(s, 0, sizeof(*s));
 	s->pace.time_eabp_ms = PACE_FIRST_EABP_MS;
+	s->ss.end_seq = tcp_of(sk)->snd_nxt;
 }
 
 SEC("struct_ops")
@@ -142,6 +152,8 @@ void BPF_PROG(fp_bic_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	if (!cwnd_limited(tp))
 		return;
 	if (in_slow_start(tp)) {
+		if (FP_PACED)
+			ss_on_ack(&s->ss, ack, tp->snd_nxt);
 		acked = tcp_slow_start(tp, acked);
 		if (!acked)
 			return;
@@ -164,8 +176,10 @@ void BPF_PROG(fp_bic_set_state, struct sock *sk, __u8 new_state)
 	struct fp_bic *s = state_of(sk);
 
 	if (new_state == FP_CA_LOSS) {
-		/* A timeout: BIC starts over (the pacing law keeps what it learned). */
+		/* A timeout: BIC starts over, and slow start may end on delay again (the pacing
+		 * law keeps what it learned). */
 		__builtin_memset(&s->bic, 0, sizeof(s->bic));
+		s->ss.found = 0;
 	}
 #if FP_PACED
 	__u64 eab = s->pace.eab;
@@ -200,6 +214,18 @@ void BPF_PROG(fp_bic_in_ack_event, struct sock *sk, __u32 flags)
 	bpf_setsockopt(sk, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val));
 	show(sk, &s->pace);
 }
+
+SEC("struct_ops")
+void BPF_PROG(fp_bic_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct tcp_sock *tp = tcp_of(sk);
+	__s32 rtt_us = sample->rtt_us;
+
+	if (rtt_us <= 0 || !in_slow_start(tp))
+		return;
+	if (ss_on_rtt(&state_of(sk)->ss, (__u32)rtt_us, tp->snd_cwnd))
+		tp->snd_ssthresh = tp->snd_cwnd;
+}
 #endif
 
 SEC("struct_ops")
@@ -216,6 +242,7 @@ struct tcp_congestion_ops fatpipe_bic = {
 	.set_state = (void *)fp_bic_set_state,
 #if FP_PACED
 	.in_ack_event = (void *)fp_bic_in_ack_event,
+	.pkts_acked = (void *)fp_bic_pkts_acked,
 #endif
 	.undo_cwnd = (void *)fp_bic_undo_cwnd,
 #if FP_PACED

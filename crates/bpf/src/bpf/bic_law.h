@@ -14,7 +14,9 @@
  * before it is the estimated available bandwidth eab, and two eabs within 10 % mean a stable
  * path. EABP: once the CWP rate reaches 90 % of eab, the sender is paced at eab and the window
  * does not grow for time_eabp (1 s, doubled while the path is stable, back to 1 s when not; not
- * reset by an EABP a loss cut short), then CWP until the next loss.
+ * reset by an EABP a loss cut short), then CWP until the next loss. Paced, the queue's delay
+ * is the only one a packet meets, so slow start also ends when it rises (ss_exit), before the
+ * doubling window overruns the queue.
  */
 #ifndef FATPIPE_BIC_LAW_H
 #define FATPIPE_BIC_LAW_H
@@ -42,6 +44,13 @@
 #define PACE_LONGEST_EABP_MS 64000
 /* No ceiling, as SO_MAX_PACING_RATE takes it from a 32-bit value. */
 #define PACE_UNLIMITED 0xffffffffU
+
+/* Leaving slow start on delay (fatpipe_bic only): HyStart's delay increase (Ha and Rhee,
+ * "Taming the elephants", 2011), whose signal pacing makes clean. */
+#define SS_LOW_WINDOW 16	 /* not below this window, segments */
+#define SS_SAMPLES 8		 /* the first RTT samples of a round it judges by */
+#define SS_DELAY_MIN_US 4000	 /* the rise that ends slow start: an eighth of the least RTT, */
+#define SS_DELAY_MAX_US 16000 /* within these bounds */
 
 /* TCP's congestion-avoidance states (enum tcp_ca_state). */
 #define FP_CA_OPEN 0
@@ -74,8 +83,51 @@ struct pace_law {
 	__u32 ca_state;	     /* TCP's state as last told (FP_CA_*) */
 };
 
+/* Slow start's exit on delay, of one connection. */
+struct ss_exit {
+	__u32 end_seq;	    /* the round ends once this is acknowledged */
+	__u32 min_rtt_us;   /* the least RTT seen; 0: none yet */
+	__u32 round_rtt_us; /* the least of this round's first samples */
+	__u32 samples;	    /* this round's samples taken */
+	__u32 found;	    /* slow start ended on delay (until a timeout starts it over) */
+};
+
 static __always_inline __u32 fp_min_u32(__u32 a, __u32 b) { return a < b ? a : b; }
 static __always_inline __u32 fp_max_u32(__u32 a, __u32 b) { return a > b ? a : b; }
+
+/* An ACK of ack in slow start: once the round's data (up to end_seq) is acknowledged, the
+ * next round starts, ending at snd_nxt. */
+static __always_inline void ss_on_ack(struct ss_exit *h, __u32 ack, __u32 snd_nxt)
+{
+	if ((__s32)(ack - h->end_seq) > 0) {
+		h->end_seq = snd_nxt;
+		h->round_rtt_us = 0xffffffffU;
+		h->samples = 0;
+	}
+}
+
+/* An RTT sample in slow start, the window cwnd segments: whether slow start ends here. It
+ * does when the least of a round's first SS_SAMPLES samples lies above the least RTT seen by
+ * an eighth of it (4 to 16 ms): a queue is building, and doubling the window again would
+ * overrun it a round trip before any loss could say so. */
+static __always_inline int ss_on_rtt(struct ss_exit *h, __u32 rtt_us, __u32 cwnd)
+{
+	__u32 rise;
+
+	if (h->min_rtt_us == 0 || rtt_us < h->min_rtt_us)
+		h->min_rtt_us = rtt_us;
+	if (h->found || cwnd < SS_LOW_WINDOW || h->samples >= SS_SAMPLES)
+		return 0;
+	h->round_rtt_us = fp_min_u32(h->round_rtt_us, rtt_us);
+	h->samples++;
+	if (h->samples < SS_SAMPLES)
+		return 0;
+	rise = fp_min_u32(fp_max_u32(h->min_rtt_us / 8, SS_DELAY_MIN_US), SS_DELAY_MAX_US);
+	if (h->round_rtt_us <= h->min_rtt_us + rise)
+		return 0;
+	h->found = 1;
+	return 1;
+}
 
 /* Recomputes cnt for a window of cwnd segments at now_us (congestion avoidance). */
 static __always_inline void bic_update(struct bic_law *b, __u32 cwnd, __u64 now_us)
