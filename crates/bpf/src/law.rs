@@ -52,6 +52,7 @@ extern "C" {
     fn fp_pace_holds_window(p: *const PaceLaw) -> i32;
     fn fp_ss_on_ack(h: *mut SsExit, ack: u32, snd_nxt: u32);
     fn fp_ss_on_rtt(h: *mut SsExit, rtt_us: u32, cwnd: u32) -> i32;
+    fn fp_ss_exit_window(h: *const SsExit, cwnd: u32) -> u32;
 }
 
 const CA_OPEN: u32 = 0;
@@ -143,11 +144,19 @@ fn slow_start_ends_when_a_rounds_first_samples_all_lie_an_eighth_above_the_least
     let mut rtts = [57; 40];
     rtts[7] = 50;
     assert_eq!(h.round(60, 40, &rtts), None);
-    // The queue shows in every one of the first eight: out at the eighth.
-    assert_eq!(h.round(100, 80, &[57; 80]), Some(7));
+    // The queue shows in every one of the first eight: out at the eighth, with the window the
+    // path held without it (80 x 50 / 57).
+    assert_eq!(h.round(240, 80, &[57; 80]), Some(7));
     assert_eq!(h.found, 1);
+    assert_eq!(unsafe { fp_ss_exit_window(&h, 80) }, 70);
+    assert_eq!(
+        unsafe { fp_ss_exit_window(&h, 17) },
+        16,
+        "never below 16 segments"
+    );
     // Once out, no further exit is signalled.
-    assert_eq!(h.round(180, 80, &[90; 80]), None);
+    assert_eq!(h.round(320, 80, &[90; 80]), None);
+    assert_eq!(h.round(400, 80, &[90; 80]), None);
 }
 
 #[test]

@@ -236,6 +236,15 @@ fn mkdir_rm_and_mv_change_the_servers_files() {
         .success());
 }
 
+/// `key` of each file of a `--json` copy's summary, in its order.
+fn each_file(o: &std::process::Output, key: &str) -> Vec<String> {
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let files = summary["files"].as_array().unwrap().iter();
+    files
+        .map(|f| f[key].as_str().unwrap().to_string())
+        .collect()
+}
+
 #[test]
 fn several_files_at_once_arrive_whole_and_in_plan_order() {
     let s = FatpipeServer::start(&["--anonymous-write"]);
@@ -254,15 +263,8 @@ fn several_files_at_once_arrive_whole_and_in_plan_order() {
             .arg(s.url("t"))
             .arg(work.path()),
     );
-    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let sources: Vec<&str> = summary["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["source"].as_str().unwrap())
-        .collect();
     let expected: Vec<String> = names.iter().map(|n| format!("/t/{n}")).collect();
-    assert_eq!(sources, expected);
+    assert_eq!(each_file(&o, "source"), expected);
     for n in &names {
         assert_same(&s.path(&format!("t/{n}")), &work.path().join("t").join(n));
     }
@@ -273,15 +275,8 @@ fn several_files_at_once_arrive_whole_and_in_plan_order() {
             .arg(work.path().join("t"))
             .arg(s.url("back")),
     );
-    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let destinations: Vec<&str> = summary["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["destination"].as_str().unwrap())
-        .collect();
     let expected: Vec<String> = names.iter().map(|n| format!("/back/{n}")).collect();
-    assert_eq!(destinations, expected);
+    assert_eq!(each_file(&o, "destination"), expected);
     for n in &names {
         assert_same(&s.path(&format!("t/{n}")), &s.path(&format!("back/{n}")));
     }
@@ -311,12 +306,8 @@ fn an_upload_refused_among_those_sent_ahead_fails_alone() {
         .map(|f| f["destination"].as_str().unwrap())
         .collect();
     assert_eq!(failed, ["/back/t/f4"], "{summary}");
-    let destinations: Vec<&str> = files
-        .iter()
-        .map(|f| f["destination"].as_str().unwrap())
-        .collect();
     let expected: Vec<String> = (0..10).map(|i| format!("/back/t/f{i}")).collect();
-    assert_eq!(destinations, expected);
+    assert_eq!(each_file(&o, "destination"), expected);
     for i in (0..10).filter(|i| *i != 4) {
         assert_same(&t.join(format!("f{i}")), &s.path(&format!("back/t/f{i}")));
     }

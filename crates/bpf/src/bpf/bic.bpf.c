@@ -10,7 +10,8 @@
  *   set_state     a loss for the pacing law (entering CWR, Recovery or Loss)
  *   in_ack_event  the pacing ceiling, every ACK: SO_MAX_PACING_RATE, under which the kernel's
  *                 own pacing (sk_pacing_rate from cwnd and RTT) runs
- *   pkts_acked    RTT samples: slow start ends when the queue's delay rises (paced only)
+ *   pkts_acked    RTT samples: slow start ends when the queue's delay rises, with the window
+ *                 the path held without that queue (paced only)
  * and shows the pacing law's state, eab and ceiling to user space in the socket's storage
  * (pace_views, read by the socket's fd) whenever they change: fatpipe's telemetry records them.
  * Kernel structures are declared with only the fields used; CO-RE relocates them against the
@@ -223,8 +224,12 @@ void BPF_PROG(fp_bic_pkts_acked, struct sock *sk, const struct ack_sample *sampl
 
 	if (rtt_us <= 0 || !in_slow_start(tp))
 		return;
-	if (ss_on_rtt(&state_of(sk)->ss, (__u32)rtt_us, tp->snd_cwnd))
+	struct ss_exit *ss = &state_of(sk)->ss;
+
+	if (ss_on_rtt(ss, (__u32)rtt_us, tp->snd_cwnd)) {
+		tp->snd_cwnd = ss_exit_window(ss, tp->snd_cwnd);
 		tp->snd_ssthresh = tp->snd_cwnd;
+	}
 }
 #endif
 

@@ -15,8 +15,8 @@
  * path. EABP: once the CWP rate reaches 90 % of eab, the sender is paced at eab and the window
  * does not grow for time_eabp (1 s, doubled while the path is stable, back to 1 s when not; not
  * reset by an EABP a loss cut short), then CWP until the next loss. Paced, the queue's delay
- * is the only one a packet meets, so slow start also ends when it rises (ss_exit), before the
- * doubling window overruns the queue.
+ * is the only one a packet meets, so slow start also ends when it rises (ss_exit), with the
+ * window the path held without that queue, before the doubling window overruns it.
  */
 #ifndef FATPIPE_BIC_LAW_H
 #define FATPIPE_BIC_LAW_H
@@ -109,7 +109,9 @@ static __always_inline void ss_on_ack(struct ss_exit *h, __u32 ack, __u32 snd_nx
 /* An RTT sample in slow start, the window cwnd segments: whether slow start ends here. It
  * does when the least of a round's first SS_SAMPLES samples lies above the least RTT seen by
  * an eighth of it (4 to 16 ms): a queue is building, and doubling the window again would
- * overrun it a round trip before any loss could say so. */
+ * overrun it a round trip before any loss could say so. (Waiting for a second such round, to
+ * tell another flow's burst passing through the queue, came too late at twice cwnd/RTT: the
+ * queue overflowed first.) */
 static __always_inline int ss_on_rtt(struct ss_exit *h, __u32 rtt_us, __u32 cwnd)
 {
 	__u32 rise;
@@ -127,6 +129,20 @@ static __always_inline int ss_on_rtt(struct ss_exit *h, __u32 rtt_us, __u32 cwnd
 		return 0;
 	h->found = 1;
 	return 1;
+}
+
+/* The window slow start leaves with, from cwnd when ss_on_rtt said so: what the path held
+ * without the queue the round's samples showed (cwnd scaled by least RTT / round RTT), at
+ * least SS_LOW_WINDOW. The paced flight that doubled before the delay could tell overran the
+ * room by up to a round's growth; kept, it fills the queue to a loss a few round trips later. */
+static __always_inline __u32 ss_exit_window(const struct ss_exit *h, __u32 cwnd)
+{
+	__u64 w;
+
+	if (h->round_rtt_us == 0 || h->round_rtt_us == 0xffffffffU)
+		return cwnd;
+	w = (__u64)cwnd * h->min_rtt_us / h->round_rtt_us;
+	return fp_max_u32((__u32)w, SS_LOW_WINDOW);
 }
 
 /* Recomputes cnt for a window of cwnd segments at now_us (congestion avoidance). */

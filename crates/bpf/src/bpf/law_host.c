@@ -14,3 +14,4 @@ void fp_pace_on_state(struct pace_law *p, __u32 ca_state) { pace_on_state(p, ca_
 int fp_pace_holds_window(const struct pace_law *p) { return pace_holds_window(p); }
 void fp_ss_on_ack(struct ss_exit *h, __u32 ack, __u32 snd_nxt) { ss_on_ack(h, ack, snd_nxt); }
 int fp_ss_on_rtt(struct ss_exit *h, __u32 rtt_us, __u32 cwnd) { return ss_on_rtt(h, rtt_us, cwnd); }
+__u32 fp_ss_exit_window(const struct ss_exit *h, __u32 cwnd) { return ss_exit_window(h, cwnd); }

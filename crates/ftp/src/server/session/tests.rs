@@ -110,6 +110,7 @@ fn feat_names_the_gridftp_extensions_and_checksums() {
         "SBUF",
         "CKSM MD5",
         "SETNETSTACK",
+        "PIPELINED STOR",
     ] {
         assert!(text.contains(f), "{f} missing from {text}");
     }
