@@ -1,14 +1,14 @@
 //! Whole copies as `fatpipe cp` performs them: one file or a tree, either direction, with
 //! resume, per-file results and a check that every byte arrived.
 
-use super::connection::checksum_command;
-use super::connection::StreamsReport;
+use super::connection::{checksum_command, StreamsReport};
 use super::filter::Filter;
 use super::part::Part;
 use super::plan::{self, Job};
 use super::pool;
 use super::verify::{
-    already_there, ask_checksum, follow, regular_file_alg, verify_alg, verify_copy, LEAD,
+    already_there, ask_checksum, check_upload, follow, prepare_upload_check, regular_file_alg,
+    verify_alg, verify_copy,
 };
 use super::{Connection, Credentials, Location, RemoteUrl, Streams};
 use anyhow::{bail, Context};
@@ -536,39 +536,15 @@ impl Copier<'_> {
             let alg = verify_alg(c, verify, rpath, local).ok().flatten();
             loop {
                 file.seek(SeekFrom::Start(have))?;
-                // Hashed as it is read for sending (a few blocks ahead of what has left).
-                let from = pump.bytes();
-                let sent = pump.clone();
-                let hashed = alg.and_then(|alg| {
-                    follow(&file, alg, move || {
-                        (have + sent.bytes().saturating_sub(from) + LEAD).min(len)
-                    })
-                });
-                // What the server holds afterwards is asked behind the STOR.
-                c.ask_behind(Command::Size(rpath.into()));
-                ask_checksum(c, alg, rpath, false);
+                let hashed = prepare_upload_check(c, &file, alg, rpath, (have, len), pump);
                 moved += if c.uses_blocks() {
                     c.store_blocks(rpath, have, &file, pump)?
                 } else {
                     c.store_file(rpath, have, &file, pump)?
                 };
-                // Else SIZE goes out with the checksum (verify_copy sends both before it
-                // hashes this end's copy): one round trip for both.
-                if !c.is_asked(&Command::Size(rpath.into())) {
-                    c.ask_ahead(Command::Size(rpath.into()));
-                }
                 obs.verifying(rpath);
-                let verified = verify_copy(c, verify, rpath, local, hashed);
-                if let Some(remote) = c.size(rpath)? {
-                    if remote != len {
-                        bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
-                    }
-                }
-                match verified {
+                match check_upload(c, verify, (rpath, local), len, modified, hashed)? {
                     Ok(verified) => {
-                        if !c.set_modified(rpath, modified) {
-                            tracing::debug!("{rpath}: the server cannot set its modification time (no MFMT)");
-                        }
                         return Ok(Done { bytes: moved, resumed_from: first, verified });
                     }
                     // What the server held before may not be a prefix of this file: once more,

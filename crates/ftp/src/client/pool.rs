@@ -181,9 +181,7 @@ fn work<'a>(
                 continue;
             }
         }
-        while !ahead.is_empty() {
-            end_oldest(&mut copier, &mut ahead, server, &mut places);
-        }
+        end_all(&mut copier, &mut ahead, server, &mut places);
         let mut next: Vec<Job> = mine.iter().map(|(_, j): &(usize, Job)| j.clone()).collect();
         while takes_one_more(&job, &next, opts.resume) {
             let Some(more) = take() else { break };
@@ -193,9 +191,7 @@ fn work<'a>(
         copier.next = next;
         copy_one(&mut copier, server, i, job, &mut places);
     }
-    while !ahead.is_empty() {
-        end_oldest(&mut copier, &mut ahead, server, &mut places);
-    }
+    end_all(&mut copier, &mut ahead, server, &mut places);
     let Copier { c, results, .. } = copier;
     c.quit();
     places.into_iter().zip(results).collect()
@@ -226,18 +222,34 @@ fn end_oldest<'a>(
     server: &'a Server<'a>,
     places: &mut Vec<usize>,
 ) {
-    let mut again = Vec::new();
+    let Some((place, job, sent)) = ahead.oldest() else {
+        return;
+    };
+    if copier.end_upload(sent) {
+        places.push(place);
+        return;
+    }
+    let mut again = vec![(place, job)];
     while let Some((place, job, sent)) = ahead.oldest() {
         match copier.end_upload(sent) {
             true => places.push(place),
             false => again.push((place, job)),
         }
-        if again.is_empty() {
-            return;
-        }
     }
     for (place, job) in again {
         copy_one(copier, server, place, job, places);
+    }
+}
+
+/// Ends every upload sent ahead (see [`end_oldest`]).
+fn end_all<'a>(
+    copier: &mut Copier<'a>,
+    ahead: &mut UploadsAhead,
+    server: &'a Server<'a>,
+    places: &mut Vec<usize>,
+) {
+    while !ahead.is_empty() {
+        end_oldest(copier, ahead, server, places);
     }
 }
 

@@ -5,10 +5,9 @@
 
 use super::copy::{Copier, Done, Report, PIPELINE_BYTES, PIPELINE_DEPTH, PIPELINE_MAX};
 use super::plan::Job;
-use super::verify::{ask_checksum, follow, verify_alg, verify_copy, LEAD};
+use super::verify::{check_upload, prepare_upload_check, verify_alg};
 use fatpipe_net::checksum::Follower;
 use fatpipe_net::Pump;
-use fatpipe_proto::Command;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::path::PathBuf;
@@ -91,11 +90,7 @@ impl Copier<'_> {
         let alg = verify_alg(&self.c, self.opts.verify, rpath, local)
             .ok()
             .flatten();
-        let sent = pump.clone();
-        let hashed = alg.and_then(|alg| follow(&file, alg, move || (sent.bytes() + LEAD).min(len)));
-        // What the server holds afterwards is asked behind the STOR.
-        self.c.ask_behind(Command::Size(rpath.clone()));
-        ask_checksum(&mut self.c, alg, rpath, false);
+        let hashed = prepare_upload_check(&mut self.c, &file, alg, rpath, (0, len), &pump);
         if let Err(e) = self.c.store_ahead(rpath, &file, &pump) {
             tracing::debug!("{e:#}: sent the normal way");
             return None;
@@ -133,26 +128,19 @@ impl Copier<'_> {
             }
         };
         self.obs.verifying(&rpath);
-        let verify = self.opts.verify;
-        let verified = verify_copy(&mut self.c, verify, &rpath, &local, hashed);
-        let outcome = match (self.c.size(&rpath), verified) {
-            (Ok(Some(remote)), _) if remote != len => Err(anyhow::anyhow!(
-                "{rpath}: server has {remote} bytes after the upload, expected {len}"
-            )),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-            (Ok(_), Ok(verified)) => {
-                if !self.c.set_modified(&rpath, modified) {
-                    tracing::debug!(
-                        "{rpath}: the server cannot set its modification time (no MFMT)"
-                    );
-                }
-                Ok(Done {
-                    bytes: moved,
-                    resumed_from: 0,
-                    verified,
-                })
-            }
-        };
+        let checked = check_upload(
+            &mut self.c,
+            self.opts.verify,
+            (&rpath, &local),
+            len,
+            modified,
+            hashed,
+        );
+        let outcome = checked.and_then(|verified| verified).map(|verified| Done {
+            bytes: moved,
+            resumed_from: 0,
+            verified,
+        });
         let source = local.display().to_string();
         self.record_outcome(source, rpath, &pump, outcome, report);
         true

@@ -6,13 +6,16 @@ use super::copy::Verify;
 use super::Connection;
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::{checksum, Follower};
+use fatpipe_net::Pump;
 use fatpipe_proto::gridftp::ChecksumAlg;
+use fatpipe_proto::Command;
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 /// How far ahead of what has been sent an upload's hash may read (the sender reads the same
 /// pages from the cache a moment later).
-pub(super) const LEAD: u64 = 64 << 20;
+const LEAD: u64 = 64 << 20;
 
 /// `file` hashed with `alg` beside its transfer, as far as `ready` says it is in place.
 pub(super) fn follow(
@@ -30,6 +33,58 @@ pub(super) fn follow(
             None
         }
     }
+}
+
+/// Before an upload of `file` (`len` bytes) from `have`: this end's hash, taken as the file is
+/// read for sending (a few blocks ahead of what `pump` counts as gone), and what the server
+/// holds afterwards asked behind the `STOR` (`SIZE`, and the checksum under `alg`).
+pub(super) fn prepare_upload_check(
+    c: &mut Connection,
+    file: &File,
+    alg: Option<ChecksumAlg>,
+    rpath: &str,
+    (have, len): (u64, u64),
+    pump: &Arc<Pump>,
+) -> Option<Follower> {
+    let from = pump.bytes();
+    let sent = pump.clone();
+    let hashed = alg.and_then(|alg| {
+        follow(file, alg, move || {
+            (have + sent.bytes().saturating_sub(from) + LEAD).min(len)
+        })
+    });
+    c.ask_behind(Command::Size(rpath.into()));
+    ask_checksum(c, alg, rpath, false);
+    hashed
+}
+
+/// After an upload's data: the server's size against `len` and its checksum against this
+/// end's (`hashed` beside the transfer, else read now), as `verify` says; when they agree the
+/// file's modification time is set (`MFMT`). A size that differs, or a broken connection, is
+/// the outer error; the checksums' verdict the inner result (`ALG:hex` when compared).
+pub(super) fn check_upload(
+    c: &mut Connection,
+    verify: Verify,
+    (rpath, local): (&str, &Path),
+    len: u64,
+    modified: i64,
+    hashed: Option<Follower>,
+) -> anyhow::Result<anyhow::Result<Option<String>>> {
+    // Else SIZE goes out with the checksum (verify_copy sends both before it hashes this
+    // end's copy): one round trip for both.
+    if !c.is_asked(&Command::Size(rpath.into())) {
+        c.ask_ahead(Command::Size(rpath.into()));
+    }
+    let verified = verify_copy(c, verify, rpath, local, hashed);
+    if let Some(remote) = c.size(rpath)? {
+        if remote != len {
+            bail!("{rpath}: server has {remote} bytes after the upload, expected {len}");
+        }
+    }
+    if verified.is_ok() && !c.set_modified(rpath, modified) {
+        tracing::debug!("{rpath}: the server cannot set its modification time (no MFMT)");
+    }
+    Ok(verified)
 }
 
 /// Whether a destination as long as the source holds the same bytes, by checksum: `Some`

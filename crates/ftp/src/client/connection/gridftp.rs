@@ -81,7 +81,7 @@ pub fn checksum_command(alg: ChecksumAlg, path: &str) -> Command {
 }
 
 /// Largest MODE E block this client sends.
-pub(super) const BLOCK: u64 = 1 << 20;
+const BLOCK: u64 = 1 << 20;
 
 impl Connection {
     /// Moves files over `streams` data connections from now on: GridFTP `MODE E` with
@@ -375,7 +375,9 @@ impl Connection {
             })
             .secured(self.secure.clone()),
         };
-        let len = file.metadata()?.len();
+        // With -p auto this end's conductor grows the stream count, asking the mover.
+        let policy = blocks.auto.then(|| StreamPolicy::new(blocks.limits));
+        let (conductor, mover) = self.block_upload(file, have, start, policy, &channel)?;
         self.last_tune = None;
         self.last_streams = None;
         if have > 0 {
@@ -386,8 +388,29 @@ impl Connection {
         // Some servers (Globus) answer 150 only once a data connection is made: connect at
         // once, and take the 150 while the data moves.
         self.send_with_ahead(&cmd)?;
-        // With -p auto this end's conductor grows the stream count, asking the mover.
-        let policy = blocks.auto.then(|| StreamPolicy::new(blocks.limits));
+        let on_link = conductor.on_link();
+        let (moved, fin) = self.drive(&conductor, Some(pump), || {
+            mover.run(pump, &on_link).map_err(|e| send_error(path, e))
+        })?;
+        if let Ok(r) = &moved {
+            let resumed = (blocks.auto && start > 1).then_some(start);
+            self.record_send(resumed, &conductor, r);
+        }
+        self.keep_channel(true, channel, &moved, &fin);
+        finish(&what, moved.map(|r| r.bytes), fin)
+    }
+
+    /// A MODE E upload of `file` from `have` to its end over `channel`: its conductor (`start`
+    /// streams, more as `policy` decides) and the mover that sends it.
+    pub(super) fn block_upload<'c>(
+        &self,
+        file: &File,
+        have: u64,
+        start: u32,
+        policy: Option<StreamPolicy>,
+        channel: &'c Channel,
+    ) -> anyhow::Result<(Conductor, Box<BlockSender<'c>>)> {
+        let len = file.metadata()?.len();
         let (conductor, requests) = Conductor::sending(self.tune.clone(), policy, start);
         let job = SendJob {
             file: file.try_clone()?,
@@ -398,21 +421,19 @@ impl Connection {
             close: !self.reuse,
             requests,
         };
-        let on_link = conductor.on_link();
-        let mover = Box::new(BlockSender {
-            job,
-            channel: &channel,
-        });
-        let (moved, fin) = self.drive(&conductor, Some(pump), || {
-            mover.run(pump, &on_link).map_err(|e| send_error(path, e))
-        })?;
-        if let Ok(r) = &moved {
-            let resumed = (blocks.auto && start > 1).then_some(start);
-            let cc = conductor.chosen_cc().map(str::to_string);
-            self.record_streams(resumed, r, conductor.decisions(), cc);
-        }
-        self.keep_channel(true, channel, &moved, &fin);
-        finish(&what, moved.map(|r| r.bytes), fin)
+        Ok((conductor, Box::new(BlockSender { job, channel })))
+    }
+
+    /// Keeps how an upload's senders went (see [`Connection::record_streams`]): their
+    /// conductor's decisions and the congestion control it switched to.
+    pub(super) fn record_send(
+        &mut self,
+        resumed: Option<u32>,
+        conductor: &Conductor,
+        moved: &Moved,
+    ) {
+        let cc = conductor.chosen_cc().map(str::to_string);
+        self.record_streams(resumed, moved, conductor.decisions(), cc);
     }
 
     /// With `-p auto` and a server that grows the count itself, asks it (`OPTS RETR`) to start
@@ -457,16 +478,23 @@ impl Connection {
         moved: &anyhow::Result<T>,
         fin: &anyhow::Result<fatpipe_proto::Reply>,
     ) {
-        let worked = moved.is_ok() && fin.as_ref().is_ok_and(|r| r.is_success());
-        self.kept =
-            (worked && self.reuse && channel.idle() > 0).then_some(Kept { sending, channel });
+        self.kept = None;
+        if moved.is_ok() && fin.as_ref().is_ok_and(|r| r.is_success()) {
+            self.keep_open(sending, channel);
+        }
+    }
+
+    /// Keeps the connections a transfer that worked left open for the next one, when the
+    /// server reuses them.
+    pub(super) fn keep_open(&mut self, sending: bool, channel: Channel) {
+        self.kept = (self.reuse && channel.idle() > 0).then_some(Kept { sending, channel });
     }
 
     /// Keeps how a MODE E transfer went and, with `-p auto`, where the next one starts;
     /// `resumed` is the count it started with when taken over from the previous transfer,
     /// `moved` what it moved over how many connections (and how many the previous transfer left
     /// open), `cc` the congestion control its senders switched to.
-    pub(super) fn record_streams(
+    fn record_streams(
         &mut self,
         resumed: Option<u32>,
         moved: &Moved,

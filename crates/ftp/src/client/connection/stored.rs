@@ -9,12 +9,9 @@
 //! uploads queued behind it find no data channel (`425`) and the copy sends them again.
 
 use super::ahead::{Ahead, Want};
-use super::gridftp::BLOCK;
 use super::{describe, finish, send_error, Connection};
 use anyhow::bail;
-use fatpipe_net::mode_e::{Kept, SendJob};
-use fatpipe_net::mover::BlockSender;
-use fatpipe_net::{Conductor, Mover, Pump};
+use fatpipe_net::{Mover, Pump};
 use fatpipe_proto::{Command, TransferType};
 use std::fs::File;
 use std::net::Shutdown;
@@ -62,32 +59,23 @@ impl Connection {
         if !self.stores_ahead() {
             bail!("STOR {path}: cannot go out before the replies to the uploads before it");
         }
-        let len = file.metadata()?.len();
-        let file = file.try_clone()?;
         let Some(channel) = self.kept.take().map(|k| k.channel) else {
             bail!("STOR {path}: no connections left open");
+        };
+        // On the kept connections only: no policy grows the count.
+        let (conductor, mover) = match self.block_upload(file, 0, 1, None, &channel) {
+            Ok(upload) => upload,
+            Err(e) => {
+                self.keep_open(true, channel);
+                return Err(e);
+            }
         };
         let cmd = Command::Stor(path.into());
         self.send_with_ahead(&cmd)?;
         let behind = self.pipe.take_behind_sent();
         self.last_tune = None;
         self.last_streams = None;
-        // On the kept connections only: no policy grows the count.
-        let (conductor, requests) = Conductor::sending(self.tune.clone(), None, 1);
-        let job = SendJob {
-            file,
-            ranges: vec![(0, len)],
-            shift: 0,
-            block: BLOCK,
-            start: 1,
-            close: false,
-            requests,
-        };
         let on_link = conductor.on_link();
-        let mover = Box::new(BlockSender {
-            job,
-            channel: &channel,
-        });
         let moved = self.drive_quiet(&conductor, || {
             mover.run(pump, &on_link).map_err(|e| send_error(path, e))
         });
@@ -100,14 +88,8 @@ impl Connection {
             }
         };
         if let Ok(m) = &moved {
-            let cc = conductor.chosen_cc().map(str::to_string);
-            self.record_streams(None, m, conductor.decisions(), cc);
-            if channel.idle() > 0 {
-                self.kept = Some(Kept {
-                    sending: true,
-                    channel,
-                });
-            }
+            self.record_send(None, &conductor, m);
+            self.keep_open(true, channel);
         }
         self.pipe.owe(Ahead {
             cmd: cmd.clone(),
