@@ -63,6 +63,12 @@ const KEEPS: f64 = 0.85;
 /// window), so the first one, taken as soon as the first streams show that buffers hold them,
 /// is a big one (a start with several, chosen before anything was measured, is a floor).
 const FIRST_GROWTH: u32 = 8;
+/// The first step on a path found lossy before it goes to this many at least: each window
+/// also holds the data waiting behind its holes (a round trip to find one, another to fill it),
+/// and where buffers are capped that takes more windows than a clean path's step gives (at
+/// 100 ms, 1 % loss, 4 MiB caps, measured: 8 streams 752 Mbit/s, 10 803, 12 788 with twice
+/// the retransmissions).
+const LOSSY_FIRST_GROWTH: u32 = 10;
 /// Steps from several streams double: the streams already there show how far each gets.
 const GROWTH: u32 = 2;
 /// A stream held by buffers is at its cap when its rate is this share of the fastest stream's
@@ -168,7 +174,7 @@ impl StreamPolicy {
     /// streams already there still does.
     /// Found before the first step, random loss also takes that step at the next look: each
     /// stream's window must then hold the holes beside its share of the BDP (2.6 x what a clean
-    /// path needs), which a count chosen for a clean path cannot.
+    /// path needs), which a count chosen for a clean path cannot: it goes to ten at least.
     pub fn model_based(&mut self) {
         if self.losses_say_full {
             self.lossy_first_step = !self.grown && !self.settled;
@@ -300,7 +306,7 @@ impl StreamPolicy {
         // while those still grow, they get company.
         let first_at_long_rtt =
             !self.grown && n < FIRST_GROWTH && rtt >= LONG_RTT && now.len() == old;
-        let lossy_first = std::mem::take(&mut self.lossy_first_step) && n < FIRST_GROWTH;
+        let lossy_first = std::mem::take(&mut self.lossy_first_step) && n < LOSSY_FIRST_GROWTH;
         let ready = if lossy_first {
             true
         } else if n == 1 {
@@ -331,6 +337,8 @@ impl StreamPolicy {
         };
         let to = if self.grown {
             n * GROWTH
+        } else if lossy_first {
+            (n * GROWTH).max(LOSSY_FIRST_GROWTH)
         } else {
             (n * GROWTH).max(FIRST_GROWTH)
         };
