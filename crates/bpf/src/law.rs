@@ -45,6 +45,7 @@ extern "C" {
         cwnd: u32,
         mss: u32,
         srtt8_us: u32,
+        min_rtt_us: u32,
         slow_start: i32,
         now_us: u64,
     ) -> u32;
@@ -52,7 +53,7 @@ extern "C" {
     fn fp_pace_holds_window(p: *const PaceLaw) -> i32;
     fn fp_ss_on_ack(h: *mut SsExit, ack: u32, snd_nxt: u32);
     fn fp_ss_on_rtt(h: *mut SsExit, rtt_us: u32, cwnd: u32) -> i32;
-    fn fp_ss_exit_window(h: *const SsExit, cwnd: u32) -> u32;
+    fn fp_ss_exit_window(h: *const SsExit, cwnd: u32, delivered: u32, interval_us: u32) -> u32;
 }
 
 const CA_OPEN: u32 = 0;
@@ -101,14 +102,20 @@ impl PaceLaw {
             ..PaceLaw::default()
         }
     }
-    /// An ACK with a window of `cwnd` segments of 1,000 bytes and a 100 ms RTT: the ceiling.
+    /// An ACK with a window of `cwnd` segments of 1,000 bytes and a 100 ms RTT on a path of
+    /// 50 ms (half of it queue): the ceiling.
     fn ack(&mut self, cwnd: u32, slow_start: bool, now_ms: u64) -> u32 {
+        self.ack_at(cwnd, slow_start, 100, now_ms)
+    }
+    /// The same with a smoothed RTT of `srtt_ms`.
+    fn ack_at(&mut self, cwnd: u32, slow_start: bool, srtt_ms: u32, now_ms: u64) -> u32 {
         unsafe {
             fp_pace_on_ack(
                 self,
                 cwnd,
                 1000,
-                800_000,
+                srtt_ms * 8000,
+                50_000,
                 i32::from(slow_start),
                 now_ms * 1000,
             )
@@ -148,12 +155,17 @@ fn slow_start_ends_when_a_rounds_first_samples_all_lie_an_eighth_above_the_least
     // path held without it (80 x 50 / 57).
     assert_eq!(h.round(240, 80, &[57; 80]), Some(7));
     assert_eq!(h.found, 1);
-    assert_eq!(unsafe { fp_ss_exit_window(&h, 80) }, 70);
+    assert_eq!(unsafe { fp_ss_exit_window(&h, 80, 0, 0) }, 70);
     assert_eq!(
-        unsafe { fp_ss_exit_window(&h, 17) },
+        unsafe { fp_ss_exit_window(&h, 17, 0, 0) },
         16,
         "never below 16 segments"
     );
+    // A delivery rate below what the window says (another flow holds most of the queue): 30
+    // segments delivered in 25 ms, 60 per least RTT of 50 ms, is the window.
+    assert_eq!(unsafe { fp_ss_exit_window(&h, 80, 30, 25_000) }, 60);
+    // One above it changes nothing.
+    assert_eq!(unsafe { fp_ss_exit_window(&h, 80, 100, 25_000) }, 70);
     // Once out, no further exit is signalled.
     assert_eq!(h.round(320, 80, &[90; 80]), None);
     assert_eq!(h.round(400, 80, &[90; 80]), None);
@@ -242,7 +254,7 @@ fn cwp_paces_at_the_window_per_rtt_twice_that_in_slow_start_and_not_at_all_witho
     assert_eq!(p.ack(1000, false, 0), 10_000_000);
     assert_eq!(p.ack(1000, true, 1), 20_000_000);
     assert_eq!(
-        unsafe { fp_pace_on_ack(&mut unknown, 1000, 1000, 0, 0, 0) },
+        unsafe { fp_pace_on_ack(&mut unknown, 1000, 1000, 0, 0, 0, 0) },
         UNLIMITED
     );
 }
@@ -316,4 +328,35 @@ fn a_loss_during_eabp_ends_it_without_shortening_the_next_period() {
     p.ack(950, false, 500);
     p.state(CA_RECOVERY);
     assert_eq!((p.state, p.time_eabp_ms), (CWP_A, 4000));
+}
+
+#[test]
+fn an_eabp_below_what_the_path_carries_without_a_queue_ends_early() {
+    let mut p = PaceLaw::new();
+    // A loss at 10 MB/s (1,000 segments per 100 ms, half of it queue), then EABP at 90 %.
+    p.ack(1000, false, 0);
+    p.state(CA_RECOVERY);
+    p.state(CA_OPEN);
+    assert_eq!(p.ack(900, false, 100), 10_000_000);
+    assert_eq!(p.state, EABP);
+    // The held window would carry 11.25 MB/s at 80 ms, but a queue stands: EABP holds.
+    assert_eq!(p.ack_at(900, false, 80, 200), 10_000_000);
+    assert_eq!(p.state, EABP);
+    // The queue gone (55 ms, within 6.25 ms of the least 50) and 16.4 MB/s in the window: eab
+    // lies below the path; CWP at once, the window free to grow.
+    assert_eq!(p.ack_at(900, false, 55, 300), 16_363_636);
+    assert_eq!(p.state, CWP_B);
+    assert!(!p.holds());
+    assert_eq!(p.time_eabp_ms, 1000, "the period is not judged");
+
+    // A path with little queue: after the loss the queue is gone too, but the held window
+    // carries no more than eab (99 %): EABP holds, as the seed's.
+    let mut p = PaceLaw::new();
+    p.ack_at(1000, false, 55, 0);
+    p.state(CA_RECOVERY);
+    p.state(CA_OPEN);
+    p.ack_at(990, false, 50, 100);
+    assert_eq!(p.state, EABP);
+    assert_eq!(p.ack_at(990, false, 50, 500), 18_181_818);
+    assert_eq!(p.state, EABP);
 }

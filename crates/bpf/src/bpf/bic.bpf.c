@@ -11,7 +11,8 @@
  *   in_ack_event  the pacing ceiling, every ACK: SO_MAX_PACING_RATE, under which the kernel's
  *                 own pacing (sk_pacing_rate from cwnd and RTT) runs
  *   pkts_acked    RTT samples: slow start ends when the queue's delay rises, with the window
- *                 the path held without that queue (paced only)
+ *                 the path held without that queue (the delivery rate x the least RTT at most;
+ *                 paced only); the least RTT, which also ends an EABP below the path early
  * and shows the pacing law's state, eab and ceiling to user space in the socket's storage
  * (pace_views, read by the socket's fd) whenever they change: fatpipe's telemetry records them.
  * Kernel structures are declared with only the fields used; CO-RE relocates them against the
@@ -49,6 +50,8 @@ struct tcp_sock {
 	__u32 srtt_us;
 	__u32 mss_cache;
 	__u32 max_packets_out;
+	__u32 rate_delivered;
+	__u32 rate_interval_us;
 	__u64 tcp_mstamp;
 	__u8 is_cwnd_limited : 1;
 } __attribute__((preserve_access_index));
@@ -200,7 +203,7 @@ void BPF_PROG(fp_bic_in_ack_event, struct sock *sk, __u32 flags)
 	struct fp_bic *s = state_of(sk);
 	__u32 state = s->pace.state;
 	__u32 ceiling = pace_on_ack(&s->pace, tp->snd_cwnd, tp->mss_cache, tp->srtt_us,
-				    in_slow_start(tp), tp->tcp_mstamp);
+				    s->ss.min_rtt_us, in_slow_start(tp), tp->tcp_mstamp);
 	__u32 last = s->pace.ceiling;
 	int val;
 
@@ -222,12 +225,17 @@ void BPF_PROG(fp_bic_pkts_acked, struct sock *sk, const struct ack_sample *sampl
 	struct tcp_sock *tp = tcp_of(sk);
 	__s32 rtt_us = sample->rtt_us;
 
-	if (rtt_us <= 0 || !in_slow_start(tp))
+	if (rtt_us <= 0)
 		return;
 	struct ss_exit *ss = &state_of(sk)->ss;
 
+	if (!in_slow_start(tp)) {
+		ss_note_rtt(ss, (__u32)rtt_us); /* the least RTT, for EABP's early end */
+		return;
+	}
 	if (ss_on_rtt(ss, (__u32)rtt_us, tp->snd_cwnd)) {
-		tp->snd_cwnd = ss_exit_window(ss, tp->snd_cwnd);
+		tp->snd_cwnd = ss_exit_window(ss, tp->snd_cwnd, tp->rate_delivered,
+					      tp->rate_interval_us);
 		tp->snd_ssthresh = tp->snd_cwnd;
 	}
 }

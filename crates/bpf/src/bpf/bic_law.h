@@ -16,7 +16,10 @@
  * does not grow for time_eabp (1 s, doubled while the path is stable, back to 1 s when not; not
  * reset by an EABP a loss cut short), then CWP until the next loss. Paced, the queue's delay
  * is the only one a packet meets, so slow start also ends when it rises (ss_exit), with the
- * window the path held without that queue, before the doubling window overruns it.
+ * window the path held without that queue, before the doubling window overruns it; and an
+ * EABP whose eab came from a burst of another flow's (a loss far below the path's share, then
+ * the queue gone while the held window would carry more than eab) ends at once instead of
+ * holding the sender there for its period.
  */
 #ifndef FATPIPE_BIC_LAW_H
 #define FATPIPE_BIC_LAW_H
@@ -42,6 +45,9 @@
 #define PACE_STABLE_PERMILLE 100   /* two eabs this close (relative) mean a stable path */
 #define PACE_FIRST_EABP_MS 1000
 #define PACE_LONGEST_EABP_MS 64000
+/* EABP ends early once the held window carries this much more than eab (/ 1000) with the queue
+ * gone: the path has room eab does not know of (fatpipe's addition, below). */
+#define PACE_PASSED_PERMILLE 1100
 /* No ceiling, as SO_MAX_PACING_RATE takes it from a 32-bit value. */
 #define PACE_UNLIMITED 0xffffffffU
 
@@ -95,6 +101,19 @@ struct ss_exit {
 static __always_inline __u32 fp_min_u32(__u32 a, __u32 b) { return a < b ? a : b; }
 static __always_inline __u32 fp_max_u32(__u32 a, __u32 b) { return a > b ? a : b; }
 
+/* The delay above the least RTT that counts as a queue: an eighth of it, 4 to 16 ms. */
+static __always_inline __u32 queue_delay_us(__u32 min_rtt_us)
+{
+	return fp_min_u32(fp_max_u32(min_rtt_us / 8, SS_DELAY_MIN_US), SS_DELAY_MAX_US);
+}
+
+/* An RTT sample at any time: the least RTT seen. */
+static __always_inline void ss_note_rtt(struct ss_exit *h, __u32 rtt_us)
+{
+	if (h->min_rtt_us == 0 || rtt_us < h->min_rtt_us)
+		h->min_rtt_us = rtt_us;
+}
+
 /* An ACK of ack in slow start: once the round's data (up to end_seq) is acknowledged, the
  * next round starts, ending at snd_nxt. */
 static __always_inline void ss_on_ack(struct ss_exit *h, __u32 ack, __u32 snd_nxt)
@@ -114,34 +133,39 @@ static __always_inline void ss_on_ack(struct ss_exit *h, __u32 ack, __u32 snd_nx
  * queue overflowed first.) */
 static __always_inline int ss_on_rtt(struct ss_exit *h, __u32 rtt_us, __u32 cwnd)
 {
-	__u32 rise;
-
-	if (h->min_rtt_us == 0 || rtt_us < h->min_rtt_us)
-		h->min_rtt_us = rtt_us;
+	ss_note_rtt(h, rtt_us);
 	if (h->found || cwnd < SS_LOW_WINDOW || h->samples >= SS_SAMPLES)
 		return 0;
 	h->round_rtt_us = fp_min_u32(h->round_rtt_us, rtt_us);
 	h->samples++;
 	if (h->samples < SS_SAMPLES)
 		return 0;
-	rise = fp_min_u32(fp_max_u32(h->min_rtt_us / 8, SS_DELAY_MIN_US), SS_DELAY_MAX_US);
-	if (h->round_rtt_us <= h->min_rtt_us + rise)
+	if (h->round_rtt_us <= h->min_rtt_us + queue_delay_us(h->min_rtt_us))
 		return 0;
 	h->found = 1;
 	return 1;
 }
 
 /* The window slow start leaves with, from cwnd when ss_on_rtt said so: what the path held
- * without the queue the round's samples showed (cwnd scaled by least RTT / round RTT), at
- * least SS_LOW_WINDOW. The paced flight that doubled before the delay could tell overran the
- * room by up to a round's growth; kept, it fills the queue to a loss a few round trips later. */
-static __always_inline __u32 ss_exit_window(const struct ss_exit *h, __u32 cwnd)
+ * without the queue, at least SS_LOW_WINDOW. Two measures of it, the lesser taken: cwnd scaled
+ * by least RTT / the round's RTT, and the last delivery rate sample (delivered segments over
+ * interval_us; none when interval_us is 0) times the least RTT. The paced flight that doubled
+ * before the delay could tell overran the room by up to a round's growth, and the round's
+ * first samples show the queue of a round before: where the path's free share is small beside
+ * the window (another flow holds most of the queue) only the delivery rate says how small;
+ * kept, the window fills the queue to a loss a few round trips later. */
+static __always_inline __u32 ss_exit_window(const struct ss_exit *h, __u32 cwnd, __u32 delivered,
+					     __u32 interval_us)
 {
-	__u64 w;
+	__u64 w = cwnd;
 
-	if (h->round_rtt_us == 0 || h->round_rtt_us == 0xffffffffU)
-		return cwnd;
-	w = (__u64)cwnd * h->min_rtt_us / h->round_rtt_us;
+	if (h->round_rtt_us != 0 && h->round_rtt_us != 0xffffffffU)
+		w = w * h->min_rtt_us / h->round_rtt_us;
+	if (interval_us != 0 && delivered != 0) {
+		__u64 bdp = (__u64)delivered * h->min_rtt_us / interval_us;
+		if (bdp < w)
+			w = bdp;
+	}
 	return fp_max_u32((__u32)w, SS_LOW_WINDOW);
 }
 
@@ -211,9 +235,24 @@ static __always_inline __u32 pace_clamp(__u64 rate)
 	return rate >= PACE_UNLIMITED ? PACE_UNLIMITED - 1 : (__u32)(rate ? rate : 1);
 }
 
-/* An ACK at now_us: answers the pacing ceiling (bytes/s, PACE_UNLIMITED while RTT is unknown). */
+/* Whether an EABP's eab lies below the path: the queue gone (the smoothed RTT within
+ * queue_delay_us of the least, min_rtt_us; 0 while unknown) while the held window carries
+ * PACE_PASSED_PERMILLE of eab. After a loss at the path's share the held window keeps a queue
+ * (it is what the queue overflowed with, less BIC's decrease); after one that another flow's
+ * burst caused, the queue empties and eab only slows the sender. */
+static __always_inline int pace_eab_passed(const struct pace_law *p, __u64 cwp, __u32 srtt8_us,
+					   __u32 min_rtt_us)
+{
+	if (min_rtt_us == 0 || srtt8_us / 8 > min_rtt_us + queue_delay_us(min_rtt_us))
+		return 0;
+	return cwp * 1000 >= p->eab * PACE_PASSED_PERMILLE;
+}
+
+/* An ACK at now_us, the least RTT min_rtt_us: answers the pacing ceiling (bytes/s,
+ * PACE_UNLIMITED while RTT is unknown). */
 static __always_inline __u32 pace_on_ack(struct pace_law *p, __u32 cwnd, __u32 mss,
-					 __u32 srtt8_us, int slow_start, __u64 now_us)
+					 __u32 srtt8_us, __u32 min_rtt_us, int slow_start,
+					 __u64 now_us)
 {
 	__u64 cwp = pace_cwp(cwnd, mss, srtt8_us);
 
@@ -224,7 +263,8 @@ static __always_inline __u32 pace_on_ack(struct pace_law *p, __u32 cwnd, __u32 m
 	    cwp * 1000 >= p->eab * PACE_NEAR_EAB_PERMILLE) {
 		p->state = PACE_EABP;
 		p->eabp_end_us = now_us + (__u64)p->time_eabp_ms * 1000;
-	} else if (p->state == PACE_EABP && now_us >= p->eabp_end_us) {
+	} else if (p->state == PACE_EABP &&
+		   (now_us >= p->eabp_end_us || pace_eab_passed(p, cwp, srtt8_us, min_rtt_us))) {
 		p->state = PACE_CWP_B;
 	}
 	if (p->state == PACE_EABP)
