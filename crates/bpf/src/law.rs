@@ -124,6 +124,12 @@ impl PaceLaw {
     fn state(&mut self, ca: u32) {
         unsafe { fp_pace_on_state(self, ca) }
     }
+    /// A loss at `now_ms` with a window of `cwnd` (TCP enters `ca`, then is open again).
+    fn loss_at(&mut self, cwnd: u32, ca: u32, now_ms: u64) {
+        self.ack(cwnd, false, now_ms);
+        self.state(ca);
+        self.state(CA_OPEN);
+    }
     fn holds(&self) -> bool {
         unsafe { fp_pace_holds_window(self) != 0 }
     }
@@ -285,27 +291,22 @@ fn eabp_paces_at_the_rate_of_the_last_loss_and_holds_the_window_for_time_eabp() 
 #[test]
 fn a_stable_path_doubles_the_eabp_period_an_unstable_one_resets_it_a_timeout_judges_nothing() {
     let mut p = PaceLaw::new();
-    fn loss_at(p: &mut PaceLaw, cwnd: u32, ca: u32) {
-        p.ack(cwnd, false, 0);
-        p.state(ca);
-        p.state(CA_OPEN);
-    }
-    loss_at(&mut p, 1000, CA_RECOVERY);
+    p.loss_at(1000, CA_RECOVERY, 0);
     assert_eq!(p.time_eabp_ms, 1000);
     // Within 10 % of the last eab: stable, doubled each time.
-    loss_at(&mut p, 1050, CA_RECOVERY);
+    p.loss_at(1050, CA_RECOVERY, 0);
     assert_eq!(p.time_eabp_ms, 2000);
-    loss_at(&mut p, 1000, CA_RECOVERY);
+    p.loss_at(1000, CA_RECOVERY, 0);
     assert_eq!(p.time_eabp_ms, 4000);
     // A timeout records eab but judges nothing.
-    loss_at(&mut p, 300, CA_LOSS);
+    p.loss_at(300, CA_LOSS, 0);
     assert_eq!((p.time_eabp_ms, p.eab), (4000, 3_000_000));
     // Far from the last eab: unstable, back to 1 s.
-    loss_at(&mut p, 1000, CA_RECOVERY);
+    p.loss_at(1000, CA_RECOVERY, 0);
     assert_eq!(p.time_eabp_ms, 1000);
     // Doubling stops at 64 s.
     for _ in 0..10 {
-        loss_at(&mut p, 1000, CA_RECOVERY);
+        p.loss_at(1000, CA_RECOVERY, 0);
     }
     assert_eq!(p.time_eabp_ms, 64_000);
 }
@@ -313,12 +314,8 @@ fn a_stable_path_doubles_the_eabp_period_an_unstable_one_resets_it_a_timeout_jud
 #[test]
 fn a_loss_during_eabp_ends_it_without_shortening_the_next_period() {
     let mut p = PaceLaw::new();
-    p.ack(1000, false, 0);
-    p.state(CA_RECOVERY);
-    p.state(CA_OPEN);
-    p.ack(1000, false, 10);
-    p.state(CA_RECOVERY);
-    p.state(CA_OPEN);
+    p.loss_at(1000, CA_RECOVERY, 0);
+    p.loss_at(1000, CA_RECOVERY, 10);
     assert_eq!(p.time_eabp_ms, 2000);
     p.ack(950, false, 100);
     assert_eq!(p.state, EABP);
@@ -334,9 +331,7 @@ fn a_loss_during_eabp_ends_it_without_shortening_the_next_period() {
 fn an_eabp_below_what_the_path_carries_without_a_queue_ends_early() {
     let mut p = PaceLaw::new();
     // A loss at 10 MB/s (1,000 segments per 100 ms, half of it queue), then EABP at 90 %.
-    p.ack(1000, false, 0);
-    p.state(CA_RECOVERY);
-    p.state(CA_OPEN);
+    p.loss_at(1000, CA_RECOVERY, 0);
     assert_eq!(p.ack(900, false, 100), 10_000_000);
     assert_eq!(p.state, EABP);
     // The held window would carry 11.25 MB/s at 80 ms, but a queue stands: EABP holds.
