@@ -3,9 +3,10 @@
 # emulated 1 Gbit/s paths with a 1-BDP queue, tuned hosts, downloads of a sparse file to
 # /dev/null (memory to memory, as the seed measured). Per run: throughput, loss events (entries
 # into recovery and timeouts in the sending namespace) and retransmitted segments.
-#   one   50 ms, one flow beside constant UDP background at 64 % of the link (iperf3 -u, the same
+#   one   50 ms, one flow beside constant UDP background at 64 % of the link (the same
 #         direction): BIC unpaced (fatpipe_bicx), BIC with adaptive pacing in the kernel
-#         (fatpipe_bic, the seed's BICIPG), cubic unpaced, cubic with user-space adaptive pacing
+#         (fatpipe_bic, the seed's BICIPG), cubic unpaced, cubic with user-space adaptive pacing;
+#         $PAIRS ("bic cubic") chooses the pairs, $ROUNDS (1) how often each runs
 #   four  50 ms, four flows: four adaptive (-p 4) against two adaptive + two unpaced (two copies
 #         of -p 2 at once)
 #   long  200 ms, four flows for about ten minutes: BIC against BIC with adaptive pacing
@@ -13,8 +14,11 @@
 #         $RUNS (3) runs each, with the sender's telemetry: retransmissions in the first slow start and after
 #         (bic-split.md); results/pacing/bic-eab.svg draws the program's pacing ceiling and eab
 #         beside cwnd/RTT (the records' kernel_pace)
+# The background ($BG): `emulator` (default), the emulator's own cross traffic (`testbed up
+# --cross 640mbit`: packets enter the queue at exact times, whatever the two cores are doing), or
+# `iperf3` (`iperf3 -u -b 640M`, whose sender catches up in bursts after it was descheduled).
 # Usage: bench/bic-experiments.sh [one|four|long|eab ...]   (default: one four long; root; builds
-# fatpipe with --features bpf). Tables go to results/pacing/bic-*.md; `one` takes ~25 min, `four`
+# fatpipe with --features bpf). Tables go to results/pacing/bic-*.md; `one` takes ~25 min a round, `four`
 # ~8, `long` ~22, `eab` ~11.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,10 +30,11 @@ mkdir -p "$out"
 
 . bench/testbed-lib.sh
 
-# A fresh path with RTT $1, a server on side a serving sparse files of $2 GiB, iperf3 on side b.
+# A fresh path with RTT $1 (and cross traffic a -> b at $3, if given), a server on side a serving
+# sparse files of $2 GiB, iperf3 on side b.
 path() {
     cleanup
-    "$bin" testbed up --name "$name" --rtt "$1" --rate 1gbit --profile tuned >/dev/null
+    "$bin" testbed up --name "$name" --rtt "$1" --rate 1gbit --profile tuned --cross "${3:-0}" >/dev/null
     rm -rf "$work/root"; mkdir -p "$work/root"
     truncate -s "${2}G" "$work/root/zero.bin" # sparse: read at memory speed
     spawn a "$bin" serve --root "$work/root" --anonymous --listen 198.18.0.1:2121 \
@@ -50,25 +55,42 @@ copy() {
         python3 -c 'import json,sys; f = json.load(sys.stdin)["files"][0]; print(round(f["bytes"] * 8e-6 / f["data_seconds"]))'
 }
 
+# The background at 64 % of the link: with the path (`path ... "$(cross)"`), or iperf3 started
+# by `background_on` and stopped by `background_off`.
+bg_rate=640mbit
+cross() { if [[ ${BG:-emulator} == emulator ]]; then echo "$bg_rate"; else echo 0; fi; }
+background_on() {
+    bg=
+    [[ ${BG:-emulator} == iperf3 ]] || return 0
+    spawn a iperf3 -c 198.18.0.2 -p 5301 -u -b 640M -l 1400 -t 3600 >/dev/null 2>&1
+    bg=${pids[-1]}
+    sleep 3
+}
+background_off() {
+    [[ -n $bg ]] || return 0
+    kill "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true
+}
+
 table() { # file, header
     echo "$2" >"$out/$1"
     echo "$2" | sed 's/[^|]*|/---|/g; s/^---//' >>"$out/$1"
 }
 
 one() {
-    path 50ms 14
-    table bic-one.md "| control | pacing | Mbit/s | loss events | retransmitted segments |"
-    for c in "bic off" "bic adaptive" "cubic off" "cubic adaptive"; do
-        set -- $c
-        spawn a iperf3 -c 198.18.0.2 -p 5301 -u -b 640M -l 1400 -t 3600 >/dev/null 2>&1
-        bg=${pids[-1]}
-        sleep 3
+    path 50ms 14 "$(cross)"
+    table bic-one.md "| control | pacing | background | round | Mbit/s | loss events | retransmitted segments |"
+    for round in $(seq "${ROUNDS:-1}"); do
+    for cc in ${PAIRS:-bic cubic}; do
+    for pacing in off adaptive; do
+        background_on
         read -r l0 r0 < <(counters)
-        mbit=$(copy -p 1 --cc "$1" --pacing "$2")
+        mbit=$(copy -p 1 --cc "$cc" --pacing "$pacing")
         read -r l1 r1 < <(counters)
-        kill "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true
-        echo "| $1 | $2 | $mbit | $((l1 - l0)) | $((r1 - r0)) |" | tee -a "$out/bic-one.md"
+        background_off
+        echo "| $cc | $pacing | ${BG:-emulator} | $round | $mbit | $((l1 - l0)) | $((r1 - r0)) |" | tee -a "$out/bic-one.md"
         sleep 5
+    done
+    done
     done
 }
 
@@ -108,12 +130,10 @@ eab() {
     for run in $(seq "${RUNS:-3}"); do
     for pacing in off adaptive; do
         rm -f "$work/$pacing.jsonl"
-        STATS=$work/$pacing.jsonl path 50ms 3
-        spawn a iperf3 -c 198.18.0.2 -p 5301 -u -b 640M -l 1400 -t 3600 >/dev/null 2>&1
-        bg=${pids[-1]}
-        sleep 3
+        STATS=$work/$pacing.jsonl path 50ms 3 "$(cross)"
+        background_on
         mbit=$(copy -p 1 --cc bic --pacing "$pacing")
-        kill "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true
+        background_off
         # Retransmissions of the first 4 s (the first slow start's overshoot) and after.
         split=$(python3 - "$work/$pacing.jsonl" <<'PY'
 import json, sys

@@ -3,6 +3,7 @@
 //! subcommands find it through `fatpipe_wanem::daemon`.
 
 use anyhow::{bail, Context};
+use fatpipe_wanem::link::LinkParams;
 use fatpipe_wanem::schedule::{Change, Schedule};
 use fatpipe_wanem::testbed::{namespace, Profile};
 use fatpipe_wanem::units::{self, QueueLimit};
@@ -66,11 +67,16 @@ pub struct PathArgs {
     /// Random loss per direction: 0.01 or 1%.
     #[arg(long, default_value = "0", value_parser = units::parse_loss)]
     loss: f64,
+    /// Constant cross traffic in the a -> b direction, e.g. 640mbit: 1428-byte packets that enter
+    /// the bottleneck queue at exact times and leave the path there (a UDP background that no
+    /// scheduling on this host makes bursty; b -> a takes it with --reverse cross=RATE).
+    #[arg(long, default_value = "0", value_parser = units::parse_cross)]
+    cross: u64,
     /// Settings of the b -> a direction where they differ, e.g. "rate=20mbit delay=30ms loss=0.001"
-    /// (keys rate, delay, rtt, loss, queue; the rest as for a -> b).
+    /// (keys rate, delay, rtt, loss, queue, cross; the rest as for a -> b, without its cross traffic).
     #[arg(long, value_name = "KEY=VALUE …")]
     reverse: Option<String>,
-    /// Schedule file of `TIME key=value…` lines (rate, rtt, delay, loss, queue; `repeat PERIOD`).
+    /// Schedule file of `TIME key=value…` lines (rate, rtt, delay, loss, queue, cross; `repeat PERIOD`).
     #[arg(long)]
     schedule: Option<PathBuf>,
     /// TCP profile of both namespaces: stock (kernel defaults, cubic) or tuned (256 MiB buffer maximum, cubic).
@@ -92,6 +98,7 @@ impl PathArgs {
             format!("--rate={}bit", self.rate),
             format!("--queue={}", self.queue),
             format!("--loss={}", self.loss),
+            format!("--cross={}", self.cross),
             format!(
                 "--profile={}",
                 if self.profile == Profile::Tuned {
@@ -165,12 +172,19 @@ fn config(a: &PathArgs) -> anyhow::Result<TestbedConfig> {
     let mut c = TestbedConfig::new(&a.name, a.rtt, a.rate);
     c.link.queue = a.queue;
     c.link.loss = a.loss;
+    c.link.cross_bps = a.cross;
     c.profile = a.profile;
     c.seed = a.seed;
+    let back = LinkParams {
+        cross_bps: 0,
+        ..c.link
+    };
     if let Some(r) = &a.reverse {
         let change =
             Change::parse(r.split_whitespace()).map_err(|e| anyhow::anyhow!("--reverse: {e}"))?;
-        c.reverse = Some(change.apply(c.link));
+        c.reverse = Some(change.apply(back));
+    } else if a.cross > 0 {
+        c.reverse = Some(back);
     }
     if let Some(f) = &a.schedule {
         c.schedule = Some(Schedule::load(f).map_err(anyhow::Error::msg)?);
@@ -204,7 +218,7 @@ fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
         return Err(e);
     }
     out!(
-        "testbed {} up: a = {} (netns {}), b = {} (netns {}); rtt {:?}, rate {} bit/s, queue {}, loss {}, profile {:?}",
+        "testbed {} up: a = {} (netns {}), b = {} (netns {}); rtt {:?}, rate {} bit/s, queue {}, loss {}, cross traffic a->b {} bit/s, profile {:?}",
         cfg.name,
         Testbed::addr(Side::A),
         namespace(&cfg.name, Side::A),
@@ -214,6 +228,7 @@ fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
         a.rate,
         a.queue,
         a.loss,
+        a.cross,
         a.profile
     );
     Ok(ExitCode::SUCCESS)
@@ -254,6 +269,13 @@ fn stats(name: &str, json: bool) -> anyhow::Result<ExitCode> {
             mean,
             d.late_over_1ms
         );
+        if d.cross_bytes_in > 0 {
+            out!(
+                "{label:<6} cross traffic: {} bytes offered, {} packets dropped by the full queue",
+                d.cross_bytes_in,
+                d.cross_drops_queue
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

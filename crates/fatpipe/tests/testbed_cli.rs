@@ -95,13 +95,27 @@ fn testbed_lifecycle_from_the_shell() {
         .unwrap();
     assert_eq!(kill_hard(pid), 0);
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let again = tb(name, &["up", "--rtt", "10ms", "--rate", "50mbit"]);
+    let again = tb(
+        name,
+        &[
+            "up", "--rtt", "10ms", "--rate", "50mbit", "--cross", "20mbit",
+        ],
+    );
     assert!(
         String::from_utf8_lossy(&again.stderr).contains("removed a leftover"),
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
     ok(again);
+    // Cross traffic runs a -> b only; the queue takes it as packets of a pass.
+    ok(run(&mut fatpipe_cmd(&[
+        "testbed", "exec", "a", "--name", name, "--", "python3", "-c", probe,
+    ])));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let stats: serde_json::Value =
+        serde_json::from_str(&ok(tb(name, &["stats", "--json"]))).unwrap();
+    assert!(stats[0]["cross_bytes_in"].as_u64().unwrap() > 0, "{stats}");
+    assert_eq!(stats[1]["cross_bytes_in"].as_u64(), Some(0), "{stats}");
     ok(tb(name, &["down"]));
     assert!(!std::path::Path::new("/var/run/netns/fptcli-a").exists());
     assert!(!std::path::Path::new("/run/fatpipe/testbed/fptcli").exists());
@@ -128,6 +142,10 @@ fn testbed_rejects_bad_settings_before_touching_anything() {
         (
             vec!["up", "--rtt", "10ms", "--rate", "1gbit", "--loss", "2"],
             "between 0 and 1",
+        ),
+        (
+            vec!["up", "--rtt", "10ms", "--rate", "1gbit", "--cross", "lots"],
+            "bad rate",
         ),
         (
             vec![

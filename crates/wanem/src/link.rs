@@ -1,5 +1,7 @@
 //! One direction of the emulated path, as pure logic: random loss, a drop-tail queue in front of
 //! a bottleneck of fixed rate (serialisation counts the whole packet), then a fixed one-way delay.
+//! The queue may also carry cross traffic: a constant-rate stream of packets that enter it at
+//! exact times and leave the path at the bottleneck (a background that no scheduling delays).
 //! Time is injected (`now` since the emulator started), so the model is tested on synthetic traces.
 
 use crate::units::QueueLimit;
@@ -21,7 +23,18 @@ pub struct LinkParams {
     pub queue: QueueLimit,
     /// Probability that a packet is lost before the queue.
     pub loss: f64,
+    /// Rate of the constant cross traffic sharing the queue, in bit/s (0: none).
+    #[serde(default)]
+    pub cross_bps: u64,
 }
+
+/// Size of one cross-traffic packet: a 1400-byte UDP payload with its IPv4 and UDP headers, as
+/// `iperf3 -u -l 1400` sends.
+pub const CROSS_PACKET: u64 = 1428;
+
+/// How far back cross traffic is replayed when the link was idle: older arrivals are counted but
+/// not queued (a queue of this age has long drained, unless the cross traffic alone fills it).
+const CROSS_REPLAY: Duration = Duration::from_secs(2);
 
 impl LinkParams {
     /// The queue limit in bytes and packets for these settings; a BDP-relative limit uses
@@ -95,6 +108,12 @@ pub struct LinkStats {
     pub first_bulk_us: u64,
     /// Release time of the last bulk packet, in microseconds since the emulator started.
     pub last_bulk_us: u64,
+    /// Cross-traffic bytes offered to the queue.
+    #[serde(default)]
+    pub cross_bytes_in: u64,
+    /// Cross-traffic packets dropped because the queue was full.
+    #[serde(default)]
+    pub cross_drops_queue: u64,
 }
 
 /// Packets at least this long count as a transfer's data (see [`LinkStats::bulk_bytes`]).
@@ -140,6 +159,7 @@ pub struct Link<P> {
     backlog_bytes: u64,
     in_flight: VecDeque<(Duration, P)>,
     last_delivery: Duration,
+    cross_next: Duration,
     /// Counters since creation.
     pub stats: LinkStats,
 }
@@ -158,6 +178,7 @@ impl<P: AsRef<[u8]>> Link<P> {
             backlog_bytes: 0,
             in_flight: VecDeque::new(),
             last_delivery: Duration::ZERO,
+            cross_next: Duration::ZERO,
             stats: LinkStats::default(),
         }
     }
@@ -187,6 +208,21 @@ impl<P: AsRef<[u8]>> Link<P> {
             self.stats.drops_loss += 1;
             return Verdict::Lost;
         }
+        self.cross_until(now);
+        let Some(depart) = self.queue_at(now, len) else {
+            self.stats.drops_queue += 1;
+            return Verdict::QueueFull;
+        };
+        // A shorter delay after a schedule step must not reorder packets: the line is FIFO.
+        let deliver = (depart + self.params.delay).max(self.last_delivery);
+        self.last_delivery = deliver;
+        self.in_flight.push_back((deliver, packet));
+        Verdict::Queued(deliver)
+    }
+
+    /// Puts `len` bytes arriving at `now` into the bottleneck queue; their departure from the
+    /// bottleneck, or `None` if the queue is full.
+    fn queue_at(&mut self, now: Duration, len: u64) -> Option<Duration> {
         while let Some(&(depart, bytes)) = self.backlog.front() {
             if depart > now {
                 break;
@@ -197,19 +233,38 @@ impl<P: AsRef<[u8]>> Link<P> {
         if self.backlog_bytes + len > self.limit_bytes
             || self.backlog.len() as u64 >= self.limit_packets
         {
-            self.stats.drops_queue += 1;
-            return Verdict::QueueFull;
+            return None;
         }
         let depart = self.busy_until.max(now) + self.serialisation(len as usize);
         self.busy_until = depart;
         self.backlog.push_back((depart, len));
         self.backlog_bytes += len;
         self.stats.queue_peak_bytes = self.stats.queue_peak_bytes.max(self.backlog_bytes);
-        // A shorter delay after a schedule step must not reorder packets: the line is FIFO.
-        let deliver = (depart + self.params.delay).max(self.last_delivery);
-        self.last_delivery = deliver;
-        self.in_flight.push_back((deliver, packet));
-        Verdict::Queued(deliver)
+        Some(depart)
+    }
+
+    /// Queues the cross traffic that arrived up to `now`, each packet at its own time.
+    fn cross_until(&mut self, now: Duration) {
+        if self.params.cross_bps == 0 {
+            self.cross_next = now;
+            return;
+        }
+        let gap = Duration::from_nanos(
+            (CROSS_PACKET * 8 * 1_000_000_000 / self.params.cross_bps.max(1)).max(1),
+        );
+        let replay_from = now.saturating_sub(CROSS_REPLAY);
+        if self.cross_next < replay_from {
+            let skipped = (replay_from - self.cross_next).as_nanos() / gap.as_nanos();
+            self.stats.cross_bytes_in += skipped as u64 * CROSS_PACKET;
+            self.cross_next = replay_from;
+        }
+        while self.cross_next <= now {
+            self.stats.cross_bytes_in += CROSS_PACKET;
+            if self.queue_at(self.cross_next, CROSS_PACKET).is_none() {
+                self.stats.cross_drops_queue += 1;
+            }
+            self.cross_next += gap;
+        }
     }
 
     /// When the next packet is due, if any is in flight.
@@ -237,6 +292,7 @@ mod tests {
             delay: Duration::from_millis(delay_ms),
             queue,
             loss,
+            cross_bps: 0,
         }
     }
 
@@ -370,6 +426,81 @@ mod tests {
         assert!(
             third < ms(200.0) + ms(20.01) && third >= ms(220.0),
             "new delay in force: {third:?}"
+        );
+    }
+
+    /// Bytes delivered in one second by a link whose own traffic is offered at twice its rate
+    /// in 1 ms steps, beside `cross_bps` of cross traffic.
+    fn delivered_beside(cross_bps: u64) -> (u64, Link<Vec<u8>>) {
+        let mut p = params(100_000_000, 5, QueueLimit::Packets(100), 0.0);
+        p.cross_bps = cross_bps;
+        let mut l = Link::new(p, 1);
+        let mut delivered = 0;
+        for step in 0..1000 {
+            let t = Duration::from_millis(step);
+            for _ in 0..17 {
+                l.enqueue(t, vec![0u8; 1500]);
+            }
+            while let Some((_, p)) = l.pop_due(t) {
+                delivered += p.len() as u64;
+            }
+        }
+        (delivered, l)
+    }
+
+    #[test]
+    fn cross_traffic_takes_its_share_of_the_bottleneck_and_is_not_delivered() {
+        let (alone, _) = delivered_beside(0);
+        let (beside, l) = delivered_beside(60_000_000);
+        // 100 Mbit/s less the cross traffic it accepts leaves about 40 (less the 5 ms delay); a
+        // full queue drops cross packets as well as the link's own.
+        let share = beside as f64 * 8.0 / 1e6;
+        assert!(alone as f64 * 8.0 / 1e6 > 94.0);
+        assert!(
+            (36.0..=46.0).contains(&share),
+            "{share} Mbit beside 60 of cross traffic"
+        );
+        let offered = l.stats.cross_bytes_in as f64 * 8.0 / 1e6;
+        assert!(
+            (59.0..=61.0).contains(&offered),
+            "{offered} Mbit of cross traffic"
+        );
+        assert!(l.stats.cross_drops_queue > 0);
+        let accepted = offered - (l.stats.cross_drops_queue * CROSS_PACKET) as f64 * 8.0 / 1e6;
+        assert!(
+            (94.0..=101.0).contains(&(share + accepted)),
+            "{share} + {accepted} Mbit through a 100 Mbit/s bottleneck"
+        );
+        assert_eq!(
+            l.stats.bytes_out, 0,
+            "released packets are counted by the engine"
+        );
+    }
+
+    #[test]
+    fn cross_traffic_enters_at_its_own_times_whenever_the_link_looks() {
+        // The same arrivals looked at once after 50 ms, or every millisecond, leave the same queue.
+        let mut p = params(10_000_000, 0, QueueLimit::Packets(1000), 0.0);
+        p.cross_bps = 8_000_000;
+        let (mut once, mut often) = (Link::new(p, 1), Link::new(p, 1));
+        for step in 0..50 {
+            often.cross_until(Duration::from_millis(step));
+        }
+        let late = Duration::from_millis(50);
+        assert_eq!(
+            once.enqueue(late, vec![0u8; 1500]),
+            often.enqueue(late, vec![0u8; 1500])
+        );
+        // After an idle hour only the last seconds are replayed, the rest is counted.
+        let hour = Duration::from_secs(3600);
+        assert!(matches!(
+            once.enqueue(hour, vec![0u8; 1500]),
+            Verdict::Queued(_)
+        ));
+        let offered = once.stats.cross_bytes_in as f64 * 8.0 / 8e6;
+        assert!(
+            (3599.0..=3601.0).contains(&offered),
+            "{offered} s of cross traffic"
         );
     }
 

@@ -1,7 +1,7 @@
 //! Schedules: how the path changes during a run. A text file of lines `TIME key=value…`, e.g.
 //!
 //! ```text
-//! # time  settings (any of rate, rtt, delay, loss, queue)
+//! # time  settings (any of rate, rtt, delay, loss, queue, cross)
 //! 0s      rate=500mbit rtt=40ms
 //! 10s     rate=50mbit  rtt=200ms
 //! repeat 20s
@@ -11,7 +11,7 @@
 //! the list again every PERIOD.
 
 use crate::link::LinkParams;
-use crate::units::{parse_duration, parse_loss, parse_rate, QueueLimit};
+use crate::units::{parse_cross, parse_duration, parse_loss, parse_rate, QueueLimit};
 use std::time::Duration;
 
 /// A change of some settings.
@@ -25,10 +25,13 @@ pub struct Change {
     pub loss: Option<f64>,
     /// New queue limit.
     pub queue: Option<QueueLimit>,
+    /// New rate of cross traffic, bit/s (0: none).
+    pub cross_bps: Option<u64>,
 }
 
 impl Change {
-    /// Parses `key=value` words: `rate`, `rtt` (sets the one-way delay to half), `delay`, `loss`, `queue`.
+    /// Parses `key=value` words: `rate`, `rtt` (sets the one-way delay to half), `delay`, `loss`,
+    /// `queue`, `cross` (a rate or 0).
     pub fn parse<'a>(words: impl IntoIterator<Item = &'a str>) -> Result<Change, String> {
         let mut c = Change::default();
         for w in words {
@@ -41,9 +44,10 @@ impl Change {
                 "delay" => c.delay = Some(parse_duration(v)?),
                 "loss" => c.loss = Some(parse_loss(v)?),
                 "queue" => c.queue = Some(QueueLimit::parse(v)?),
+                "cross" => c.cross_bps = Some(parse_cross(v)?),
                 _ => {
                     return Err(format!(
-                        "unknown setting {k:?} (rate, rtt, delay, loss, queue)"
+                        "unknown setting {k:?} (rate, rtt, delay, loss, queue, cross)"
                     ))
                 }
             }
@@ -58,6 +62,7 @@ impl Change {
             delay: self.delay.unwrap_or(p.delay),
             loss: self.loss.unwrap_or(p.loss),
             queue: self.queue.unwrap_or(p.queue),
+            cross_bps: self.cross_bps.unwrap_or(p.cross_bps),
         }
     }
 }
@@ -148,12 +153,16 @@ mod tests {
     #[test]
     fn parses_and_repeats() {
         let s = Schedule::parse(
-            "# path\n0s rate=500mbit rtt=40ms\n10s rate=50mbit rtt=200ms loss=1%\nrepeat 20s\n",
+            "# path\n0s rate=500mbit rtt=40ms\n10s rate=50mbit rtt=200ms loss=1% cross=0\nrepeat 20s\n",
         )
         .unwrap();
         assert_eq!(s.steps.len(), 2);
         assert_eq!(s.steps[0].1.delay, Some(Duration::from_millis(20)));
         assert_eq!(s.steps[1].1.loss, Some(0.01));
+        assert_eq!(
+            (s.steps[0].1.cross_bps, s.steps[1].1.cross_bps),
+            (None, Some(0))
+        );
         assert_eq!(s.due(None, Duration::ZERO).len(), 1);
         assert_eq!(
             s.due(Some(Duration::from_secs(9)), Duration::from_secs(10))

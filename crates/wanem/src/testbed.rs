@@ -73,6 +73,7 @@ impl TestbedConfig {
                 delay: rtt / 2,
                 queue: QueueLimit::Bdp(1.0),
                 loss: 0.0,
+                cross_bps: 0,
             },
             reverse: None,
             seed: 1,

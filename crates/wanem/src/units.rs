@@ -31,6 +31,14 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
     Ok(bps as u64)
 }
 
+/// Parses the rate of cross traffic: a rate as [`parse_rate`], or `0`/`off` for none.
+pub fn parse_cross(s: &str) -> Result<u64, String> {
+    match s.trim() {
+        "0" | "off" => Ok(0),
+        r => parse_rate(r),
+    }
+}
+
 /// Parses a duration such as `100ms`, `1.5s`, `250us`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
@@ -137,6 +145,9 @@ mod tests {
         assert_eq!(parse_loss("1%"), Ok(0.01));
         assert_eq!(parse_loss("0.02"), Ok(0.02));
         assert!(parse_loss("2").is_err());
+        assert_eq!(parse_cross("off"), Ok(0));
+        assert_eq!(parse_cross("640mbit"), Ok(640_000_000));
+        assert!(parse_cross("-1").is_err());
     }
 
     proptest! {

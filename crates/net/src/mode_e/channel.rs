@@ -112,12 +112,14 @@ impl Channel {
     }
 
     /// Hands every kept connection that is still open to a transfer (one the peer or the
-    /// network closed meanwhile would fail it); the others are dropped.
+    /// network closed meanwhile would fail it); the others are dropped. Not a warning: a
+    /// server closes them on purpose (idle, or after refusing an upload sent ahead), and the
+    /// transfer goes on without them.
     pub(super) fn take_idle(&self) -> Vec<Link> {
         let all = std::mem::take(&mut *lock(&self.idle));
         let (open, gone): (Vec<_>, Vec<_>) = all.into_iter().partition(|l| still_open(l.socket()));
         if !gone.is_empty() {
-            tracing::warn!(
+            tracing::debug!(
                 closed = gone.len(),
                 "kept data connections were closed since the last transfer"
             );
