@@ -57,11 +57,12 @@ copy() {
 
 # The background at 64 % of the link: with the path (`path ... "$(cross)"`), or iperf3 started
 # by `background_on` and stopped by `background_off`.
+background=${BG:-emulator}
 bg_rate=640mbit
-cross() { if [[ ${BG:-emulator} == emulator ]]; then echo "$bg_rate"; else echo 0; fi; }
+cross() { if [[ $background == emulator ]]; then echo "$bg_rate"; else echo 0; fi; }
 background_on() {
     bg=
-    [[ ${BG:-emulator} == iperf3 ]] || return 0
+    [[ $background == iperf3 ]] || return 0
     spawn a iperf3 -c 198.18.0.2 -p 5301 -u -b 640M -l 1400 -t 3600 >/dev/null 2>&1
     bg=${pids[-1]}
     sleep 3
@@ -87,7 +88,7 @@ one() {
         mbit=$(copy -p 1 --cc "$cc" --pacing "$pacing")
         read -r l1 r1 < <(counters)
         background_off
-        echo "| $cc | $pacing | ${BG:-emulator} | $round | $mbit | $((l1 - l0)) | $((r1 - r0)) |" | tee -a "$out/bic-one.md"
+        echo "| $cc | $pacing | $background | $round | $mbit | $((l1 - l0)) | $((r1 - r0)) |" | tee -a "$out/bic-one.md"
         sleep 5
     done
     done

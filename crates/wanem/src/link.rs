@@ -147,6 +147,13 @@ impl LinkStats {
     }
 }
 
+/// How long `bytes` take at `rate_bps`: a packet's serialisation at the bottleneck, or the
+/// spacing of cross traffic.
+fn time_to_send(bytes: u64, rate_bps: u64) -> Duration {
+    let nanos = (u128::from(bytes) * 8 * 1_000_000_000) / u128::from(rate_bps.max(1));
+    Duration::from_nanos(nanos.min(u64::MAX as u128) as u64)
+}
+
 /// One direction of the path. `P` is the packet (anything with a length).
 #[derive(Debug)]
 pub struct Link<P> {
@@ -194,11 +201,6 @@ impl<P: AsRef<[u8]>> Link<P> {
         (self.limit_bytes, self.limit_packets) = params.limits();
     }
 
-    fn serialisation(&self, len: usize) -> Duration {
-        let nanos = (len as u128 * 8 * 1_000_000_000) / u128::from(self.params.rate_bps.max(1));
-        Duration::from_nanos(nanos.min(u64::MAX as u128) as u64)
-    }
-
     /// Offers a packet arriving at `now`.
     pub fn enqueue(&mut self, now: Duration, packet: P) -> Verdict {
         let len = packet.as_ref().len() as u64;
@@ -235,7 +237,7 @@ impl<P: AsRef<[u8]>> Link<P> {
         {
             return None;
         }
-        let depart = self.busy_until.max(now) + self.serialisation(len as usize);
+        let depart = self.busy_until.max(now) + time_to_send(len, self.params.rate_bps);
         self.busy_until = depart;
         self.backlog.push_back((depart, len));
         self.backlog_bytes += len;
@@ -249,9 +251,7 @@ impl<P: AsRef<[u8]>> Link<P> {
             self.cross_next = now;
             return;
         }
-        let gap = Duration::from_nanos(
-            (CROSS_PACKET * 8 * 1_000_000_000 / self.params.cross_bps.max(1)).max(1),
-        );
+        let gap = time_to_send(CROSS_PACKET, self.params.cross_bps).max(Duration::from_nanos(1));
         let replay_from = now.saturating_sub(CROSS_REPLAY);
         if self.cross_next < replay_from {
             let skipped = (replay_from - self.cross_next).as_nanos() / gap.as_nanos();
