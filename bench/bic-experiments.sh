@@ -10,10 +10,12 @@
 #   four  50 ms, four flows: four adaptive (-p 4) against two adaptive + two unpaced (two copies
 #         of -p 2 at once)
 #   long  200 ms, four flows for about ten minutes: BIC against BIC with adaptive pacing
-#   eab   `one`'s path, one flow of 3 GiB, BIC unpaced and with adaptive pacing in the kernel,
-#         $RUNS (3) runs each, with the sender's telemetry: retransmissions in the first slow start and after
-#         (bic-split.md); results/pacing/bic-eab.svg draws the program's pacing ceiling and eab
-#         beside cwnd/RTT (the records' kernel_pace)
+#   eab   `one`'s path, one flow of 3 GiB, BIC unpaced and with adaptive pacing in the kernel
+#         ($CONTROL=cubic: cubic unpaced and with user-space adaptive pacing), $RUNS (3) runs each, with
+#         the sender's telemetry: retransmissions in the first slow start and after
+#         ($CONTROL-split.md); results/pacing/$CONTROL-eab.svg draws the pacing rate and eab beside
+#         cwnd/RTT (for bic, the program's ceiling: the records' kernel_pace); $KEEP, a directory
+#         that keeps each run's telemetry
 # The background ($BG): `emulator` (default), the emulator's own cross traffic (`testbed up
 # --cross 640mbit`: packets enter the queue at exact times, whatever the two cores are doing), or
 # `iperf3` (`iperf3 -u -b 640M`, whose sender catches up in bursts after it was descheduled).
@@ -127,14 +129,16 @@ long() {
 }
 
 eab() {
-    table bic-split.md "| control | pacing | run | Mbit/s | retransmitted segments | in the first 4 s | after |"
+    local cc=${CONTROL:-bic}
+    table "$cc-split.md" "| control | pacing | run | Mbit/s | retransmitted segments | in the first 4 s | after |"
     for run in $(seq "${RUNS:-3}"); do
     for pacing in off adaptive; do
         rm -f "$work/$pacing.jsonl"
         STATS=$work/$pacing.jsonl path 50ms 3 "$(cross)"
         background_on
-        mbit=$(copy -p 1 --cc bic --pacing "$pacing")
+        mbit=$(copy -p 1 --cc "$cc" --pacing "$pacing")
         background_off
+        [[ -z ${KEEP:-} ]] || cp "$work/$pacing.jsonl" "$KEEP/$cc-$pacing-$run.jsonl"
         # Retransmissions of the first 4 s (the first slow start's overshoot) and after.
         split=$(python3 - "$work/$pacing.jsonl" <<'PY'
 import json, sys
@@ -146,10 +150,10 @@ early = max(r["tcp"]["total_retrans"] for r in rs if r["unix_s"] - t0 <= 4.0)
 print(f"{total} | {early} | {total - early}")
 PY
 )
-        echo "| bic | $pacing | $run | $mbit | $split |" | tee -a "$out/bic-split.md"
+        echo "| $cc | $pacing | $run | $mbit | $split |" | tee -a "$out/$cc-split.md"
     done
     done
-    "$bin" plot "$work/adaptive.jsonl" -o "$out/bic-eab.svg"
+    "$bin" plot "$work/adaptive.jsonl" -o "$out/$cc-eab.svg"
 }
 
 for e in "${@:-one four long}"; do
