@@ -41,8 +41,9 @@ const STABLE: f64 = 0.1;
 /// The first EABP period, and the longest one doubling reaches.
 const FIRST_EABP: Duration = Duration::from_secs(1);
 const LONGEST_EABP: Duration = Duration::from_secs(64);
-/// A new rate is set only when it differs from the one set by this share (or the state changed).
-const RESET: f64 = 0.02;
+/// A new rate is set only when it differs from the one set by this share (or the state
+/// changed); below every growth step of the law (CWP_B's 1/64), or the step is never set.
+const RESET: f64 = 1.0 / 128.0;
 /// Once the queue is reached before the first loss, the rate is the delivery rate scaled by
 /// least RTT / RTT (what the path carries without the queue: while a queue fills, the delivery
 /// rate counts the share of it this flow took), and this share of it more: a probe that keeps a
@@ -263,8 +264,8 @@ mod tests {
         let mut law = Adaptive::new(false);
         assert_eq!(law.setup(), Some(Pace::Tcp));
         assert_eq!(rate(law.on_sample(&at(0, 1000, 0, 0))), Some(10_000_000));
-        // Unchanged within 2 %: nothing to set.
-        assert_eq!(law.on_sample(&at(100, 1010, 0, 0)), None);
+        // Unchanged within 1/128: nothing to set.
+        assert_eq!(law.on_sample(&at(100, 1005, 0, 0)), None);
         let mut s = at(200, 2000, 0, 0);
         if let Some(t) = s.tcp.as_mut() {
             t.ssthresh_bytes = u64::MAX / 2;
@@ -307,6 +308,10 @@ mod tests {
         assert!(p
             .and_then(|p| p.note)
             .is_some_and(|n| n.contains("EABP period over")));
+        // Delivered as paced: the rate still grows by the step (a threshold for setting a new
+        // rate above the step held a paced flow where it was).
+        let p = law.on_sample(&delivering(1450, 1200, 9_750_000));
+        assert_eq!(rate(p), Some(9_902_343));
         // Where the path has room, the rate grows with what it delivers, up to the window's.
         let p = law.on_sample(&delivering(1500, 1300, 10_500_000));
         assert_eq!(rate(p), Some(10_664_062));
