@@ -82,7 +82,9 @@ pub struct Adaptive {
     state: State,
     eab: Option<f64>,
     time_eabp: Duration,
-    last_cwp: Option<f64>,
+    /// The rate the window carried at the last sample, as far as it was paced so: the next
+    /// loss's `eab`.
+    last_carried: Option<f64>,
     last_ca: u8,
     last_retrans: u32,
     last_rtt: Option<Duration>,
@@ -99,7 +101,7 @@ impl Adaptive {
             state: State::CwpA,
             eab: None,
             time_eabp: FIRST_EABP,
-            last_cwp: None,
+            last_carried: None,
             last_ca: 0,
             last_retrans: 0,
             last_rtt: None,
@@ -110,7 +112,7 @@ impl Adaptive {
 
     /// A loss seen now with the connection in `ca_state`: records `eab`, judges stability.
     fn on_loss(&mut self, ca_state: u8, cwp: f64) -> String {
-        let eab = self.last_cwp.unwrap_or(cwp);
+        let eab = self.last_carried.unwrap_or(cwp);
         let mut judged = String::new();
         if let (Some(prev), true) = (self.eab, ca_state != CA_LOSS) {
             let stable = (eab - prev).abs() <= STABLE * prev;
@@ -210,15 +212,12 @@ impl PacingLaw for Adaptive {
             _ if slow_start => 2.0 * cwp,
             _ => cwp,
         };
-        // What the next loss records as eab: the rate the window carried, as far as it was
-        // paced so.
-        self.last_cwp = Some(rate.min(cwp));
+        self.last_carried = Some(rate.min(cwp));
         let rate = rate.max(1.0) as u64;
         let changed = self
             .set
             .is_none_or(|r| (rate as f64 - r as f64).abs() > RESET * r as f64);
-        let moved = std::mem::discriminant(&self.state) != std::mem::discriminant(&before);
-        if !changed && !moved && note.is_none() {
+        if !changed && self.state == before && note.is_none() {
             return None;
         }
         self.set = Some(rate);
