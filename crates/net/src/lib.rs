@@ -14,6 +14,7 @@ pub mod mover;
 pub mod pacing;
 pub mod partial;
 pub mod pump;
+pub mod sandbox;
 pub mod socket;
 mod sockopt;
 pub mod tcpinfo;

@@ -3,7 +3,7 @@
 pub mod auth;
 mod data;
 mod limits;
-pub mod sandbox;
+pub use fatpipe_net::sandbox;
 mod session;
 mod transfer;
 mod verifier;

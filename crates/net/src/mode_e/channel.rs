@@ -5,6 +5,7 @@ use super::{lock, Prepare};
 use crate::link::Link;
 use crate::tls::Secure;
 use crate::wake::Wake;
+use crate::{Pump, PumpError};
 use socket2::Socket;
 use std::io::{self, ErrorKind};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -54,12 +55,7 @@ impl Links {
                 loop {
                     match accept_from(listener, *peer, deadline, None)? {
                         Some(s) => return Ok(s),
-                        None if Instant::now() >= deadline => {
-                            return Err(io::Error::new(
-                                ErrorKind::TimedOut,
-                                "timed out waiting for a data connection",
-                            ))
-                        }
+                        None if Instant::now() >= deadline => return Err(timed_out()),
                         None => {}
                     }
                 }
@@ -76,6 +72,8 @@ pub struct Channel {
     /// `PROT P`: how each new connection is secured.
     secure: Option<Secure>,
     idle: Mutex<Vec<Link>>,
+    /// New connections made before the transfer began ([`Channel::prime`]).
+    fresh: Mutex<Vec<Link>>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -93,6 +91,7 @@ impl Channel {
             links,
             secure: None,
             idle: Mutex::default(),
+            fresh: Mutex::default(),
         }
     }
 
@@ -130,6 +129,53 @@ impl Channel {
     pub(super) fn keep(&self, link: Link) {
         lock(&self.idle).push(link);
     }
+
+    /// Makes sure the channel has a connection before the transfer begins: a kept one, or a
+    /// new one made (and secured) now, which the transfer then starts on. A receiver calls
+    /// it before touching its file, so that nothing changes when no connection comes.
+    /// Waits while `pump` is not cancelled, at most the channel's timeout.
+    pub fn prime(&self, pump: &Pump) -> Result<(), PumpError> {
+        if !lock(&self.idle).is_empty() || !lock(&self.fresh).is_empty() {
+            return Ok(());
+        }
+        let sock = match &self.links {
+            Links::Accept {
+                listener,
+                peer,
+                timeout,
+            } => {
+                let deadline = Instant::now() + *timeout;
+                loop {
+                    pump.check()?;
+                    let wait = Instant::now() + Duration::from_millis(100);
+                    if let Some(s) = accept_from(listener, *peer, wait.min(deadline), None)
+                        .map_err(PumpError::Read)?
+                    {
+                        break s;
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(PumpError::Read(timed_out()));
+                    }
+                }
+            }
+            Links::Connect { .. } => self.links.open().map_err(PumpError::Read)?,
+        };
+        let link = self.link(sock).map_err(PumpError::Read)?;
+        lock(&self.fresh).push(link);
+        Ok(())
+    }
+
+    /// The connections [`Channel::prime`] made.
+    pub(super) fn take_fresh(&self) -> Vec<Link> {
+        std::mem::take(&mut *lock(&self.fresh))
+    }
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(
+        ErrorKind::TimedOut,
+        "timed out waiting for a data connection",
+    )
 }
 
 /// Whether a connection is neither closed by its peer nor broken: a peek without waiting

@@ -34,6 +34,7 @@ pub fn receive(
     };
     let kept = channel.take_idle();
     let reused = kept.len() as u32;
+    let fresh = channel.take_fresh();
     let wake = Wake::new().map_err(PumpError::Read)?;
     let wake = &wake;
     std::thread::scope(|scope| {
@@ -45,7 +46,7 @@ pub fn receive(
             Ok(scope.spawn(move || {
                 // A new connection's TLS handshake runs here, beside the other streams.
                 let link = match arrival {
-                    Arrival::Kept(link) => Ok(link),
+                    Arrival::Kept(link) | Arrival::Ready(link) => Ok(link),
                     Arrival::New(sock) => channel
                         .link(sock)
                         .map_err(|e| mine.classify(PumpError::Read(e))),
@@ -68,10 +69,12 @@ pub fn receive(
                 r.map(|_| ())
             }))
         };
-        let mut streams = reused;
+        let mut streams = reused + fresh.len() as u32;
         let mut workers = kept
             .into_iter()
-            .map(|l| start(Arrival::Kept(l)))
+            .map(Arrival::Kept)
+            .chain(fresh.into_iter().map(Arrival::Ready))
+            .map(start)
             .collect::<Result<Vec<_>, _>>()?;
         let mut last_progress = (Instant::now(), 0u64);
         loop {
@@ -138,17 +141,18 @@ pub fn receive(
     })
 }
 
-/// A connection a receive starts on: kept from the last transfer, or just accepted (to be
-/// secured, if the channel is, in its own thread).
+/// A connection a receive starts on: kept from the last transfer, made (and secured) before
+/// it began, or just accepted (to be secured, if the channel is, in its own thread).
 enum Arrival {
     Kept(Link),
+    Ready(Link),
     New(TcpStream),
 }
 
 impl Arrival {
     fn socket(&self) -> &TcpStream {
         match self {
-            Arrival::Kept(l) => l.socket(),
+            Arrival::Kept(l) | Arrival::Ready(l) => l.socket(),
             Arrival::New(s) => s,
         }
     }

@@ -1,11 +1,11 @@
 //! The data channel of a session: `PASV`/`EPSV`/`PORT`/`EPRT`, the check that a transfer has a
 //! channel before any file is touched, and starting `RETR`/`STOR`/`APPE` transfers on it.
 
+use super::files::fs_reply;
 use super::{Flow, Session};
 use crate::server::data::{self, same_host, DataSpec};
 use crate::server::sandbox::{self, FsError, WriteAt};
 use crate::server::transfer::{BlockLimit, Endpoints, Job, Running};
-use fatpipe_net::partial;
 use fatpipe_net::tuner::before_connect;
 use fatpipe_proto::command::EpsvArg;
 use fatpipe_proto::ranges::RangeSet;
@@ -173,8 +173,9 @@ impl Session {
     pub(super) fn retr(&mut self, arg: &str) -> Result<Flow, Reply> {
         let offset = std::mem::take(&mut self.rest);
         let held = self.rest_ranges.take();
+        let whole = offset == 0 && held.is_none();
         let v = self.path(arg);
-        let (file, meta) = self.shared.sandbox.open_read(&v)?;
+        let (file, meta) = self.shared.sandbox.open_read(&v).map_err(fs_reply)?;
         self.data_ready(self.extended, false)?;
         if offset > meta.len() {
             return Err(Reply::new(
@@ -187,14 +188,14 @@ impl Session {
         }
         (&file)
             .seek(SeekFrom::Start(offset))
-            .map_err(FsError::from)?;
+            .map_err(|e| fs_reply(e.into()))?;
+        let reader = whole.then(|| file.try_clone().ok()).flatten();
         let opening = format!(
             "Opening {} mode data connection for {v} ({} bytes)",
             self.mode_word(),
             meta.len() - offset
         );
         let ascii = self.ttype == TransferType::Ascii;
-        let whole = offset == 0 && held.is_none();
         let job = if self.extended {
             let ranges = match held {
                 Some(h) => h.gaps(0, meta.len()),
@@ -217,8 +218,8 @@ impl Session {
             Job::SendFile { file, ascii }
         };
         let flow = self.begin(job, opening, format!("RETR {v} from {offset}"))?;
-        if whole {
-            self.follow(v);
+        if let Some(reader) = reader {
+            self.follow(v, reader);
         }
         Ok(flow)
     }
@@ -245,14 +246,12 @@ impl Session {
             (false, 0) => WriteAt::Start,
             (false, n) => WriteAt::Offset(n),
         };
-        let (file, start) = self
-            .shared
-            .sandbox
-            .open_write(&v, at)
-            .map_err(|e| match e {
-                FsError::WrongKind(m) if m.starts_with("Restart") => Reply::new(554, m),
-                e => e.into(),
-            })?;
+        let into = self.shared.sandbox.upload(&v, at).map_err(|e| match e {
+            FsError::WrongKind(m) if m.starts_with("Restart") => Reply::new(554, m),
+            e => fs_reply(e),
+        })?;
+        let start = into.start();
+        let reader = (start == 0).then(|| into.reader().ok()).flatten();
         let opening = format!("Ok to send data for {v} ({} mode)", self.mode_word());
         let ascii = self.ttype == TransferType::Ascii;
         let verb = if append { "APPE" } else { "STOR" };
@@ -261,39 +260,29 @@ impl Session {
             // record of what it holds, from before its first byte.
             let mut held = RangeSet::default();
             held.insert(0, start);
-            let record = match partial::mark(&file, &held) {
-                Ok(()) => Some(held),
-                Err(e) => {
-                    tracing::warn!(session = self.id, "cannot record what {v} holds ({e}): a cut upload resumes from its first gap only while the server runs");
-                    None
-                }
-            };
-            let limit = self.block_limit(&file, 0);
+            let limit = self.block_limit(into.file(), 0);
             Job::ReceiveBlocks {
-                file,
+                into,
                 base: 0,
                 limit,
-                record,
+                record: Some(held),
             }
         } else {
-            // Written in order from a point it held: its length is the truth again.
-            partial::clear(&file).map_err(FsError::from)?;
             match (self.udp.clone(), ascii) {
                 (Some(config), false) => {
-                    let limit = self.block_limit(&file, 0);
+                    let limit = self.block_limit(into.file(), 0);
                     Job::ReceiveUdp {
-                        file,
-                        offset: start,
+                        into,
                         limit,
                         config,
                     }
                 }
-                _ => Job::Receive { file, ascii },
+                _ => Job::Receive { into, ascii },
             }
         };
         let flow = self.begin(job, opening, format!("{verb} {v} at {start}"))?;
-        if start == 0 {
-            self.follow(v);
+        if let Some(reader) = reader {
+            self.follow(v, reader);
         }
         Ok(flow)
     }

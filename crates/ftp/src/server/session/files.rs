@@ -10,20 +10,27 @@ use fatpipe_proto::listing::{format_list_line, format_mlsx, format_timeval};
 use fatpipe_proto::reply::quote_path;
 use fatpipe_proto::{Reply, VPath};
 use std::io::ErrorKind;
-use std::os::unix::fs::OpenOptionsExt;
 
 impl Session {
     /// `SIZE`: a file that a cut upload left incomplete is as long as it holds in order, so a
     /// client resuming from `SIZE` leaves no hole.
     pub(super) fn size(&self, arg: &str) -> Result<Reply, Reply> {
-        let (file, _) = self.shared.sandbox.open_read(&self.path(arg))?;
-        let held = partial::held(&file).map_err(FsError::from)?;
+        let (file, _) = self
+            .shared
+            .sandbox
+            .open_read(&self.path(arg))
+            .map_err(fs_reply)?;
+        let held = partial::held(&file).map_err(|e| fs_reply(e.into()))?;
         Ok(Reply::new(213, held.prefix().to_string()))
     }
 
     /// `MDTM`: the modification time.
     pub(super) fn mdtm(&self, arg: &str) -> Result<Reply, Reply> {
-        let (_, m) = self.shared.sandbox.metadata(&self.path(arg))?;
+        let m = self
+            .shared
+            .sandbox
+            .metadata(&self.path(arg))
+            .map_err(fs_reply)?;
         Ok(Reply::new(
             213,
             format_timeval(std::os::unix::fs::MetadataExt::mtime(&m)),
@@ -34,19 +41,10 @@ impl Session {
     pub(super) fn mfmt(&mut self, modified: i64, arg: &str) -> Result<Reply, Reply> {
         self.writable()?;
         let v = self.path(arg);
-        let (p, m) = self.shared.sandbox.metadata(&v)?;
-        if !m.is_file() {
-            return Err(Reply::new(550, "Not a plain file"));
-        }
         let at = std::time::UNIX_EPOCH
             .checked_add(std::time::Duration::from_secs(modified.max(0) as u64))
             .ok_or_else(|| Reply::new(501, "Time out of range"))?;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(p)
-            .and_then(|f| f.set_modified(at))
-            .map_err(FsError::from)?;
+        self.shared.sandbox.set_modified(&v, at).map_err(fs_reply)?;
         Ok(Reply::new(
             213,
             format!("Modify={}; {v}", format_timeval(modified)),
@@ -56,7 +54,7 @@ impl Session {
     /// `MLST`: the facts of one object (the working directory without an argument).
     pub(super) fn mlst(&self, arg: Option<&str>) -> Result<Reply, Reply> {
         let v = arg.map_or(self.cwd.clone(), |a| self.path(a));
-        let (_, m) = self.shared.sandbox.metadata(&v)?;
+        let m = self.shared.sandbox.metadata(&v).map_err(fs_reply)?;
         let e = sandbox::entry(v.to_string(), &m);
         Ok(Reply::multi(
             250,
@@ -77,15 +75,11 @@ impl Session {
         ))
     }
 
-    /// `DELE`: removes a file (not a directory).
+    /// `DELE`: removes a file (not a directory); a link is removed, not what it points at.
     pub(super) fn dele(&mut self, arg: &str) -> Result<Reply, Reply> {
         self.writable()?;
         let v = self.path(arg);
-        let p = self.shared.sandbox.creatable(&v)?;
-        if p.is_dir() {
-            return Err(Reply::new(550, "Is a directory; use RMD"));
-        }
-        std::fs::remove_file(p).map_err(FsError::from)?;
+        self.shared.sandbox.remove_file(&v).map_err(fs_reply)?;
         Ok(Reply::new(250, format!("Deleted {v}")))
     }
 
@@ -93,22 +87,21 @@ impl Session {
     pub(super) fn mkd(&mut self, arg: &str) -> Result<Reply, Reply> {
         self.writable()?;
         let v = self.path(arg);
-        std::fs::create_dir(self.shared.sandbox.creatable(&v)?).map_err(FsError::from)?;
+        self.shared.sandbox.make_dir(&v).map_err(fs_reply)?;
         Ok(Reply::new(
             257,
             format!("{} created", quote_path(&v.to_string())),
         ))
     }
 
-    /// `RMD`: removes an empty directory (never the root).
+    /// `RMD`: removes an empty directory (never the root, never through a link).
     pub(super) fn rmd(&mut self, arg: &str) -> Result<Reply, Reply> {
         self.writable()?;
         let v = self.path(arg);
-        let p = self.shared.sandbox.existing(&v)?;
-        if v.is_root() || !p.is_dir() {
+        if v.is_root() {
             return Err(Reply::new(550, "Not a removable directory"));
         }
-        std::fs::remove_dir(p).map_err(FsError::from)?;
+        self.shared.sandbox.remove_dir(&v).map_err(fs_reply)?;
         Ok(Reply::new(250, format!("Removed {v}")))
     }
 
@@ -116,11 +109,7 @@ impl Session {
     pub(super) fn rnfr(&mut self, arg: &str) -> Result<Reply, Reply> {
         self.writable()?;
         let v = self.path(arg);
-        self.shared
-            .sandbox
-            .creatable(&v)?
-            .symlink_metadata()
-            .map_err(FsError::from)?;
+        self.shared.sandbox.entry_of(&v).map_err(fs_reply)?;
         self.rename_from = Some(v);
         Ok(Reply::new(350, "Ready for RNTO"))
     }
@@ -133,20 +122,20 @@ impl Session {
             .ok_or_else(|| Reply::new(503, "RNFR first"))?;
         self.writable()?;
         let to = self.path(arg);
-        let fs = &self.shared.sandbox;
-        sandbox::rename_no_replace(&fs.creatable(&from)?, &fs.creatable(&to)?).map_err(
-            |e| match e.kind() {
-                ErrorKind::AlreadyExists => {
+        self.shared
+            .sandbox
+            .rename(&from, &to)
+            .map_err(|e| match e {
+                FsError::Io(io) if io.kind() == ErrorKind::AlreadyExists => {
                     Reply::new(553, format!("{to} exists; delete it first to replace it"))
                 }
-                _ => FsError::from(e).into(),
-            },
-        )?;
+                e => fs_reply(e),
+            })?;
         Ok(Reply::new(250, format!("Renamed {from} to {to}")))
     }
 
     pub(super) fn cwd_to(&mut self, v: VPath) -> Result<Reply, Reply> {
-        let (_, m) = self.shared.sandbox.metadata(&v)?;
+        let m = self.shared.sandbox.metadata(&v).map_err(fs_reply)?;
         if !m.is_dir() {
             return Err(Reply::new(550, "Not a directory"));
         }
@@ -204,11 +193,11 @@ impl Session {
     pub(super) fn listing(&self, arg: Option<&str>, style: Listing) -> Result<Vec<String>, Reply> {
         let v = arg.map_or(self.cwd.clone(), |a| self.path(a));
         let fs = &self.shared.sandbox;
-        let (_, meta) = fs.metadata(&v)?;
+        let meta = fs.metadata(&v).map_err(fs_reply)?;
         let writable = self.login()?.writable;
         let now = unix_now();
         let entries = if meta.is_dir() {
-            fs.list_dir(&v)?
+            fs.list_dir(&v).map_err(fs_reply)?
         } else if style == Listing::Machine {
             return Err(Reply::new(501, "Not a directory; use MLST for a file"));
         } else {
@@ -245,22 +234,21 @@ fn unix_now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-impl From<FsError> for Reply {
-    fn from(e: FsError) -> Reply {
-        match e {
-            FsError::NotFound | FsError::Outside | FsError::WrongKind(_) => {
-                Reply::new(550, e.to_string())
-            }
-            FsError::Io(io) => match (io.kind(), io.raw_os_error()) {
-                (_, Some(libc::ENOSPC)) | (_, Some(libc::EDQUOT)) => {
-                    Reply::new(452, format!("Insufficient storage space: {io}"))
-                }
-                (ErrorKind::NotFound, _) => Reply::new(550, "No such file or directory"),
-                (ErrorKind::PermissionDenied, _) => Reply::new(550, "Permission denied"),
-                (ErrorKind::AlreadyExists, _) => Reply::new(550, "File exists"),
-                (ErrorKind::DirectoryNotEmpty, _) => Reply::new(550, "Directory not empty"),
-                _ => Reply::new(451, format!("Local error: {io}")),
-            },
+/// The reply a refused or failed file-system operation earns.
+pub(super) fn fs_reply(e: FsError) -> Reply {
+    match e {
+        FsError::NotFound | FsError::Outside | FsError::WrongKind(_) => {
+            Reply::new(550, e.to_string())
         }
+        FsError::Io(io) => match (io.kind(), io.raw_os_error()) {
+            (_, Some(libc::ENOSPC)) | (_, Some(libc::EDQUOT)) => {
+                Reply::new(452, format!("Insufficient storage space: {io}"))
+            }
+            (ErrorKind::NotFound, _) => Reply::new(550, "No such file or directory"),
+            (ErrorKind::PermissionDenied, _) => Reply::new(550, "Permission denied"),
+            (ErrorKind::AlreadyExists, _) => Reply::new(550, "File exists"),
+            (ErrorKind::DirectoryNotEmpty, _) => Reply::new(550, "Directory not empty"),
+            _ => Reply::new(451, format!("Local error: {io}")),
+        },
     }
 }

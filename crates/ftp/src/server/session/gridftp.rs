@@ -1,6 +1,7 @@
 //! GridFTP commands of a session beyond MODE E itself: `CKSM`, `ERET P` (partial retrieve),
 //! `ESTO A` (adjusted store), and `SITE SETNETSTACK` (the UDP data channel).
 
+use super::files::fs_reply;
 use super::{Flow, Session};
 use crate::server::sandbox::WriteAt;
 use crate::server::transfer::Job;
@@ -71,7 +72,7 @@ impl Session {
     /// off the runtime's threads (a large file takes seconds).
     pub(super) async fn cksm(&mut self, c: Cksm) -> Result<Flow, Reply> {
         let v = self.path(&c.path);
-        let (file, meta) = self.shared.sandbox.open_read(&v)?;
+        let (file, meta) = self.shared.sandbox.open_read(&v).map_err(fs_reply)?;
         let followed = self.followed(&c, &v);
         let id = self.id;
         let sum = tokio::task::spawn_blocking(move || {
@@ -101,7 +102,7 @@ impl Session {
             return Err(Reply::new(503, "ERET needs MODE E"));
         }
         let v = self.path(arg);
-        let (file, meta) = self.shared.sandbox.open_read(&v)?;
+        let (file, meta) = self.shared.sandbox.open_read(&v).map_err(fs_reply)?;
         self.data_ready(true, false)?;
         if offset > meta.len() {
             return Err(Reply::new(
@@ -128,12 +129,16 @@ impl Session {
         self.writable()?;
         let v = self.path(arg);
         self.data_ready(true, true)?;
-        let (file, _) = self.shared.sandbox.open_write(&v, WriteAt::Keep)?;
-        let limit = self.block_limit(&file, offset);
+        let into = self
+            .shared
+            .sandbox
+            .upload(&v, WriteAt::Keep)
+            .map_err(fs_reply)?;
+        let limit = self.block_limit(into.file(), offset);
         let opening = format!("Ok to send data for {v} at {offset}");
         self.begin(
             Job::ReceiveBlocks {
-                file,
+                into,
                 base: offset,
                 limit,
                 record: None,

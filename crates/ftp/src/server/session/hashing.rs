@@ -20,22 +20,16 @@ const ALG: ChecksumAlg = ChecksumAlg::Xxh3;
 impl Session {
     /// Hashes `path`, moved whole by the transfer just begun, beside the transfer, for a
     /// client that runs fatpipe's extensions in MODE E (`OPTS DRS ON`): it verifies with XXH3
-    /// unless told not to. The file is read through a handle of its own (an upload's may not
-    /// read).
-    pub(super) fn follow(&mut self, path: VPath) {
+    /// unless told not to. `reader` is a handle on the file being moved (an upload's is not
+    /// under its name yet).
+    pub(super) fn follow(&mut self, path: VPath, reader: std::fs::File) {
         if !(self.drs_notify && self.extended) {
             return;
         }
         let Some(progress) = self.transfer.as_ref().and_then(Running::progress) else {
             return;
         };
-        match self
-            .shared
-            .sandbox
-            .open_read(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|(f, _)| Follower::start(f, ALG, progress).map_err(|e| e.to_string()))
-        {
+        match Follower::start(reader, ALG, progress) {
             Ok(follower) => self.followed = Some(Followed { path, follower }),
             Err(e) => tracing::debug!(
                 session = self.id,

@@ -7,6 +7,7 @@ use super::data::DataSpec;
 use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::{Channel, Links, Prepare, Requests};
 use fatpipe_net::partial;
+use fatpipe_net::sandbox::Upload;
 use fatpipe_net::tls::Secure;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::{Conductor, Pump, TunerConfig};
@@ -32,8 +33,8 @@ pub enum Job {
     SendFile { file: File, ascii: bool },
     /// Bytes prepared in advance (a listing) to the client.
     SendBytes(Vec<u8>),
-    /// The client's data into a file; `ascii` converts CRLF to LF.
-    Receive { file: File, ascii: bool },
+    /// The client's data into an upload's file; `ascii` converts CRLF to LF.
+    Receive { into: Upload, ascii: bool },
     /// MODE E: `ranges` of a file as blocks over the connections this end opens (GridFTP's
     /// sender connects), `parallelism` of them, growing between its start and max.
     /// `shift` is subtracted from the offsets in the headers (`ERET P`).
@@ -51,19 +52,19 @@ pub enum Job {
         length: u64,
         config: UdpConfig,
     },
-    /// MODE S over the UDP channel: the client's packets into `file` from `offset`, at most
-    /// `limit` bytes.
+    /// MODE S over the UDP channel: the client's packets into an upload's file from where it
+    /// starts, at most `limit` bytes.
     ReceiveUdp {
-        file: File,
-        offset: u64,
+        into: Upload,
         limit: BlockLimit,
         config: UdpConfig,
     },
-    /// MODE E: blocks from every connection the client opens, written into `file` at `base`
-    /// plus their offsets (`ESTO A`; 0 for `STOR`), none past `limit`. With `record` (what the
-    /// file held before), the file's partial record is kept up to date until it is complete.
+    /// MODE E: blocks from every connection the client opens, written into an upload's file at
+    /// `base` plus their offsets (`ESTO A`; 0 for `STOR`), none past `limit`. With `record`
+    /// (what the file held before), the file's partial record is kept up to date until it is
+    /// complete.
     ReceiveBlocks {
-        file: File,
+        into: Upload,
         base: u64,
         limit: BlockLimit,
         record: Option<RangeSet>,
@@ -233,7 +234,7 @@ impl Running {
         let receiving = job.receiving();
         let (reassembly, record) = match &job {
             Job::ReceiveBlocks {
-                file,
+                into,
                 base,
                 limit,
                 record,
@@ -241,7 +242,7 @@ impl Running {
                 Some(Arc::new(Mutex::new(Reassembly::new(limit.end)))),
                 record.as_ref().and_then(|before| {
                     Some(Arc::new(Record {
-                        file: file.try_clone().ok()?,
+                        file: into.reader().ok()?,
                         base: *base,
                         before: before.clone(),
                     }))

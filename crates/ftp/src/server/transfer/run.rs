@@ -5,6 +5,7 @@ use super::{lock_any, BlockLimit, Data, Job, Outcome, Record, BLOCK};
 use fatpipe_net::mode_e::{Channel, OnStream, Requests, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
+use fatpipe_net::sandbox::Upload;
 use fatpipe_net::tls::Secure;
 use fatpipe_net::udp::{UdpReceiver, UdpSender};
 use fatpipe_net::{Conductor, Mover, Pump, PumpError};
@@ -80,28 +81,41 @@ pub(super) fn run(
                 })
         }
         Job::ReceiveBlocks {
-            file, base, limit, ..
+            mut into,
+            base,
+            limit,
+            record,
         } => {
             let state = how
                 .reassembly
                 .unwrap_or_else(|| Arc::new(Mutex::new(Reassembly::new(limit.end))));
-            let mover = Box::new(BlockReceiver {
-                file: &file,
-                base,
-                state: &state,
-                channel: &channel,
-                max_streams: how.max_streams,
-            });
-            let r = mover.run(pump, &on_link);
-            if let Some(rec) = how.record {
-                match &r {
-                    Ok(_) => {
-                        if let Err(e) = partial::clear(&file) {
-                            tracing::warn!("cannot mark an upload complete: {e}");
-                        }
+            // Nothing in the file changes before a data connection exists.
+            let mut begun = false;
+            let r = channel.prime(pump).and_then(|()| {
+                into.begin().map_err(PumpError::Write)?;
+                begun = true;
+                if let Some(before) = &record {
+                    if let Err(e) = partial::mark(into.file(), before) {
+                        tracing::warn!("cannot record what an upload holds ({e}): a cut upload resumes from its first gap only while the server runs");
                     }
-                    Err(_) => rec.save(lock_any(&state).received()),
                 }
+                let mover = Box::new(BlockReceiver {
+                    file: into.file(),
+                    base,
+                    state: &state,
+                    channel: &channel,
+                    max_streams: how.max_streams,
+                });
+                mover.run(pump, &on_link)
+            });
+            match (&r, how.record) {
+                (Ok(_), Some(_)) => {
+                    if let Err(e) = partial::clear(into.file()) {
+                        tracing::warn!("cannot mark an upload complete: {e}");
+                    }
+                }
+                (Err(_), Some(rec)) if begun => rec.save(lock_any(&state).received()),
+                _ => {}
             }
             r.map_err(|e| match e {
                 PumpError::Write(io) if io.kind() == std::io::ErrorKind::FileTooLarge => {
@@ -109,9 +123,12 @@ pub(super) fn run(
                 }
                 e => failure_reply(e, false),
             })
-            .map(|r| Outcome {
-                bytes: r.bytes,
-                notes: Vec::new(),
+            .and_then(|r| {
+                commit(into)?;
+                Ok(Outcome {
+                    bytes: r.bytes,
+                    notes: Vec::new(),
+                })
             })
         }
         _ => Err(Reply::new(451, "MODE S transfer on a MODE E channel")),
@@ -131,6 +148,7 @@ fn stream(
         Job::ReceiveUdp { limit, .. } => Some(*limit),
         _ => None,
     };
+    let mut writing = None;
     let (mover, sending): (Box<dyn Mover + '_>, bool) = match &mut job {
         Job::SendFile { file, ascii } => {
             let work = StreamWork::SendFile {
@@ -143,9 +161,9 @@ fn stream(
             let work = StreamWork::SendBytes(std::mem::take(bytes));
             (Box::new(StreamMover { link, work, secure }), true)
         }
-        Job::Receive { file, ascii } => {
+        Job::Receive { into, ascii } => {
             let work = StreamWork::Receive {
-                into: file,
+                into: writing.insert(FirstByte { into, begun: false }),
                 ascii: *ascii,
             };
             (Box::new(StreamMover { link, work, secure }), false)
@@ -166,15 +184,16 @@ fn stream(
             (Box::new(m), true)
         }
         Job::ReceiveUdp {
-            file,
-            offset,
+            into,
             limit,
             config,
         } => {
+            // The data connection exists: the file may change now.
+            begin_in_order(into).map_err(|e| failure_reply(PumpError::Write(e), false))?;
             let m = UdpReceiver {
                 link,
-                file,
-                offset: *offset,
+                file: into.file(),
+                offset: into.start(),
                 limit: limit.end,
                 config: config.clone(),
             };
@@ -184,8 +203,13 @@ fn stream(
             return Err(Reply::new(451, "MODE E transfer on a MODE S connection"))
         }
     };
-    mover
-        .run(pump, on_link)
+    let moved = mover.run(pump, on_link);
+    let moved = match (moved, writing) {
+        // An empty upload began nowhere: it begins (and so is cut back) at its end.
+        (Ok(m), Some(mut w)) => w.start().map(|()| m).map_err(PumpError::Write),
+        (r, _) => r,
+    };
+    let outcome = moved
         .map(|m| Outcome {
             bytes: m.bytes,
             // The client learns what the UDP channel did from the final reply.
@@ -203,7 +227,54 @@ fn stream(
                 beyond_limit(&io, limit)
             }
             (e, _) => failure_reply(e, sending),
-        })
+        })?;
+    match job {
+        Job::Receive { into, .. } | Job::ReceiveUdp { into, .. } => commit(into)?,
+        _ => {}
+    }
+    Ok(outcome)
+}
+
+/// A MODE S upload's file, begun ([`begin_in_order`]) at the first byte that arrives, so that
+/// a data connection that fails before any data (its TLS handshake, a client that never
+/// sends) changes nothing.
+struct FirstByte<'a> {
+    into: &'a mut Upload,
+    begun: bool,
+}
+
+impl FirstByte<'_> {
+    fn start(&mut self) -> std::io::Result<()> {
+        if !self.begun {
+            begin_in_order(self.into)?;
+            self.begun = true;
+        }
+        Ok(())
+    }
+}
+
+impl std::io::Write for FirstByte<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.start()?;
+        self.into.file().write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Begins an upload written in order from a point the file held: its length is the truth
+/// again, so its partial record goes.
+fn begin_in_order(into: &mut Upload) -> std::io::Result<()> {
+    into.begin()?;
+    partial::clear(into.file())
+}
+
+/// Puts a complete upload's file in place.
+fn commit(into: Upload) -> Result<(), Reply> {
+    into.commit()
+        .map_err(|e| Reply::new(451, format!("Cannot put the upload in place: {e}")))
 }
 
 /// The reply for a block past what the upload may write: no space on the disk (`452`), or past
