@@ -49,6 +49,7 @@ pub fn for_url(url: &RemoteUrl) -> anyhow::Result<Credentials> {
         .filter(|n| n.login == user)
         .map(|n| n.password)
         .filter(|p| !p.is_empty());
+    let in_url = url.password.is_some();
     let password = if let Some(p) = url.password.clone() {
         p
     } else if let Ok(p) = std::env::var(PASSWORD_ENV) {
@@ -60,7 +61,11 @@ pub fn for_url(url: &RemoteUrl) -> anyhow::Result<Credentials> {
     } else {
         bail!("no password for {user}: set {PASSWORD_ENV}, add it to ~/.netrc, or run on a terminal to be asked");
     };
-    Ok(Credentials { user, password })
+    Ok(Credentials {
+        user,
+        password,
+        in_url,
+    })
 }
 
 /// The server and path an `ftp://` URL argument names.
@@ -80,11 +85,25 @@ pub fn open(url: &RemoteUrl, how: &SessionArgs) -> anyhow::Result<Connection> {
 /// every anonymous copy into a login); a netrc that cannot be read is warned about and skipped.
 fn netrc_entry(host: &str) -> Option<netrc::Authenticator> {
     let path = netrc::Netrc::get_file()?;
+    warn_if_readable_by_others(&path);
     match netrc::Netrc::from_file(&path) {
         Ok(mut n) => n.hosts.remove(host).filter(|a| !a.login.is_empty()),
         Err(e) => {
             tracing::warn!("ignoring {}: {e}", path.display());
             None
+        }
+    }
+}
+
+/// A netrc holds passwords: one that other users may read is worth a warning.
+fn warn_if_readable_by_others(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(m) = std::fs::metadata(path) {
+        if m.is_file() && m.permissions().mode() & 0o044 != 0 {
+            tracing::warn!(
+                "{} can be read by other users and holds passwords: chmod 600 it",
+                path.display()
+            );
         }
     }
 }

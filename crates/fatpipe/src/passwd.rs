@@ -38,6 +38,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let entry = fatpipe_ftp::server::auth::users_file_line(&a.name, &password)?;
     match a.file {
         Some(path) => {
+            // Two `passwd` runs at once must not each write the file without the other's entry.
+            let _lock = lock_beside(&path)?;
             let old = match std::fs::read_to_string(&path) {
                 Ok(text) => text,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -81,22 +83,45 @@ fn with_entry(text: &str, name: &str, entry: &str) -> (String, bool) {
     (out, replaced)
 }
 
-/// Writes `text` to `path` with mode 0600, through a temporary file renamed over it (a reader
-/// never sees half a file, a crash never loses the old one).
-fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+/// Holds an exclusive lock on a file beside `path` until dropped: the users file itself is
+/// replaced by a rename, so it cannot carry the lock.
+fn lock_beside(path: &std::path::Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
+    let lock = beside(path, "fatpipe-lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&lock)
+        .with_context(|| format!("cannot open the lock file {}", lock.display()))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .with_context(|| format!("cannot lock {}", lock.display()))
+}
+
+/// `.NAME.SUFFIX` in `path`'s directory.
+fn beside(path: &std::path::Path, suffix: &str) -> PathBuf {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(std::path::Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.fatpipe-new",
+    dir.join(format!(
+        ".{}.{suffix}",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("users")
-    ));
+    ))
+}
+
+/// Writes `text` to `path` with mode 0600, through a temporary file renamed over it (a reader
+/// never sees half a file, a crash never loses the old one).
+fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    let tmp = beside(path, "fatpipe-new");
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
         .with_context(|| format!("cannot write {}", tmp.display()))?;
     f.write_all(text.as_bytes())?;

@@ -4,6 +4,8 @@ use crate::tuning::TuneArgs;
 use anyhow::Context;
 use fatpipe_ftp::server::auth::Anonymous;
 use fatpipe_ftp::server::{Server, ServerConfig};
+use fatpipe_net::admission::ThirdPartyNetworks;
+use fatpipe_net::tls::TlsReuse;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
@@ -40,9 +42,13 @@ pub struct Args {
     /// `--transport udp`), e.g. 50200-50300 (default: any free port).
     #[arg(long, value_name = "LOW-HIGH", value_parser = parse_range)]
     udp_ports: Option<RangeInclusive<u16>>,
-    /// Most concurrent sessions; more are refused with 421.
+    /// Most concurrent logged-in sessions; a login past it is refused with 421.
     #[arg(long, default_value_t = 64)]
     max_sessions: usize,
+    /// Most connections waiting to log in (apart from --max-sessions); a newcomer closes the
+    /// oldest when all are taken, so idle connections cannot lock real clients out.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+    max_waiting_logins: u64,
     /// Close a session idle for this long (e.g. 300s, 5m).
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     idle_timeout: Duration,
@@ -82,6 +88,21 @@ pub struct Args {
     /// FTS3/gfal2). Still never to a privileged port.
     #[arg(long)]
     allow_third_party: bool,
+    /// Networks a third-party copy may reach beside public addresses (CIDR[,CIDR…], e.g. the
+    /// site's data-transfer nodes on 10.1.0.0/16); loopback, private and link-local addresses
+    /// are refused otherwise.
+    #[arg(long, value_name = "CIDR,...", requires = "allow_third_party", value_parser = ThirdPartyNetworks::parse)]
+    third_party_networks: Option<ThirdPartyNetworks>,
+    /// Under PROT P, a data connection that carries no data token (fatpipe's DTOK) must resume
+    /// the control connection's TLS session (required), or may make a full handshake
+    /// (optional: for clients that cannot resume, such as Python's ftplib).
+    #[arg(
+        long,
+        value_name = "required|optional",
+        default_value = "required",
+        requires = "tls_cert"
+    )]
+    tls_reuse: TlsReuse,
     /// Tuning of data connections unless a client picks another mode (OPTS DRS, SBUF).
     #[command(flatten)]
     tune: TuneArgs,
@@ -115,6 +136,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     config.passive_ports = a.passive_ports;
     config.udp_ports = a.udp_ports;
     config.max_sessions = a.max_sessions;
+    config.max_waiting_logins = a.max_waiting_logins as usize;
     config.idle_timeout = a.idle_timeout;
     config.max_login_failures = a.max_login_failures;
     config.max_sessions_per_host = a.max_sessions_per_host;
@@ -130,6 +152,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     config.require_tls = a.require_tls;
     config.allow_third_party = a.allow_third_party;
+    config.third_party_networks = a.third_party_networks.unwrap_or_default();
+    config.tls_reuse = a.tls_reuse;
     let rt = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
     rt.block_on(async move {
         let root = config.root.display().to_string();

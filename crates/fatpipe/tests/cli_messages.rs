@@ -72,7 +72,7 @@ fn a_refused_anonymous_login_says_to_name_a_user() {
         err.contains("login as anonymous failed") && err.contains("name a user in the URL"),
         "{err}"
     );
-    let out = run(fatpipe_cmd(&["ls"]).arg(s.url_as("alice", "wrong", "")));
+    let out = run(fatpipe_cmd(&["ls", "--tls", "off"]).arg(s.url_as("alice", "wrong", "")));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("login as alice failed")

@@ -101,3 +101,48 @@ fn cp_resume_completes_partial_files_both_ways() {
     cp(&["--resume", local.to_str().unwrap(), &v.url("up")]);
     assert_same(&local, &v.path("up"));
 }
+
+/// Item 7 of the trust issue: vsftpd has no checksums; a resume whose source changed since
+/// the partial copy began (same size, other bytes, a later time) starts over.
+#[test]
+fn a_resume_after_the_source_changed_starts_over() {
+    let v = Vsftpd::start();
+    random_file(&v.path("f"), 8 << 20, 21);
+    v.give_to_ftp();
+    let out = tempfile::tempdir().unwrap();
+    let dst = out.path().join("f");
+    let mut slow = fatpipe_cmd(&[
+        "cp",
+        "--limit-rate",
+        "16mbit",
+        &v.url("f"),
+        dst.to_str().unwrap(),
+    ])
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Interrupted as Ctrl-C does: what arrived is kept, with its record.
+    interrupt(&slow);
+    let _ = slow.wait();
+    let held = std::fs::metadata(out.path().join("f.fatpipe-part")).map_or(0, |m| m.len());
+    assert!(held > 0 && held < 8 << 20, "{held} bytes held");
+    random_file(&v.path("f"), 8 << 20, 22);
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(120);
+    std::fs::File::options()
+        .write(true)
+        .open(v.path("f"))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    v.give_to_ftp();
+    let o = run_ok(&mut fatpipe_cmd(&[
+        "cp",
+        "--resume",
+        &v.url("f"),
+        dst.to_str().unwrap(),
+    ]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("changed since"), "{err}");
+    assert_same(&v.path("f"), &dst);
+}

@@ -97,6 +97,35 @@ fn one_address_cannot_take_every_session_slot() {
     }
 }
 
+/// Item 14 of the trust issue: connections that never log in do not count against
+/// `--max-sessions`; when the pool of waiting logins is full the oldest makes room, so a real
+/// client still gets in past a crowd of idle connections.
+#[test]
+fn idle_connections_do_not_lock_a_real_client_out() {
+    let s = FatpipeServer::start(&[
+        "--user",
+        "alice:pw",
+        "--max-sessions",
+        "4",
+        "--max-waiting-logins",
+        "8",
+        "--max-sessions-per-host",
+        "100",
+    ]);
+    let idle: Vec<Raw> = (0..40).map(|_| Raw::connect(s.addr).0).collect();
+    let mut c = Raw::login(s.addr, "alice", "pw");
+    assert_eq!(c.cmd("NOOP").0, 200);
+    // The crowd was closed, oldest first, to make room (the newest 8 still wait).
+    for (i, mut r) in idle.into_iter().take(32).enumerate() {
+        assert_eq!(r.reply().0, 421, "idle connection {i}");
+    }
+    // Logged-in sessions are still capped.
+    let _more: Vec<Raw> = (0..3).map(|_| Raw::login(s.addr, "alice", "pw")).collect();
+    let (mut fifth, _) = Raw::connect(s.addr);
+    fifth.cmd("USER alice");
+    assert_eq!(fifth.cmd("PASS pw").0, 421);
+}
+
 #[test]
 fn failed_logins_lock_out_the_address_not_just_the_session() {
     let s = FatpipeServer::start(&[
@@ -138,6 +167,8 @@ fn parallel_wrong_passwords_keep_memory_flat() {
         "--user",
         "alice:pw",
         "--max-sessions-per-host",
+        "100",
+        "--max-waiting-logins",
         "100",
         "--max-host-login-failures",
         "1000",

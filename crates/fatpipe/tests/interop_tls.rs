@@ -104,7 +104,8 @@ except ftplib.error_perm as e:
 #[test]
 fn ftplib_over_tls_and_what_a_tls_only_server_refuses() {
     require("python3");
-    let (s, _dir, cert) = tls_server(&["--require-tls"]);
+    // ftplib does not resume the control connection's TLS session on data connections.
+    let (s, _dir, cert) = tls_server(&["--require-tls", "--tls-reuse", "optional"]);
     random_file(&s.path("big"), 2 << 20, 3);
     let out = run_ok(Command::new("python3").args([
         "-c",
@@ -189,11 +190,33 @@ fn fatpipe_cp_over_tls_both_ways_and_an_untrusted_certificate() {
     let out = cp(&[&url("big"), dir.path().join("no").to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--ca"), "{err}");
-    // A server without TLS: auto stays in clear, require refuses.
+    // A server without TLS (or a man in the middle answering AUTH TLS with 502): auto never
+    // sends a password from the URL in clear, and says so loudly of any other; --tls off
+    // sends it as asked; require refuses.
     let plain = FatpipeServer::start(&["--user", "alice:pw"]);
     random_file(&plain.path("f"), 1000, 5);
     let purl = format!("ftp://alice:pw@127.0.0.1:{}/f", plain.addr.port());
-    cp_ok(&[&purl, dir.path().join("f").to_str().unwrap()]);
+    let out = cp(&[&purl, dir.path().join("f").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("in the URL would go in clear")
+            && err.contains("--tls off"),
+        "{err}"
+    );
+    assert!(!dir.path().join("f").exists());
+    let bare = format!("ftp://alice@127.0.0.1:{}/f", plain.addr.port());
+    let mut env = fatpipe_cmd(&["cp", &bare, dir.path().join("f").to_str().unwrap()]);
+    env.env("FATPIPE_PASSWORD", "pw");
+    let out = run_ok(&mut env);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("goes over the network in clear"), "{err}");
+    cp_ok(&[
+        "--tls",
+        "off",
+        &purl,
+        dir.path().join("f2").to_str().unwrap(),
+    ]);
     let out = cp(&[
         "--tls",
         "require",

@@ -38,7 +38,6 @@ fn paths_never_leave_the_root() {
         "STOR dangling",
         "APPE link_out",
         "MKD dir_out/newdir",
-        "DELE link_out",
         "DELE dir_out/secret",
         "RNFR dir_out/secret",
         "RMD dir_out",
@@ -66,8 +65,17 @@ fn paths_never_leave_the_root() {
         1,
         "nothing created outside"
     );
-    // The listing does not show links that lead out.
-    assert_eq!(c.fetch("NLST"), b"inside\r\n");
+    // Links are listed as what they are; deleting one deletes the link, not its target.
+    assert_eq!(
+        c.fetch("NLST"),
+        b"dangling\r\ndir_out\r\ninside\r\nlink_out\r\n"
+    );
+    assert_eq!(c.cmd("DELE link_out").0, 250);
+    assert!(s.path("link_out").symlink_metadata().is_err());
+    assert_eq!(
+        std::fs::read(outside.path().join("secret")).unwrap(),
+        b"secret"
+    );
 }
 
 #[test]
@@ -207,11 +215,13 @@ fn line_length_limit() {
 
 #[test]
 fn session_limit() {
+    // Logged-in sessions count; a connection is greeted and turned away at its login.
     let s = server(&["--max-sessions", "1"]);
-    let (_first, code) = Raw::connect(s.addr);
+    let _first = Raw::login(s.addr, "alice", "pw");
+    let (mut second, code) = Raw::connect(s.addr);
     assert_eq!(code, 220);
-    let (_second, code) = Raw::connect(s.addr);
-    assert_eq!(code, 421);
+    second.cmd("USER alice");
+    assert_eq!(second.cmd("PASS pw").0, 421);
 }
 
 #[test]
@@ -290,6 +300,8 @@ fn ipv6_control_and_data() {
     run_ok(&mut fatpipe_cmd(&[
         "cp",
         "--quiet",
+        "--tls",
+        "off",
         &url,
         dst.to_str().unwrap(),
     ]));

@@ -32,6 +32,8 @@ fn cut_upload_leaves_a_partial_file_that_resume_completes() {
         "cp",
         "--resume",
         "--json",
+        "--tls",
+        "off",
         local.to_str().unwrap(),
         &url,
     ]));

@@ -23,12 +23,20 @@ fn server_on(ip: &str, extra: &[&str]) -> FatpipeServer {
     FatpipeServer::start(&args)
 }
 
+/// Third-party copies allowed, between the test's loopback addresses (which, as a site's
+/// private network, must be listed to be reached).
+const THIRD: &[&str] = &[
+    "--allow-third-party",
+    "--third-party-networks",
+    "127.0.0.0/8",
+];
+
 fn url(s: &FatpipeServer, path: &str) -> String {
     format!("ftp://alice:pw@{}/{path}", s.addr)
 }
 
 fn json_cp(args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["cp", "--json"];
+    let mut all = vec!["cp", "--json", "--tls", "off"];
     all.extend_from_slice(args);
     let out = run_ok(&mut fatpipe_cmd(&all));
     serde_json::from_slice(&out.stdout).unwrap()
@@ -36,8 +44,8 @@ fn json_cp(args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn fatpipe_cp_between_two_servers_mode_e_and_mode_s() {
-    let a = server_on("127.0.0.2", &["--allow-third-party"]);
-    let b = server_on("127.0.0.3", &["--allow-third-party"]);
+    let a = server_on("127.0.0.2", THIRD);
+    let b = server_on("127.0.0.3", THIRD);
     random_file(&a.path("x"), 20 << 20, 1);
     let s = json_cp(&["-p", "4", &url(&a, "x"), &url(&b, "y")]);
     assert_same(&a.path("x"), &b.path("y"));
@@ -62,16 +70,22 @@ fn without_the_option_or_as_anonymous_a_server_refuses() {
     let plain = server_on("127.0.0.2", &["--anonymous"]);
     let mut r = Raw::login(plain.addr, "alice", "pw");
     assert_eq!(r.cmd("PORT 127,0,0,3,200,10").0, 504);
-    let open = server_on("127.0.0.2", &["--allow-third-party", "--anonymous"]);
+    let open = server_on("127.0.0.2", &[THIRD, &["--anonymous"]].concat());
     let mut r = Raw::login(open.addr, "anonymous", "x");
     assert_eq!(r.cmd("PORT 127,0,0,3,200,10").0, 504);
     let mut r = Raw::login(open.addr, "alice", "pw");
     assert_eq!(r.cmd("PORT 127,0,0,3,200,10").0, 200);
     assert_eq!(r.cmd("PORT 127,0,0,3,0,80").0, 504, "privileged port");
     // fatpipe cp between servers when the source does not allow it: an error naming the option.
-    let b = server_on("127.0.0.3", &["--allow-third-party"]);
+    let b = server_on("127.0.0.3", THIRD);
     random_file(&plain.path("x"), 1000, 2);
-    let out = run(&mut fatpipe_cmd(&["cp", &url(&plain, "x"), &url(&b, "y")]));
+    let out = run(&mut fatpipe_cmd(&[
+        "cp",
+        "--tls",
+        "off",
+        &url(&plain, "x"),
+        &url(&b, "y"),
+    ]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("--allow-third-party"),
@@ -82,8 +96,8 @@ fn without_the_option_or_as_anonymous_a_server_refuses() {
 #[test]
 fn globus_url_copy_drives_a_copy_between_two_fatpipe_servers() {
     require("globus-url-copy");
-    let a = server_on("127.0.0.2", &["--allow-third-party"]);
-    let b = server_on("127.0.0.3", &["--allow-third-party"]);
+    let a = server_on("127.0.0.2", THIRD);
+    let b = server_on("127.0.0.3", THIRD);
     random_file(&a.path("x"), 12 << 20, 3);
     for p in ["1", "4"] {
         let to = format!("y{p}");
@@ -95,7 +109,7 @@ fn globus_url_copy_drives_a_copy_between_two_fatpipe_servers() {
 #[test]
 fn globus_url_copy_between_fatpipe_and_globus_gridftp_server() {
     require("globus-url-copy");
-    let f = server_on("127.0.0.2", &["--allow-third-party"]);
+    let f = server_on("127.0.0.2", THIRD);
     let g = GlobusServer::start();
     random_file(&f.path("x"), 6 << 20, 4);
     run_ok(Command::new("globus-url-copy").args([
@@ -129,8 +143,8 @@ print("copied", ctx.checksum(dst, "ADLER32"))
 fn gfal2_drives_a_copy_between_two_fatpipe_servers() {
     // Debian's python3-gfal2 is built for the system's Python.
     require("gfal-copy");
-    let a = server_on("127.0.0.2", &["--allow-third-party"]);
-    let b = server_on("127.0.0.3", &["--allow-third-party"]);
+    let a = server_on("127.0.0.2", THIRD);
+    let b = server_on("127.0.0.3", THIRD);
     random_file(&a.path("x"), 8 << 20, 5);
     let base = |s: &FatpipeServer| format!("ftp://{}", s.addr);
     let plain = |s: &FatpipeServer, p: &str| format!("ftp://{}/{p}", s.addr);
@@ -145,4 +159,92 @@ fn gfal2_drives_a_copy_between_two_fatpipe_servers() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("copied "), "{text}");
     assert_same(&a.path("x"), &b.path("y"));
+}
+
+/// Item 6 of the trust issue: `--allow-third-party` does not make the server a proxy to hosts
+/// on its own loopback or private networks (a local-only service); a listed network is
+/// reached, a public address is.
+#[test]
+fn third_party_targets_exclude_the_servers_own_networks_unless_listed() {
+    let open = server_on("127.0.0.2", &["--allow-third-party"]);
+    let mut r = Raw::login(open.addr, "alice", "pw");
+    for private in [
+        "PORT 127,0,0,3,200,10",
+        "PORT 10,0,0,1,200,10",
+        "PORT 192,168,1,1,200,10",
+        "PORT 169,254,1,1,200,10",
+        "EPRT |2|::1|51210|",
+    ] {
+        assert_eq!(r.cmd(private).0, 504, "{private}");
+    }
+    assert_eq!(r.cmd("PORT 192,0,43,10,200,10").0, 200, "a public address");
+    let listed = server_on(
+        "127.0.0.2",
+        &[
+            "--allow-third-party",
+            "--third-party-networks",
+            "127.0.0.3,10.0.0.0/8",
+        ],
+    );
+    let mut r = Raw::login(listed.addr, "alice", "pw");
+    assert_eq!(r.cmd("PORT 127,0,0,3,200,10").0, 200);
+    assert_eq!(r.cmd("PORT 10,9,8,7,200,10").0, 200);
+    assert_eq!(r.cmd("PORT 127,0,0,4,200,10").0, 504);
+}
+
+/// Item 4 of the trust issue: with third-party copies allowed, a passive listener takes
+/// connections from other hosts; a session that set a data token (fatpipe's clients, and both
+/// ends of a fatpipe-to-fatpipe copy) gives nothing to a host that connects first without it.
+#[test]
+fn a_third_party_listener_gives_nothing_to_a_connection_without_the_token() {
+    use std::io::{Read, Write};
+    let s = server_on("127.0.0.2", THIRD);
+    random_file(&s.path("secret"), 1 << 20, 9);
+    let token = "00112233445566778899aabbccddeeff";
+    let mut c = Raw::login(s.addr, "alice", "pw");
+    assert_eq!(c.cmd(&format!("DTOK {token}")).0, 200);
+    assert_eq!(c.cmd("TYPE I").0, 200);
+    let (code, text) = c.cmd("EPSV");
+    assert_eq!(code, 229, "{text}");
+    let port = fatpipe_proto::addr::parse_epsv_reply(&text).unwrap();
+    // Another host of the allowed network connects first.
+    let thief = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    thief
+        .bind(
+            &"127.0.0.3:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    thief
+        .connect(&std::net::SocketAddr::from(([127, 0, 0, 2], port)).into())
+        .unwrap();
+    let mut thief: std::net::TcpStream = thief.into();
+    thief
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    assert_eq!(c.cmd("RETR secret").0, 150);
+    let mut stolen = Vec::new();
+    let _ = thief.read_to_end(&mut stolen);
+    assert!(
+        stolen.is_empty(),
+        "{} bytes went to a stranger",
+        stolen.len()
+    );
+    let (code, _) = c.reply();
+    assert_ne!(code, 226, "the transfer cannot have gone to its client");
+    // The client itself, showing the token, gets the file.
+    let mut d = std::net::TcpStream::connect(("127.0.0.2", {
+        let (code, text) = c.cmd("EPSV");
+        assert_eq!(code, 229);
+        fatpipe_proto::addr::parse_epsv_reply(&text).unwrap()
+    }))
+    .unwrap();
+    d.write_all(&hex::decode(token).unwrap()).unwrap();
+    assert_eq!(c.cmd("RETR secret").0, 150);
+    let mut got = Vec::new();
+    d.read_to_end(&mut got).unwrap();
+    assert_eq!(c.reply().0, 226);
+    assert_eq!(got, std::fs::read(s.path("secret")).unwrap());
 }

@@ -279,3 +279,201 @@ except ftplib.all_errors as e:
         text
     }
 }
+
+/// Item 5: while a client downloads in MODE E (the server connects to the client's listener),
+/// another session on the same server (an anonymous user at the same address) sends `PORT
+/// <that listener>` and `RETR` of its own file: its blocks are refused (they do not show the
+/// victim's data token) and the victim's file arrives intact.
+#[test]
+fn another_session_cannot_feed_blocks_into_a_clients_listener() {
+    use std::io::Read;
+    let s = FatpipeServer::start(&["--user", "alice:pw", "--anonymous"]);
+    random_file(&s.path("big"), 16 << 20, 11);
+    std::fs::write(s.path("evil"), vec![0xEE; 16 << 20]).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let dst = out.path().join("big");
+    let mut victim = fatpipe_cmd(&[
+        "cp",
+        "-p",
+        "4",
+        "--limit-rate",
+        "24mbit",
+        "--retry-for",
+        "0",
+        "--tls",
+        "off",
+        &s.url_as("alice", "pw", "big"),
+        dst.to_str().unwrap(),
+    ])
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let pid = victim.id();
+    // The victim's data listener, as `ss` shows it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let port = loop {
+        let ss = run(std::process::Command::new("ss").args(["-Hltnp"]));
+        let text = String::from_utf8_lossy(&ss.stdout).to_string();
+        let found = text
+            .lines()
+            .filter(|l| l.contains(&format!("pid={pid},")))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .nth(3)?
+                    .rsplit(':')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .next();
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "no listener: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let hp = fatpipe_proto::addr::format_host_port(std::net::SocketAddrV4::new(
+        std::net::Ipv4Addr::LOCALHOST,
+        port,
+    ));
+    let mut attacker = Raw::login(s.addr, "anonymous", "x");
+    assert_eq!(attacker.cmd("TYPE I").0, 200);
+    assert_eq!(attacker.cmd("MODE E").0, 200);
+    assert_eq!(attacker.cmd(&format!("PORT {hp}")).0, 200);
+    attacker.cmd("RETR evil");
+    let _ = attacker.reply();
+    let status = victim.wait().unwrap();
+    let mut err = String::new();
+    victim
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{err}");
+    assert_same(&s.path("big"), &dst);
+}
+
+/// Item 15: a server reached on one of several addresses (127.0.0.2 here) makes its MODE E
+/// connections from that address, so the client, which takes data only from the server it
+/// talks to, takes them.
+#[test]
+fn a_multi_homed_server_connects_from_the_address_it_was_reached_on() {
+    let s = FatpipeServer::start(&["--user", "alice:pw", "--listen", "127.0.0.2:0"]);
+    random_file(&s.path("x"), 3 << 20, 12);
+    let out = tempfile::tempdir().unwrap();
+    let dst = out.path().join("x");
+    run_ok(&mut fatpipe_cmd(&[
+        "cp",
+        "-p",
+        "4",
+        "--retry-for",
+        "0",
+        "--tls",
+        "off",
+        &s.url_as("alice", "pw", "x"),
+        dst.to_str().unwrap(),
+    ]));
+    assert_same(&s.path("x"), &dst);
+}
+
+/// Item 10: `fatpipe passwd` run eight times at once into one users file keeps all eight
+/// entries (each run holds a lock beside the file while it reads and replaces it).
+#[test]
+fn concurrent_passwd_runs_keep_every_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    let runs: Vec<_> = (0..8)
+        .map(|i| {
+            let mut cmd = fatpipe_cmd(&["passwd", &format!("user{i}"), "--file"]);
+            cmd.arg(&users)
+                .env("FATPIPE_PASSWORD", format!("pw{i}"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for mut r in runs {
+        assert!(r.wait().unwrap().success());
+    }
+    let text = std::fs::read_to_string(&users).unwrap();
+    for i in 0..8 {
+        assert!(
+            text.contains(&format!("user{i}:$argon2")),
+            "user{i} lost: {text}"
+        );
+    }
+}
+
+/// Item 11: a client that takes a download's data connection and never reads it does not
+/// hold its session (and its slot) forever: after `--data-timeout` without progress the
+/// transfer fails with a reply that says so.
+#[test]
+fn a_client_that_stops_reading_is_let_go_after_the_data_timeout() {
+    let s = FatpipeServer::start(&["--anonymous", "--data-timeout", "2s"]);
+    random_file(&s.path("big"), 64 << 20, 14);
+    let mut c = Raw::login(s.addr, "anonymous", "x");
+    assert_eq!(c.cmd("TYPE I").0, 200);
+    let _d = c.data();
+    let started = std::time::Instant::now();
+    assert_eq!(c.cmd("RETR big").0, 150);
+    let (code, text) = c.reply();
+    assert_eq!(code, 426, "{text}");
+    assert!(text.contains("--data-timeout"), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert_eq!(c.cmd("NOOP").0, 200);
+}
+
+/// Starts `fatpipe cp` of `url` into `dst` slowly and kills it midway: a partial copy.
+fn cut_download(url: &str, dst: &std::path::Path) {
+    let mut cp = fatpipe_cmd(&[
+        "cp",
+        "--limit-rate",
+        "16mbit",
+        "--no-verify",
+        "--tls",
+        "off",
+        url,
+        dst.to_str().unwrap(),
+    ])
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // Interrupted as Ctrl-C does: what arrived is kept, with its record.
+    interrupt(&cp);
+    let _ = cp.wait();
+}
+
+/// Item 7: a resume whose source changed since the partial copy began (same size, new bytes
+/// and time) starts over instead of joining old and new bytes, also with --no-verify.
+#[test]
+fn a_resume_after_the_source_changed_starts_over() {
+    let s = FatpipeServer::start(&["--anonymous"]);
+    random_file(&s.path("f"), 8 << 20, 15);
+    let out = tempfile::tempdir().unwrap();
+    let dst = out.path().join("f");
+    cut_download(&s.url("f"), &dst);
+    let part = out.path().join("f.fatpipe-part");
+    let held = std::fs::metadata(&part).map_or(0, |m| m.len());
+    assert!(held > 0 && held < 8 << 20, "{held} bytes held");
+    // The source is rewritten: same size, other bytes, a later time.
+    random_file(&s.path("f"), 8 << 20, 16);
+    let later = std::time::SystemTime::now() + Duration::from_secs(120);
+    std::fs::File::options()
+        .write(true)
+        .open(s.path("f"))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let o = run_ok(&mut fatpipe_cmd(&[
+        "cp",
+        "--resume",
+        "--no-verify",
+        &s.url("f"),
+        dst.to_str().unwrap(),
+    ]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("changed since"), "{err}");
+    assert_same(&s.path("f"), &dst);
+}

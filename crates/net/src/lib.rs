@@ -3,6 +3,7 @@
 //! under them, the socket set-up they need, and the [`Conductor`] that drives each transfer's
 //! laws on its live sockets (the laws themselves live in `fatpipe-tune`).
 
+pub mod admission;
 pub mod buffers;
 pub mod checksum;
 pub mod conductor;
@@ -17,6 +18,7 @@ pub mod pump;
 pub mod sandbox;
 pub mod socket;
 mod sockopt;
+pub mod stall;
 pub mod tcpinfo;
 pub mod telemetry;
 pub mod tls;

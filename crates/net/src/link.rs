@@ -3,6 +3,7 @@
 //! cancelling and for timeouts; file ranges go out with `sendfile` on a plain connection and
 //! through a buffer under TLS.
 
+use crate::admission::Proof;
 use crate::tls::{Secure, TlsLink};
 use crate::{Pump, PumpError};
 use std::fs::File;
@@ -24,12 +25,18 @@ pub enum Link {
 const TLS_CHUNK: usize = 256 << 10;
 
 impl Link {
-    /// `sock` as it is, or secured first (the handshake) as `secure` says.
-    pub fn new(sock: TcpStream, secure: Option<&Secure>) -> io::Result<Link> {
-        Ok(match secure {
+    /// `sock` as it is, or secured first (the handshake) as `secure` says; then, with a
+    /// `proof`, the session's data token shown or checked as its first bytes.
+    pub fn new(sock: TcpStream, secure: Option<&Secure>, proof: Option<Proof>) -> io::Result<Link> {
+        let mut link = match secure {
             None => Link::Plain(sock),
             Some(s) => Link::Tls(Box::new(s.wrap(sock)?)),
-        })
+        };
+        if let Some(p) = proof {
+            let sock = link.socket().try_clone()?;
+            p.exchange(&mut link, &sock)?;
+        }
+        Ok(link)
     }
 
     /// The TCP connection under it.

@@ -5,6 +5,7 @@
 //! (`udp`). Each connection a mover makes is handed to its conductor's callback, which starts
 //! the connection's laws.
 
+use crate::admission::Proof;
 use crate::link::Link;
 use crate::mode_e::{self, Channel, OnStream, SendJob};
 use crate::tls::Secure;
@@ -63,16 +64,23 @@ pub struct StreamMover<'a> {
     pub work: StreamWork<'a>,
     /// `PROT P`: the connection is secured first, and the data passes through TLS.
     pub secure: Option<Secure>,
+    /// The session's data token, shown or checked before the data (`None`: no token).
+    pub proof: Option<Proof>,
 }
 
 impl Mover for StreamMover<'_> {
     fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError> {
-        let StreamMover { link, work, secure } = *self;
+        let StreamMover {
+            link,
+            work,
+            secure,
+            proof,
+        } = *self;
         pump.attach(&link).map_err(PumpError::Write)?;
         on_link(&link, pump, false);
         let sending = !matches!(work, StreamWork::Receive { .. });
         let fail = |e| pump.classify(PumpError::Write(e));
-        let mut link = Link::new(link, secure.as_ref()).map_err(fail)?;
+        let mut link = Link::new(link, secure.as_ref(), proof).map_err(fail)?;
         let bytes = match (work, &mut link) {
             (StreamWork::SendFile { file, ascii: false }, Link::Plain(s)) => {
                 pump.send_file(file, s)

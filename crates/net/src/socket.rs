@@ -40,17 +40,22 @@ pub fn bind_in_range<S>(
 
 /// Connects with a time limit.
 pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-    connect_prepared(addr, timeout, |_| Ok(()))
+    connect_prepared(addr, None, timeout, |_| Ok(()))
 }
 
-/// Connects with a time limit after `prepare` has set options on the unconnected socket (buffers
-/// set before the SYN fix the window scale).
+/// Connects with a time limit, from `from` (a multi-homed host's address the peer knows it
+/// by) when given, after `prepare` has set options on the unconnected socket (buffers set
+/// before the SYN fix the window scale).
 pub fn connect_prepared(
     addr: SocketAddr,
+    from: Option<IpAddr>,
     timeout: Duration,
     prepare: impl FnOnce(&Socket) -> io::Result<()>,
 ) -> io::Result<TcpStream> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if let Some(ip) = from {
+        sock.bind(&SocketAddr::new(ip, 0).into())?;
+    }
     prepare(&sock)?;
     sock.connect_timeout(&addr.into(), timeout)?;
     sock.set_nodelay(true)?;

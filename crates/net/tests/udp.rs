@@ -46,6 +46,7 @@ fn transfer(
                 offset: 4,
                 length: len,
                 config: config(control),
+                proof: None,
             });
             m.run(&Arc::new(Pump::default()), &no_links())
         });
@@ -56,6 +57,7 @@ fn transfer(
                 offset: at,
                 limit: u64::MAX,
                 config: config(control),
+                proof: None,
             });
             m.run(&Arc::new(Pump::default()), &no_links())
         });
@@ -135,6 +137,7 @@ fn a_sender_announcing_more_than_allowed_is_refused() {
                 offset: 0,
                 length: 1 << 20,
                 config: config(RateControlKind::Default),
+                proof: None,
             })
             .run(&Arc::new(Pump::default()), &no_links())
         });
@@ -145,6 +148,7 @@ fn a_sender_announcing_more_than_allowed_is_refused() {
                 offset: 0,
                 limit: 1000,
                 config: config(RateControlKind::Default),
+                proof: None,
             })
             .run(&Arc::new(Pump::default()), &no_links())
         });
@@ -203,6 +207,7 @@ fn a_receiver_drops_foreign_and_malformed_packets_and_keeps_the_file_right() {
                 offset: 0,
                 limit: u64::MAX,
                 config: config(RateControlKind::Default),
+                proof: None,
             })
             .run(&Arc::new(Pump::default()), &no_links())
         });
@@ -278,6 +283,7 @@ fn a_sender_fails_cleanly_on_a_report_of_packets_it_never_sent() {
                 offset: 0,
                 length: 10 << 20,
                 config: c,
+                proof: None,
             })
             .run(&Arc::new(Pump::default()), &no_links())
         });

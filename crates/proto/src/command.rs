@@ -172,6 +172,10 @@ pub enum Command {
     Ccc,
     /// SITE: a site-specific command (`SITE SETNETSTACK udp`), its words as sent.
     Site(String),
+    /// DTOK (fatpipe): the session's data token, 32 hexadecimal digits (`None`: `DTOK NONE`,
+    /// no token). Each later data connection carries it as its first bytes, so that a
+    /// connection is taken only from whoever knows it.
+    Dtok(Option<String>),
 }
 
 /// Why a line is not a valid command, with the reply code it earns.
@@ -391,6 +395,15 @@ impl Command {
                 .map(Command::Sbuf)
                 .ok_or_else(|| CommandError::syntax("SBUF needs a buffer size in bytes")),
             "SITE" => Ok(Command::Site(need(arg)?)),
+            "DTOK" => match need(arg)?.trim() {
+                none if none.eq_ignore_ascii_case("NONE") => Ok(Command::Dtok(None)),
+                hex if hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    Ok(Command::Dtok(Some(hex.to_ascii_lowercase())))
+                }
+                _ => Err(CommandError::syntax(
+                    "DTOK needs 32 hexadecimal digits, or NONE",
+                )),
+            },
             "AUTH" => Ok(Command::Auth(need(arg)?.trim().to_string())),
             "PBSZ" => need(arg)?
                 .trim()
@@ -409,9 +422,13 @@ impl Command {
         }
     }
 
-    /// Whether the command carries a secret that must not be logged.
-    pub fn is_secret(&self) -> bool {
-        matches!(self, Command::Pass(_))
+    /// The command as logs and messages may show it: a secret's argument masked.
+    pub fn redacted(&self) -> String {
+        match self {
+            Command::Pass(_) => "PASS ****".into(),
+            Command::Dtok(Some(_)) => "DTOK ****".into(),
+            c => c.to_string(),
+        }
     }
 }
 
@@ -517,6 +534,8 @@ impl fmt::Display for Command {
             Command::Allo(n) => write!(f, "ALLO {n}"),
             Command::Sbuf(n) => write!(f, "SBUF {n}"),
             Command::Site(a) => write!(f, "SITE {a}"),
+            Command::Dtok(Some(t)) => write!(f, "DTOK {t}"),
+            Command::Dtok(None) => f.write_str("DTOK NONE"),
             Command::Auth(a) => write!(f, "AUTH {a}"),
             Command::Pbsz(n) => write!(f, "PBSZ {n}"),
             Command::Prot(l) => write!(f, "PROT {}", l.letter()),

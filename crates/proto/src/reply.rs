@@ -96,6 +96,10 @@ impl fmt::Display for Reply {
 #[error("malformed reply line: {0:?}")]
 pub struct MalformedReply(pub String);
 
+/// Most lines one reply may have: a server that sends an endless multi-line reply (a `FEAT`
+/// that never ends) is not followed.
+pub const MAX_REPLY_LINES: usize = 10_000;
+
 /// Assembles replies from the lines a server sends (line endings removed).
 #[derive(Debug, Default)]
 pub struct ReplyParser {
@@ -106,6 +110,11 @@ impl ReplyParser {
     /// Feeds one line; returns the reply it completes, if any.
     pub fn push_line(&mut self, line: &str) -> Result<Option<Reply>, MalformedReply> {
         if let Some(mut partial) = self.partial.take() {
+            if partial.lines.len() >= MAX_REPLY_LINES {
+                return Err(MalformedReply(format!(
+                    "a reply of more than {MAX_REPLY_LINES} lines"
+                )));
+            }
             let prefix = format!("{} ", partial.code);
             if let Some(rest) = line.strip_prefix(&prefix) {
                 partial.lines.push(rest.to_string());
@@ -171,6 +180,24 @@ mod tests {
             .split("\r\n")
             .filter_map(|l| p.push_line(l).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn an_endless_multiline_reply_is_refused() {
+        let mut p = ReplyParser::default();
+        assert_eq!(p.push_line("211-Features:").unwrap(), None);
+        let mut refused = false;
+        for _ in 0..MAX_REPLY_LINES + 1 {
+            match p.push_line(" FEATURE") {
+                Ok(None) => {}
+                Ok(Some(r)) => panic!("{r}"),
+                Err(_) => {
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        assert!(refused);
     }
 
     #[test]

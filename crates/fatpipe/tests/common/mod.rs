@@ -548,3 +548,9 @@ pub fn sender_samples(stats: &Path, end: &str) -> Vec<serde_json::Value> {
         .filter(|r| r["end"] == end && r["role"] == "sender")
         .collect()
 }
+
+/// Sends SIGINT to `child`, as Ctrl-C at a terminal would.
+pub fn interrupt(child: &std::process::Child) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+}

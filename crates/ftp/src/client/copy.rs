@@ -1,9 +1,9 @@
 //! Whole copies as `fatpipe cp` performs them: one file or a tree, either direction, with
 //! resume, per-file results and a check that every byte arrived.
 
-use super::connection::{checksum_command, StreamsReport};
+use super::connection::{checksum_command, AtMost, StreamsReport};
 use super::filter::Filter;
-use super::part::Part;
+use super::part::{Part, Source};
 use super::plan::{self, Job};
 use super::pool;
 use super::verify::{
@@ -399,7 +399,8 @@ impl Copier<'_> {
         let obs = self.obs;
         self.record(rpath.into(), "-".into(), |c, pump| {
             obs.file_started(rpath, size, 0, pump);
-            let n = c.retrieve(rpath, 0, &mut std::io::stdout(), pump)?;
+            let mut out = AtMost::new(std::io::stdout(), size);
+            let n = c.retrieve(rpath, 0, &mut out, pump)?;
             check_complete(rpath, 0, n, size).map(|_| Done::new(n, 0))
         });
     }
@@ -432,7 +433,7 @@ impl Copier<'_> {
                     let state = Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
                     c.retrieve_blocks(rpath, &RangeSet::default(), &sink, pump, &state)?
                 } else {
-                    c.retrieve_file(rpath, 0, &sink, pump)?
+                    c.retrieve_file(rpath, 0, &sink, size, pump)?
                 };
                 check_complete(rpath, 0, n, size)?;
                 return Ok(Done::new(n, 0));
@@ -461,7 +462,26 @@ impl Copier<'_> {
                 }
             }
             let resume = resume && whole.is_none();
-            let (mut part, first) = Part::open(target, resume, size)?;
+            let (mut part, mut first) = Part::open(target, resume, size)?;
+            let mut size = size;
+            let mut source = Source { size, modified };
+            if !first.is_empty() {
+                // The server's file as it is now (a retry comes long after the listing): the
+                // bytes held must be of this very file.
+                if let Ok((size, modified)) = c.size_and_modified(rpath) {
+                    source = Source { size, modified };
+                }
+                if part.source().is_some_and(|was| was.changed(&source)) {
+                    tracing::warn!(
+                        "{rpath} changed since {} was begun: copying it again in full",
+                        part.path().display()
+                    );
+                    first = RangeSet::default();
+                    part.hold(&first)?;
+                }
+                size = source.size.or(size);
+            }
+            part.remember(&source);
             obs.file_started(rpath, size, first.len(), pump);
             let (mut held, mut moved) = (first.clone(), 0);
             // The checksum goes out behind the RETR (answered with the transfer's end), or
@@ -588,7 +608,8 @@ fn download_into(
         let start = part
             .seek_to_gap(held)
             .map_err(|e| (e, RangeSet::default()))?;
-        c.retrieve_file(rpath, start, &part.file, pump)
+        let most = size.map(|s| s.saturating_sub(start));
+        c.retrieve_file(rpath, start, &part.file, most, pump)
             .and_then(|n| check_complete(rpath, start, n, size).map(|_| (n, None)))
             .map_err(|e| {
                 // Written in order: the file's length is what it holds.

@@ -8,10 +8,54 @@ use fatpipe_net::partial;
 use fatpipe_proto::ranges::RangeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// What a partial download's name ends with.
 pub const SUFFIX: &str = ".fatpipe-part";
+
+/// What a download copies from, as the server gave it: a partial copy remembers it, and a
+/// resume whose source has changed since starts over instead of joining old and new bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Source {
+    /// Its size.
+    pub size: Option<u64>,
+    /// Its modification time (seconds since the epoch).
+    pub modified: Option<i64>,
+}
+
+impl Source {
+    /// Whether `now` is another file than `self` (only what both know is compared).
+    pub fn changed(&self, now: &Source) -> bool {
+        let differ = |a: Option<i64>, b: Option<i64>| a.zip(b).is_some_and(|(a, b)| a != b);
+        differ(self.size.map(|s| s as i64), now.size.map(|s| s as i64))
+            || differ(self.modified, now.modified)
+    }
+
+    fn encode(&self) -> String {
+        let word = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+        format!(
+            "size={} modified={}",
+            word(self.size.map(|s| s as i64)),
+            word(self.modified)
+        )
+    }
+
+    fn decode(text: &str) -> Source {
+        let mut s = Source::default();
+        for (key, value) in text.split_whitespace().filter_map(|w| w.split_once('=')) {
+            match key {
+                "size" => s.size = value.parse().ok(),
+                "modified" => s.modified = value.parse().ok(),
+                _ => {}
+            }
+        }
+        s
+    }
+}
+
+/// The attribute a partial file keeps its [`Source`] in.
+const SOURCE_ATTR: &str = "user.fatpipe.source";
 
 /// The partial file of one download.
 #[derive(Debug)]
@@ -42,9 +86,13 @@ impl Part {
         upto: Option<u64>,
     ) -> anyhow::Result<(Part, RangeSet)> {
         let path = part_path(target);
-        let existed = path.exists();
+        let existed = path.symlink_metadata().is_ok();
         if resume && !existed {
-            if let Some(m) = std::fs::metadata(target).ok().filter(|m| m.is_file()) {
+            // Only a regular file is taken over, never what a link points at.
+            if let Some(m) = std::fs::symlink_metadata(target)
+                .ok()
+                .filter(|m| m.is_file())
+            {
                 if let Some(total) = upto.filter(|t| m.len() > *t) {
                     anyhow::bail!(
                         "{} has {} bytes, more than the remote file's {total}: not a partial copy of it",
@@ -59,13 +107,7 @@ impl Part {
                 })?;
             }
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let file = open_own(&path)?;
         let mut part = Part {
             path,
             target: target.to_path_buf(),
@@ -120,6 +162,10 @@ impl Part {
     /// The download is complete and verified: the partial file becomes the destination.
     pub fn complete(self) -> anyhow::Result<()> {
         partial::clear(&self.file)?;
+        {
+            use xattr::FileExt;
+            let _ = self.file.remove_xattr(SOURCE_ATTR);
+        }
         std::fs::rename(&self.path, &self.target).with_context(|| {
             format!(
                 "cannot rename {} to {}",
@@ -133,6 +179,54 @@ impl Part {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The source this partial copy was made from, when it recorded one.
+    pub fn source(&self) -> Option<Source> {
+        use xattr::FileExt;
+        let v = self.file.get_xattr(SOURCE_ATTR).ok().flatten()?;
+        Some(Source::decode(&String::from_utf8_lossy(&v)))
+    }
+
+    /// Records the source the bytes come from (a file system without user attributes only
+    /// loses the check on the next resume).
+    pub fn remember(&self, source: &Source) {
+        use xattr::FileExt;
+        if let Err(e) = self.file.set_xattr(SOURCE_ATTR, source.encode().as_bytes()) {
+            tracing::debug!("cannot record the source of {}: {e}", self.path.display());
+        }
+    }
+}
+
+/// Opens (or makes) the partial file at `path`: never through a symbolic link, and never one
+/// that another user owns (in a shared directory anyone could plant either, to have this run
+/// overwrite their target or take their bytes for this copy's).
+fn open_own(path: &Path) -> anyhow::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => anyhow::anyhow!(
+                "{} is a symbolic link, not a partial copy this run made: remove it",
+                path.display()
+            ),
+            _ => anyhow::Error::new(e).context(format!("cannot write {}", path.display())),
+        })?;
+    let m = file.metadata()?;
+    if !m.is_file() {
+        anyhow::bail!("{} is not a regular file: remove it", path.display());
+    }
+    if m.uid() != nix::unistd::geteuid().as_raw() {
+        anyhow::bail!(
+            "{} belongs to another user (uid {}): not a partial copy of this user's; remove it or copy elsewhere",
+            path.display(),
+            m.uid()
+        );
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -164,6 +258,70 @@ mod tests {
         part.complete().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"");
         assert!(!part_path(&target).exists());
+    }
+
+    /// Item 9 of the trust issue: a partial name planted as a link (in a shared directory)
+    /// is not followed, and one that another user owns is not taken over.
+    #[test]
+    fn a_planted_partial_file_is_neither_followed_nor_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"someone else's").unwrap();
+        let target = dir.path().join("f");
+        std::os::unix::fs::symlink(&victim, part_path(&target)).unwrap();
+        for resume in [false, true] {
+            let e = Part::open(&target, resume, Some(100))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("symbolic link"), "{e}");
+        }
+        assert_eq!(std::fs::read(&victim).unwrap(), b"someone else's");
+        std::fs::remove_file(part_path(&target)).unwrap();
+        std::fs::write(part_path(&target), [9u8; 10]).unwrap();
+        let other = if nix::unistd::geteuid().is_root() {
+            65534
+        } else {
+            return;
+        };
+        std::os::unix::fs::chown(part_path(&target), Some(other), None).unwrap();
+        let e = Part::open(&target, true, Some(100))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("another user"), "{e}");
+        assert_eq!(std::fs::read(part_path(&target)).unwrap(), [9u8; 10]);
+    }
+
+    #[test]
+    fn a_partial_copy_remembers_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("f");
+        let (part, _) = Part::open(&target, false, Some(100)).unwrap();
+        let was = Source {
+            size: Some(100),
+            modified: Some(1_700_000_000),
+        };
+        part.remember(&was);
+        std::os::unix::fs::FileExt::write_all_at(&part.file, &[1u8; 50], 0).unwrap();
+        part.failed(&ranges("0-50"));
+        let (part, held) = Part::open(&target, true, Some(100)).unwrap();
+        assert_eq!((held, part.source()), (ranges("0-50"), Some(was)));
+        let grown = Source {
+            size: Some(120),
+            ..was
+        };
+        let touched = Source {
+            modified: Some(1_700_000_001),
+            ..was
+        };
+        assert!(was.changed(&grown) && was.changed(&touched));
+        assert!(!was.changed(&Source {
+            modified: None,
+            ..was
+        }));
+        part.complete().unwrap();
+        let done = File::open(&target).unwrap();
+        use xattr::FileExt;
+        assert_eq!(done.get_xattr(SOURCE_ATTR).unwrap(), None);
     }
 
     #[test]

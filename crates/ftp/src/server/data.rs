@@ -1,6 +1,7 @@
 //! The data channel of a session: how the next data connection will be made (passive listener
 //! or active address) and making it.
 
+use fatpipe_net::admission::Admission;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -18,13 +19,13 @@ pub enum DataSpec {
 }
 
 impl DataSpec {
-    /// Makes the connection. Passive connections are accepted only from `peer_ip` (the control
-    /// connection's peer), so nobody else can steal a transfer; `None`: from any host (a
-    /// third-party copy, `--allow-third-party`).
+    /// Makes the connection. Passive connections are accepted from whom `admission` takes
+    /// (the control connection's peer; other hosts only for a third-party copy); an active one
+    /// leaves from `local_ip`, the address the client knows this server by.
     /// `prepare` runs on an active socket before it connects (buffers that fix the window scale).
     pub async fn connect(
         self,
-        peer_ip: Option<IpAddr>,
+        admission: &Admission,
         local_ip: IpAddr,
         timeout: Duration,
         prepare: impl FnOnce(&tokio::net::TcpSocket) -> std::io::Result<()> + Send,
@@ -34,10 +35,9 @@ impl DataSpec {
                 DataSpec::None => Err(std::io::Error::other("no data connection was set up")),
                 DataSpec::Passive(listener) => loop {
                     let (s, from) = listener.accept().await?;
-                    if peer_ip.is_none_or(|p| same_host(from.ip(), p)) {
+                    if admission.admits(from.ip()) {
                         break Ok(s);
                     }
-                    tracing::warn!(%from, "refused data connection from a foreign address");
                 },
                 DataSpec::Active(addr) => {
                     let sock = if local_ip.is_ipv4() {

@@ -129,6 +129,48 @@ impl HostLimits {
     }
 }
 
+/// The connections that have not logged in yet, oldest first: a pool of their own, apart
+/// from `--max-sessions` (which only logged-in sessions count against), so that idle
+/// connections cannot lock real clients out. When it is full, a newcomer takes the place of
+/// the oldest, which is closed: holding the pool then costs an attacker a stream of new
+/// connections, and a real client keeps its place while it logs in.
+#[derive(Debug)]
+pub struct WaitingLogins<T> {
+    max: usize,
+    queue: VecDeque<(u64, T)>,
+}
+
+impl<T> WaitingLogins<T> {
+    /// A pool of `max` places (at least one).
+    pub fn new(max: usize) -> Self {
+        WaitingLogins {
+            max: max.max(1),
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Connection `id` waits to log in (with `handle`, which says how to close it); returns the
+    /// handle of the oldest connection when it had to make room.
+    pub fn arrive(&mut self, id: u64, handle: T) -> Option<T> {
+        let evicted = (self.queue.len() >= self.max)
+            .then(|| self.queue.pop_front().map(|(_, h)| h))
+            .flatten();
+        self.queue.push_back((id, handle));
+        evicted
+    }
+
+    /// Connection `id` logged in or went away.
+    pub fn leave(&mut self, id: u64) {
+        self.queue.retain(|(i, _)| *i != id);
+    }
+
+    /// Connections waiting now (for tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.queue.len()
+    }
+}
+
 fn expire(failures: &mut VecDeque<Instant>, now: Instant) {
     while failures
         .front()
@@ -164,6 +206,21 @@ mod tests {
         assert!(l.admit(ip("2001:db8::2")));
         assert!(!l.admit(ip("2001:db8::ffff")));
         assert!(l.admit(ip("2001:db8:0:1::1")));
+    }
+
+    #[test]
+    fn a_full_pool_of_waiting_logins_closes_its_oldest_for_a_newcomer() {
+        let mut w = WaitingLogins::new(3);
+        assert_eq!(w.arrive(1, "a"), None);
+        assert_eq!(w.arrive(2, "b"), None);
+        assert_eq!(w.arrive(3, "c"), None);
+        assert_eq!(w.arrive(4, "d"), Some("a"));
+        w.leave(2);
+        assert_eq!(w.len(), 2);
+        assert_eq!(w.arrive(5, "e"), None);
+        assert_eq!(w.arrive(6, "f"), Some("c"));
+        w.leave(99);
+        assert_eq!(w.len(), 3);
     }
 
     #[test]

@@ -10,10 +10,12 @@ mod verifier;
 
 use anyhow::Context;
 use auth::{Anonymous, Users};
+use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::buffers::BufferControl;
+use fatpipe_net::tls::TlsReuse;
 use fatpipe_net::TunerConfig;
 use fatpipe_tune::rate::RateMemory;
-use limits::HostLimits;
+use limits::{HostLimits, WaitingLogins};
 use sandbox::Sandbox;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -41,8 +43,11 @@ pub struct ServerConfig {
     pub passive_ports: Option<RangeInclusive<u16>>,
     /// Ports the UDP data channel receives on (uploads; any free port when `None`).
     pub udp_ports: Option<RangeInclusive<u16>>,
-    /// Concurrent sessions; more are turned away with 421.
+    /// Concurrent logged-in sessions; a login past it is turned away with 421.
     pub max_sessions: usize,
+    /// Connections not logged in yet, apart from `max_sessions`; a newcomer closes the oldest
+    /// when they are all taken.
+    pub max_waiting_logins: usize,
     /// Concurrent sessions from one source address (an IPv6 /64); more are turned away with 421.
     pub max_sessions_per_host: usize,
     /// Time from connecting to a successful login; a session not logged in by then is closed
@@ -78,6 +83,12 @@ pub struct ServerConfig {
     /// Named users may direct data to or from another host than their own (third-party
     /// copies between servers, as FTS3 and gfal2 drive them).
     pub allow_third_party: bool,
+    /// The hosts third-party copies may involve besides public addresses (never this
+    /// server's loopback, private or link-local neighbours otherwise).
+    pub third_party_networks: ThirdPartyNetworks,
+    /// Under `PROT P`, whether a data connection without a data token must resume the
+    /// control connection's TLS session.
+    pub tls_reuse: TlsReuse,
 }
 
 impl ServerConfig {
@@ -91,6 +102,7 @@ impl ServerConfig {
             passive_ports: None,
             udp_ports: None,
             max_sessions: 64,
+            max_waiting_logins: 32,
             max_sessions_per_host: 16,
             login_timeout: Duration::from_secs(30),
             max_host_login_failures: 10,
@@ -111,6 +123,8 @@ impl ServerConfig {
             tls: None,
             require_tls: false,
             allow_third_party: false,
+            third_party_networks: ThirdPartyNetworks::default(),
+            tls_reuse: TlsReuse::Required,
         }
     }
 }
@@ -120,8 +134,11 @@ impl ServerConfig {
 struct Shared {
     config: ServerConfig,
     sandbox: Sandbox,
+    /// Logged-in sessions.
     sessions: AtomicUsize,
     next_session: AtomicU64,
+    /// Connections that have not logged in yet, each with what closes it.
+    waiting: Mutex<WaitingLogins<Arc<tokio::sync::Notify>>>,
     /// Sessions and failed logins per source address.
     hosts: Mutex<HostLimits>,
     /// The threads that check passwords.
@@ -185,6 +202,7 @@ impl Server {
         let verifier = Verifier::start(config.users.clone(), config.anonymous, threads)
             .context("cannot start the password-checking threads")?;
         let hosts = HostLimits::new(config.max_sessions_per_host, config.max_host_login_failures);
+        let max_waiting = config.max_waiting_logins;
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
@@ -192,6 +210,7 @@ impl Server {
                 sandbox,
                 sessions: AtomicUsize::new(0),
                 next_session: AtomicU64::new(1),
+                waiting: Mutex::new(WaitingLogins::new(max_waiting)),
                 hosts: Mutex::new(hosts),
                 verifier,
                 udp_paths: Mutex::new(HashMap::new()),
@@ -217,20 +236,12 @@ impl Server {
                 }
             };
             let shared = self.shared.clone();
-            let active = shared.sessions.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                let _guard = SessionCount(shared.clone());
-                let refusal = if active >= shared.config.max_sessions {
-                    Some(format!("{active} sessions already"))
-                } else if !shared.hosts().admit(peer.ip()) {
-                    Some(format!(
+                if !shared.hosts().admit(peer.ip()) {
+                    let why = format!(
                         "{} sessions from this address already",
                         shared.config.max_sessions_per_host
-                    ))
-                } else {
-                    None
-                };
-                if let Some(why) = refusal {
+                    );
                     tracing::info!(%peer, "refused: {why}");
                     let mut stream = stream;
                     let _ = stream
@@ -243,7 +254,13 @@ impl Server {
                 }
                 let _host = HostSlot(shared.clone(), peer.ip());
                 let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = session::run(shared, stream, id).await {
+                let evict = Arc::new(tokio::sync::Notify::new());
+                let oldest = shared.waiting().arrive(id, evict.clone());
+                if let Some(oldest) = oldest {
+                    oldest.notify_one();
+                }
+                let _waiting = Waiting(shared.clone(), id);
+                if let Err(e) = session::run(shared, stream, id, evict).await {
                     tracing::debug!(%peer, "session {id} ended: {e:#}");
                 }
             });
@@ -274,12 +291,36 @@ impl Drop for HostSlot {
     }
 }
 
-/// Decrements the session count when a session task ends, however it ends.
-struct SessionCount(Arc<Shared>);
+/// Takes a connection out of the waiting logins when its session ends, however it ends.
+struct Waiting(Arc<Shared>, u64);
 
-impl Drop for SessionCount {
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.waiting().leave(self.1);
+    }
+}
+
+/// A logged-in session's place among `--max-sessions`, given back when the session ends.
+struct SessionSlot(Arc<Shared>);
+
+impl Drop for SessionSlot {
     fn drop(&mut self) {
         self.0.sessions.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Shared {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, WaitingLogins<Arc<tokio::sync::Notify>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Session `id` logged in: it leaves the waiting logins and takes a place among the
+    /// sessions, unless all are taken (then `None`: turned away).
+    fn logged_in(self: &Arc<Self>, id: u64) -> Option<SessionSlot> {
+        self.waiting().leave(id);
+        let active = self.sessions.fetch_add(1, Ordering::SeqCst);
+        let slot = SessionSlot(self.clone());
+        (active < self.config.max_sessions).then_some(slot)
     }
 }
 

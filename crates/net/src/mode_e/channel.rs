@@ -2,6 +2,7 @@
 //! channel that keeps the connections a transfer left open for the next one.
 
 use super::{lock, Prepare};
+use crate::admission::{is_not_proved, Admission, Proof, Token};
 use crate::link::Link;
 use crate::tls::Secure;
 use crate::wake::Wake;
@@ -19,18 +20,20 @@ pub enum Links {
     Connect {
         /// The peer's data address (PORT/EPRT or PASV/EPSV reply).
         target: SocketAddr,
+        /// The address connections leave from (the control connection's: a multi-homed peer
+        /// takes data only from the address it knows); `None`: the system's choice.
+        from: Option<IpAddr>,
         /// Run on each socket before it connects.
         prepare: Prepare,
         /// Limit for each connect.
         timeout: Duration,
     },
-    /// This end accepts connections, from `peer` only.
+    /// This end accepts connections, as `admission` says.
     Accept {
         /// The listening socket (PASV/EPSV, or this client's PORT/EPRT).
         listener: TcpListener,
-        /// The only address connections are taken from; `None`: any (a server that allows
-        /// third-party copies, whose data comes from another server).
-        peer: Option<IpAddr>,
+        /// Whose connections are taken.
+        admission: Admission,
         /// Longest wait for a connection while no data moves.
         timeout: Duration,
     },
@@ -41,19 +44,20 @@ impl Links {
         match self {
             Links::Connect {
                 target,
+                from,
                 prepare,
                 timeout,
-            } => {
-                crate::socket::connect_prepared(*target, *timeout, |s: &Socket| prepare(s.as_fd()))
-            }
+            } => crate::socket::connect_prepared(*target, *from, *timeout, |s: &Socket| {
+                prepare(s.as_fd())
+            }),
             Links::Accept {
                 listener,
-                peer,
+                admission,
                 timeout,
             } => {
                 let deadline = Instant::now() + *timeout;
                 loop {
-                    match accept_from(listener, *peer, deadline, None)? {
+                    match accept_from(listener, admission, deadline, None)? {
                         Some(s) => return Ok(s),
                         None if Instant::now() >= deadline => return Err(timed_out()),
                         None => {}
@@ -71,6 +75,8 @@ pub struct Channel {
     pub(super) links: Links,
     /// `PROT P`: how each new connection is secured.
     secure: Option<Secure>,
+    /// The session's data token, which each new connection shows or is checked for.
+    token: Option<Token>,
     idle: Mutex<Vec<Link>>,
     /// New connections made before the transfer began ([`Channel::prime`]).
     fresh: Mutex<Vec<Link>>,
@@ -90,6 +96,7 @@ impl Channel {
         Channel {
             links,
             secure: None,
+            token: None,
             idle: Mutex::default(),
             fresh: Mutex::default(),
         }
@@ -100,9 +107,17 @@ impl Channel {
         Channel { secure, ..self }
     }
 
-    /// A new connection's TCP socket made secure, if the channel is (the handshake).
+    /// The channel with its new connections proved by the session's data token.
+    pub fn proved(self, token: Option<Token>) -> Channel {
+        Channel { token, ..self }
+    }
+
+    /// A new connection made secure, if the channel is (the handshake), and proved, if the
+    /// session has a token. A connection that is not this session's fails with an error that
+    /// [`is_not_proved`] knows.
     pub(super) fn link(&self, sock: TcpStream) -> io::Result<Link> {
-        Link::new(sock, self.secure.as_ref())
+        let connected = matches!(self.links, Links::Connect { .. });
+        Link::new(sock, self.secure.as_ref(), Proof::of(self.token, connected))
     }
 
     /// Connections kept open by the previous transfer.
@@ -138,29 +153,38 @@ impl Channel {
         if !lock(&self.idle).is_empty() || !lock(&self.fresh).is_empty() {
             return Ok(());
         }
-        let sock = match &self.links {
+        let link = match &self.links {
             Links::Accept {
                 listener,
-                peer,
+                admission,
                 timeout,
             } => {
                 let deadline = Instant::now() + *timeout;
                 loop {
                     pump.check()?;
                     let wait = Instant::now() + Duration::from_millis(100);
-                    if let Some(s) = accept_from(listener, *peer, wait.min(deadline), None)
-                        .map_err(PumpError::Read)?
-                    {
-                        break s;
+                    let sock = accept_from(listener, admission, wait.min(deadline), None)
+                        .map_err(PumpError::Read)?;
+                    match sock.map(|s| self.link(s)) {
+                        Some(Ok(link)) => break link,
+                        // Not this session's: the wait goes on for its own.
+                        Some(Err(e)) if is_not_proved(&e) => {
+                            tracing::warn!("refused a data connection: {e}")
+                        }
+                        Some(Err(e)) => return Err(PumpError::Read(e)),
+                        None => {}
                     }
                     if Instant::now() >= deadline {
                         return Err(PumpError::Read(timed_out()));
                     }
                 }
             }
-            Links::Connect { .. } => self.links.open().map_err(PumpError::Read)?,
+            Links::Connect { .. } => self
+                .links
+                .open()
+                .and_then(|s| self.link(s))
+                .map_err(PumpError::Read)?,
         };
-        let link = self.link(sock).map_err(PumpError::Read)?;
         lock(&self.fresh).push(link);
         Ok(())
     }
@@ -202,10 +226,10 @@ pub struct Kept {
     pub channel: Channel,
 }
 
-/// Waits up to 100 ms (and never past `deadline`) for a connection from `peer` (any: `None`).
+/// Waits up to 100 ms (and never past `deadline`) for a connection `admission` takes.
 pub(super) fn accept_from(
     listener: &TcpListener,
-    peer: Option<IpAddr>,
+    admission: &Admission,
     deadline: Instant,
     wake: Option<&Wake>,
 ) -> io::Result<Option<TcpStream>> {
@@ -217,14 +241,13 @@ pub(super) fn accept_from(
         return Ok(None);
     }
     match listener.accept() {
-        Ok((s, from)) if peer.is_none_or(|p| from.ip().to_canonical() == p.to_canonical()) => {
+        Ok((s, from)) => {
             s.set_nonblocking(false)?;
+            if !admission.admits(from.ip()) {
+                return Ok(None);
+            }
             s.set_nodelay(true)?;
             Ok(Some(s))
-        }
-        Ok((_, from)) => {
-            tracing::warn!(%from, "refused data connection from a foreign address");
-            Ok(None)
         }
         Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
             Ok(None)

@@ -87,12 +87,13 @@ mod tests {
         let target = listener.local_addr().unwrap();
         let sending = Channel::new(Links::Connect {
             target,
+            from: None,
             prepare: Arc::new(|_| Ok(())),
             timeout: Duration::from_secs(5),
         });
         let receiving = Channel::new(Links::Accept {
             listener,
-            peer: Some("127.0.0.1".parse().unwrap()),
+            admission: crate::admission::Admission::peer("127.0.0.1".parse().unwrap()),
             timeout: Duration::from_secs(10),
         });
         (Arc::new(sending), receiving)
@@ -139,6 +140,45 @@ mod tests {
         assert_eq!(sent.streams, streams);
         assert_eq!((sending.idle(), receiving.idle()), (0, 0));
         (got, report)
+    }
+
+    /// Item 5 of the trust issue: with a data token, a connection from the right address that
+    /// does not show it (another session on the same host) is dropped; the transfer goes on
+    /// over its own connections, and nothing of the stranger's lands in the file.
+    #[test]
+    fn connections_without_the_sessions_token_carry_nothing() {
+        let token = crate::admission::Token::random().ok();
+        let (sending, receiving) = channels();
+        let sending = Arc::new(
+            Arc::try_unwrap(sending)
+                .unwrap_or_else(|_| unreachable!())
+                .proved(token),
+        );
+        let receiving = receiving.proved(token);
+        let target = match &receiving.links {
+            Links::Accept { listener, .. } => listener.local_addr().unwrap(),
+            Links::Connect { .. } => unreachable!(),
+        };
+        let data: Vec<u8> = (0..3_000_001u32).map(|i| (i % 249) as u8).collect();
+        let stranger = std::thread::spawn(move || {
+            // Foreign blocks that would cover the whole file.
+            let mut s = TcpStream::connect(target).unwrap();
+            let mut block = Header::data(0, 4096).encode().to_vec();
+            block.extend_from_slice(&[0xEE; 4096]);
+            let _ = s.write_all(&block);
+            std::thread::sleep(Duration::from_millis(300));
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let (got, sent, report) = transfer_over(
+            job(&data, vec![(0, data.len() as u64)], 2, true),
+            data.len(),
+            &sending,
+            &receiving,
+        );
+        stranger.join().unwrap();
+        assert!(got == data, "the file holds foreign bytes");
+        assert_eq!(sent.streams, 2);
+        assert!(report.bytes == data.len() as u64, "{report:?}");
     }
 
     #[test]
@@ -302,7 +342,7 @@ mod tests {
             });
             let links = Channel::new(Links::Accept {
                 listener,
-                peer: Some("127.0.0.1".parse().unwrap()),
+                admission: crate::admission::Admission::peer("127.0.0.1".parse().unwrap()),
                 timeout: Duration::from_secs(5),
             });
             let state = Arc::new(Mutex::new(Reassembly::new(100)));

@@ -4,6 +4,7 @@
 use super::channel::accept_from;
 use super::Links;
 use super::{join_streams, lock, Channel, OnStream};
+use crate::admission::is_not_proved;
 use crate::link::Link;
 use crate::wake::Wake;
 use crate::{Moved, Pump, PumpError};
@@ -47,9 +48,14 @@ pub fn receive(
                 // A new connection's TLS handshake runs here, beside the other streams.
                 let link = match arrival {
                     Arrival::Kept(link) | Arrival::Ready(link) => Ok(link),
-                    Arrival::New(sock) => channel
-                        .link(sock)
-                        .map_err(|e| mine.classify(PumpError::Read(e))),
+                    Arrival::New(sock) => match channel.link(sock) {
+                        // Not this session's: dropped, the transfer goes on without it.
+                        Err(e) if is_not_proved(&e) => {
+                            tracing::warn!("refused a data connection: {e}");
+                            return Ok(());
+                        }
+                        r => r.map_err(|e| mine.classify(PumpError::Read(e))),
+                    },
                 };
                 let r = link.and_then(|mut link| {
                     let r = receive_stream(file, base, state, &mut link, reused, idle, &mine);
@@ -105,9 +111,13 @@ pub fn receive(
                 )));
             }
             let sock = match &channel.links {
-                Links::Accept { listener, peer, .. } => accept_from(
+                Links::Accept {
                     listener,
-                    *peer,
+                    admission,
+                    ..
+                } => accept_from(
+                    listener,
+                    admission,
                     Instant::now() + Duration::from_millis(100),
                     Some(wake),
                 )

@@ -146,19 +146,29 @@ fn a_new_file_cut_short_keeps_what_arrived_under_its_name() {
 }
 
 #[test]
-fn a_store_over_a_link_replaces_the_link() {
+fn an_upload_never_writes_through_or_replaces_a_link() {
     let t = setup();
-    let mut up = t.sb.upload(&v("out_link"), WriteAt::Start).unwrap();
-    up.begin().unwrap();
-    up.file().write_all(b"mine").unwrap();
-    up.commit().unwrap();
-    assert_eq!(std::fs::read(t.in_root("out_link")).unwrap(), b"mine");
-    assert!(!t
+    for at in [
+        WriteAt::Start,
+        WriteAt::End,
+        WriteAt::Keep,
+        WriteAt::Offset(0),
+    ] {
+        for name in ["out_link", "in_link", "dangling"] {
+            assert!(
+                matches!(t.sb.upload(&v(name), at), Err(FsError::WrongKind(_))),
+                "{name} {at:?}"
+            );
+        }
+    }
+    assert!(t
         .in_root("out_link")
         .symlink_metadata()
         .unwrap()
         .is_symlink());
     assert_eq!(std::fs::read(t.out("secret")).unwrap(), b"x");
+    assert_eq!(std::fs::read(t.in_root("sub/in")).unwrap(), b"in");
+    assert!(!t.out("missing").exists());
 }
 
 #[test]

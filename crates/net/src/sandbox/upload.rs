@@ -4,7 +4,8 @@
 //! leaves the old file as it was; a new file whose upload failed after data arrived takes its
 //! name with what it holds (and MODE E's partial record), so that it can be resumed. A file
 //! continued in place (`REST` + `STOR`, `APPE`, `ESTO`) is cut back to where writing starts
-//! only when [`Upload::begin`] is called.
+//! only when [`Upload::begin`] is called. A symbolic link is never written through nor
+//! replaced by an upload.
 
 use super::{kind_of, lstat_at, regular, rename_no_replace, FsError};
 use crate::partial;
@@ -60,16 +61,17 @@ impl Upload {
             Err(FsError::NotFound) => None,
             Err(e) => return Err(e),
         };
-        let kind = existing.as_ref().map(kind_of);
-        if kind == Some(EntryKind::Dir) {
-            return Err(FsError::WrongKind("Is a directory"));
+        match existing.as_ref().map(kind_of) {
+            Some(EntryKind::Dir) => return Err(FsError::WrongKind("Is a directory")),
+            // Never written through, never silently replaced.
+            Some(EntryKind::Link) => {
+                return Err(FsError::WrongKind(
+                    "Is a symbolic link; delete it first to replace it",
+                ))
+            }
+            _ => {}
         }
         if existing.is_some() && at != WriteAt::Start {
-            if kind == Some(EntryKind::Link) {
-                return Err(FsError::WrongKind(
-                    "Is a symbolic link: only a whole file (STOR) replaces one",
-                ));
-            }
             let fd = nix::fcntl::openat(
                 Some(dir.as_raw_fd()),
                 name,

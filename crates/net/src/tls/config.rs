@@ -39,11 +39,54 @@ pub struct ServerTls {
     pub data: Arc<ServerConfig>,
 }
 
-/// Tickets a control connection hands out: one per data connection that resumes its session
-/// (the client keeps 8 per server).
+/// Tickets a control connection hands out (a client that uses each once, as rustls's does,
+/// keeps 8 per server; OpenSSL's and GnuTLS's use one for every data connection).
 const CONTROL_TICKETS: usize = 8;
-/// Sessions the server remembers for resumption.
-const SESSION_CACHE: usize = 4096;
+/// TLS 1.2 sessions one control session remembers for resumption.
+const SESSION_CACHE: usize = 64;
+
+/// Whether a data connection under `PROT P` must resume the control connection's TLS session
+/// (vsftpd's `require_ssl_reuse`, ProFTPD's default): the proof that a client which sets no
+/// data token owns the connection. `Optional` is for clients that cannot (Python's ftplib).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TlsReuse {
+    /// Refuse a data connection that does not resume the session.
+    #[default]
+    Required,
+    /// Take it either way.
+    Optional,
+}
+
+impl std::str::FromStr for TlsReuse {
+    type Err = String;
+    fn from_str(s: &str) -> Result<TlsReuse, String> {
+        match s {
+            "required" => Ok(TlsReuse::Required),
+            "optional" => Ok(TlsReuse::Optional),
+            _ => Err(format!("{s:?}: use required or optional")),
+        }
+    }
+}
+
+impl ServerTls {
+    /// The configurations of one session: a session cache and a ticket key of its own, so that
+    /// the only TLS session its data connections can resume is its control connection's (not
+    /// another client's, nor another session's of the same client).
+    pub fn for_session(&self) -> Result<ServerTls, String> {
+        let ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| e.to_string())?;
+        let cache = ServerSessionMemoryCache::new(SESSION_CACHE);
+        let own = |c: &ServerConfig| {
+            let mut c = c.clone();
+            c.session_storage = cache.clone();
+            c.ticketer = ticketer.clone();
+            Arc::new(c)
+        };
+        Ok(ServerTls {
+            control: own(&self.control),
+            data: own(&self.data),
+        })
+    }
+}
 
 /// The files' modification times: a change means a renewed certificate.
 type Stamp = (Option<SystemTime>, Option<SystemTime>);
@@ -161,8 +204,33 @@ pub fn client_config(ca: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
     Ok(Arc::new(config))
 }
 
+/// Whether `cert` is issued for `name` and valid at `now` (what a chain check would say of a
+/// certificate that is its own anchor).
+fn check_name_and_time(
+    cert: &CertificateDer<'_>,
+    name: &ServerName<'_>,
+    now: UnixTime,
+) -> Result<(), rustls::Error> {
+    use rustls::CertificateError as E;
+    let bad = |e: E| rustls::Error::InvalidCertificate(e);
+    let (_, parsed) =
+        x509_parser::parse_x509_certificate(cert.as_ref()).map_err(|_| bad(E::BadEncoding))?;
+    let validity = parsed.validity();
+    let now_secs = now.as_secs() as i64;
+    if now_secs < validity.not_before.timestamp() {
+        return Err(bad(E::NotValidYet));
+    }
+    if now_secs > validity.not_after.timestamp() {
+        return Err(bad(E::Expired));
+    }
+    webpki::EndEntityCert::try_from(cert)
+        .map_err(|_| bad(E::BadEncoding))?
+        .verify_is_valid_for_subject_name(name)
+        .map_err(|_| bad(E::NotValidForName))
+}
+
 /// The usual chain and name checks, except that a certificate given with `--ca` is accepted
-/// when the server shows exactly it.
+/// when the server shows exactly it (its name and validity period still checked).
 #[derive(Debug)]
 struct Pinned {
     pinned: Vec<CertificateDer<'static>>,
@@ -183,6 +251,8 @@ impl ServerCertVerifier for Pinned {
             .iter()
             .any(|c| c.as_ref() == end_entity.as_ref())
         {
+            // Trusted as itself, as curl trusts it: for the names it carries, while it is valid.
+            check_name_and_time(end_entity, server_name, now)?;
             return Ok(ServerCertVerified::assertion());
         }
         self.webpki

@@ -6,7 +6,7 @@
 
 mod config;
 
-pub use config::{client_config, Identity, ServerTls};
+pub use config::{client_config, Identity, ServerTls, TlsReuse};
 
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
@@ -26,7 +26,13 @@ pub enum Secure {
         name: ServerName<'static>,
     },
     /// The FTP server's side.
-    Server(Arc<ServerConfig>),
+    Server {
+        /// The session's data configuration (its own session cache and ticket key).
+        config: Arc<ServerConfig>,
+        /// A connection that does not resume the control connection's session is refused
+        /// (`--tls-reuse required`, for a session whose connections carry no data token).
+        must_resume: bool,
+    },
 }
 
 impl Secure {
@@ -36,19 +42,41 @@ impl Secure {
             Secure::Client { config, name } => ClientConnection::new(config.clone(), name.clone())
                 .map_err(io::Error::other)?
                 .into(),
-            Secure::Server(config) => ServerConnection::new(config.clone())
+            Secure::Server { config, .. } => ServerConnection::new(config.clone())
                 .map_err(io::Error::other)?
                 .into(),
         };
         let mut link = TlsLink { conn, sock };
+        // A peer that stalls the handshake holds nothing for long.
+        link.sock.set_read_timeout(Some(HANDSHAKE_WAIT))?;
+        link.sock.set_write_timeout(Some(HANDSHAKE_WAIT))?;
         while link.conn.is_handshaking() {
             link.conn
                 .complete_io(&mut link.sock)
                 .map_err(|e| handshake_error(&e))?;
         }
+        link.sock.set_read_timeout(None)?;
+        link.sock.set_write_timeout(None)?;
+        if matches!(
+            self,
+            Secure::Server {
+                must_resume: true,
+                ..
+            }
+        ) && !link.resumed()
+        {
+            return Err(io::Error::new(
+                ErrorKind::PermissionDenied,
+                "the data connection did not resume the control connection's TLS session \
+                 (this server requires it: --tls-reuse required); it is not this session's",
+            ));
+        }
         Ok(link)
     }
 }
+
+/// Longest a data connection's TLS handshake may take.
+const HANDSHAKE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Says a failed handshake is one (the bare rustls error names only the alert or the check).
 fn handshake_error(e: &io::Error) -> io::Error {

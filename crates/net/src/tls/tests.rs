@@ -21,6 +21,13 @@ fn pair(client: Secure, server: Secure) -> (io::Result<TlsLink>, io::Result<TlsL
     (c, t.join().unwrap())
 }
 
+fn server(config: Arc<ServerConfig>) -> Secure {
+    Secure::Server {
+        config,
+        must_resume: false,
+    }
+}
+
 fn client(config: Arc<ClientConfig>, name: &str) -> Secure {
     Secure::Client {
         config,
@@ -34,7 +41,7 @@ fn carries_bytes_both_ways_and_ends_at_close_notify() {
     let (cert, key) = identity_files(dir.path());
     let id = Identity::load(&cert, &key).unwrap();
     let cc = client_config(Some(&cert)).unwrap();
-    let (c, s) = pair(client(cc, "localhost"), Secure::Server(id.config().data));
+    let (c, s) = pair(client(cc, "localhost"), server(id.config().data));
     let (mut c, mut s) = (c.unwrap(), s.unwrap());
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let sent = data.clone();
@@ -61,7 +68,7 @@ fn data_connections_resume_the_control_session_and_hand_out_no_tickets() {
     let id = Identity::load(&cert, &key).unwrap();
     let cc = client_config(Some(&cert)).unwrap();
     let tls = id.config();
-    let (c1, s1) = pair(client(cc.clone(), "127.0.0.1"), Secure::Server(tls.control));
+    let (c1, s1) = pair(client(cc.clone(), "127.0.0.1"), server(tls.control));
     let (mut c1, mut s1) = (c1.unwrap(), s1.unwrap());
     assert!(!c1.resumed());
     // TLS 1.3 tickets follow the handshake: let the client read them before it reconnects.
@@ -69,7 +76,7 @@ fn data_connections_resume_the_control_session_and_hand_out_no_tickets() {
     s1.flush().unwrap();
     let mut one = [0u8; 1];
     c1.read_exact(&mut one).unwrap();
-    let data = Secure::Server(tls.data);
+    let data = server(tls.data);
     let (c2, s2) = pair(client(cc, "127.0.0.1"), data);
     let (c2, s2) = (c2.unwrap(), s2.unwrap());
     assert!(c2.resumed() && s2.resumed());
@@ -85,6 +92,51 @@ fn data_connections_resume_the_control_session_and_hand_out_no_tickets() {
     );
 }
 
+/// Item 4 of the trust issue: a data connection under `--tls-reuse required` is taken only
+/// when it resumes its own session's control connection: a full handshake, or a ticket that
+/// another session handed out, is refused.
+#[test]
+fn a_data_connection_must_resume_its_own_sessions_control_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = identity_files(dir.path());
+    let id = Identity::load(&cert, &key).unwrap();
+    let (mine, theirs) = (
+        id.config().for_session().unwrap(),
+        id.config().for_session().unwrap(),
+    );
+    let required = |c: &Arc<ServerConfig>| Secure::Server {
+        config: c.clone(),
+        must_resume: true,
+    };
+    // A client that logged in to `theirs` only: its tickets are no good for `mine`.
+    let stranger = client_config(Some(&cert)).unwrap();
+    let (c, s) = pair(
+        client(stranger.clone(), "127.0.0.1"),
+        server(theirs.control),
+    );
+    let (mut c, mut s) = (c.unwrap(), s.unwrap());
+    s.write_all(b"x").unwrap();
+    let mut one = [0u8; 1];
+    c.read_exact(&mut one).unwrap();
+    let (_, refused) = pair(client(stranger, "127.0.0.1"), required(&mine.data));
+    let e = refused.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
+    // A full handshake is refused too.
+    let fresh = client_config(Some(&cert)).unwrap();
+    let (_, refused) = pair(client(fresh.clone(), "127.0.0.1"), required(&mine.data));
+    assert!(refused.is_err());
+    // The session's own client resumes its control connection's session.
+    let (c, s) = pair(
+        client(fresh.clone(), "127.0.0.1"),
+        server(mine.control.clone()),
+    );
+    let (mut c, mut s) = (c.unwrap(), s.unwrap());
+    s.write_all(b"x").unwrap();
+    c.read_exact(&mut one).unwrap();
+    let (c2, s2) = pair(client(fresh, "127.0.0.1"), required(&mine.data));
+    assert!(c2.unwrap().resumed() && s2.unwrap().resumed());
+}
+
 #[test]
 fn an_untrusted_certificate_fails_the_handshake_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,7 +145,7 @@ fn an_untrusted_certificate_fails_the_handshake_with_a_reason() {
     let (stranger, _) = identity_files(other.path());
     let id = Identity::load(&cert, &key).unwrap();
     let cc = client_config(Some(&stranger)).unwrap();
-    let (c, _) = pair(client(cc, "localhost"), Secure::Server(id.config().data));
+    let (c, _) = pair(client(cc, "localhost"), server(id.config().data));
     let e = c.unwrap_err().to_string();
     assert!(
         // Same subject as the trusted one, another key: the signature does not verify.
@@ -130,24 +182,49 @@ fn a_ca_vouches_for_its_names_only_and_a_pinned_certificate_for_itself() {
     let (ca, cert, key) = ca_and_leaf(dir.path());
     let id = Identity::load(&cert, &key).unwrap();
     let by_ca = client_config(Some(&ca)).unwrap();
-    let (c, _) = pair(
-        client(by_ca.clone(), "localhost"),
-        Secure::Server(id.config().data),
-    );
+    let (c, _) = pair(client(by_ca.clone(), "localhost"), server(id.config().data));
     assert!(c.is_ok());
-    let (c, _) = pair(
-        client(by_ca, "example.org"),
-        Secure::Server(id.config().data),
-    );
+    let (c, _) = pair(client(by_ca, "example.org"), server(id.config().data));
     let e = c.unwrap_err().to_string();
     assert!(e.contains("issued for another name"), "{e}");
-    // The server's own certificate given as --ca: trusted as itself.
+    // The server's own certificate given as --ca: trusted as itself, for its names only.
     let pinned = client_config(Some(&cert)).unwrap();
     let (c, _) = pair(
-        client(pinned, "127.0.0.1"),
-        Secure::Server(id.config().data),
+        client(pinned.clone(), "localhost"),
+        server(id.config().data),
     );
     assert!(c.is_ok());
+    let (c, _) = pair(client(pinned, "127.0.0.1"), server(id.config().data));
+    assert!(c.is_err(), "the leaf names localhost only");
+}
+
+/// Item 16 of the trust issue: a certificate given with `--ca` that the server shows as its
+/// own is trusted only for the names it carries and while it is valid.
+#[test]
+fn a_pinned_certificate_is_checked_for_its_name_and_its_validity() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = identity_files(dir.path());
+    let id = Identity::load(&cert, &key).unwrap();
+    let pinned = client_config(Some(&cert)).unwrap();
+    let (c, _) = pair(client(pinned, "example.org"), server(id.config().data));
+    let e = c.unwrap_err().to_string();
+    assert!(e.contains("issued for another name"), "{e}");
+    // An expired self-signed certificate for localhost.
+    let old = dir.path().join("old");
+    std::fs::create_dir(&old).unwrap();
+    let key_pair = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    let expired = params.self_signed(&key_pair).unwrap();
+    let (cert, key) = (old.join("cert.pem"), old.join("key.pem"));
+    std::fs::write(&cert, expired.pem()).unwrap();
+    std::fs::write(&key, key_pair.serialize_pem()).unwrap();
+    let id = Identity::load(&cert, &key).unwrap();
+    let pinned = client_config(Some(&cert)).unwrap();
+    let (c, _) = pair(client(pinned, "localhost"), server(id.config().data));
+    let e = c.unwrap_err().to_string();
+    assert!(e.contains("expired"), "{e}");
 }
 
 #[test]

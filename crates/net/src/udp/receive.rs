@@ -6,6 +6,7 @@ use super::arrivals::{Arrivals, Take};
 use super::{
     net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, REPORT_EVERY,
 };
+use crate::admission::Proof;
 use crate::mode_e::OnStream;
 use crate::{Moved, Mover, Pump, PumpError};
 use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
@@ -39,6 +40,8 @@ pub struct UdpReceiver<'a> {
     pub limit: u64,
     /// Ports, buffers, timeout.
     pub config: UdpConfig,
+    /// The session's data token, shown or checked on the TCP connection first.
+    pub proof: Option<Proof>,
 }
 
 impl Mover for UdpReceiver<'_> {
@@ -46,6 +49,7 @@ impl Mover for UdpReceiver<'_> {
         let r = PumpError::Read;
         pump.attach(&self.link).map_err(r)?;
         let s = *self;
+        Proof::on_plain(s.proof, &s.link).map_err(r)?;
         let mut link = Link::new(s.link.try_clone().map_err(r)?);
         let (packet, length) = match link.wait(s.config.timeout).map_err(r)? {
             Message::Hello { packet, length } => (packet, length),

@@ -7,6 +7,7 @@ use super::{
     net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, PROBE,
     REPORT_EVERY,
 };
+use crate::admission::Proof;
 use crate::mode_e::OnStream;
 use crate::telemetry::unix_now;
 use crate::{Moved, Mover, Pump, PumpError};
@@ -59,12 +60,15 @@ pub struct UdpSender<'a> {
     pub length: u64,
     /// Packet size, controller, limits.
     pub config: UdpConfig,
+    /// The session's data token, shown or checked on the TCP connection first.
+    pub proof: Option<Proof>,
 }
 
 impl Mover for UdpSender<'_> {
     fn run(self: Box<Self>, pump: &Arc<Pump>, _on_link: &OnStream) -> Result<Moved, PumpError> {
         pump.attach(&self.link).map_err(PumpError::Write)?;
         let s = *self;
+        Proof::on_plain(s.proof, &s.link).map_err(PumpError::Write)?;
         let mut link = Link::new(s.link.try_clone().map_err(PumpError::Write)?);
         let packet = s
             .config

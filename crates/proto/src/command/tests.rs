@@ -111,6 +111,8 @@ fn command() -> impl Strategy<Value = Command> {
         Just(Command::Abor),
         Just(Command::ModeExtended),
         Just(Command::Ccc),
+        Just(Command::Dtok(None)),
+        "[0-9a-f]{32}".prop_map(|t| Command::Dtok(Some(t))),
         "[A-Z-]{1,8}".prop_map(Command::Auth),
         any::<u64>().prop_map(Command::Pbsz),
         prop_oneof![

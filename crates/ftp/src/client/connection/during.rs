@@ -6,6 +6,7 @@
 use super::{Connection, FINAL_GRACE, POLL};
 use anyhow::{anyhow, Context};
 use fatpipe_net::conductor::Told;
+use fatpipe_net::stall::StallWatch;
 use fatpipe_net::wake::Wake;
 use fatpipe_net::{Conductor, Pump};
 use fatpipe_proto::drs::{parse_paced_text, parse_sbuf_text};
@@ -171,7 +172,17 @@ impl Connection {
                     .join()
                     .map_err(|_| anyhow!("the data transfer thread panicked"))
             };
+            let mut watch = StallWatch::new(self.timeout, Instant::now());
+            let mut stalled = false;
             while !worker.is_finished() {
+                // A transfer that moves nothing for --timeout (a server that stopped reading an
+                // upload, or sending) is cancelled, however its socket is blocked.
+                if let Some(p) = pump.filter(|_| !stalled) {
+                    if watch.stalled(Instant::now(), p.bytes()) {
+                        stalled = true;
+                        p.cancel();
+                    }
+                }
                 for t in announced.try_iter() {
                     if !self.drs_peer || fin.is_some() {
                         continue;
@@ -210,7 +221,14 @@ impl Connection {
                     Err(e) => return Ok((joined(worker)?, Err(e), asked)),
                 }
             }
-            Ok((joined(worker)?, Ok(fin), asked))
+            let moved = match joined(worker)? {
+                Err(e) if stalled => Err(e.context(format!(
+                    "no data moved for {} (--timeout): the transfer stalled",
+                    humantime::format_duration(watch.limit())
+                ))),
+                moved => moved,
+            };
+            Ok((moved, Ok(fin), asked))
         })
     }
 }

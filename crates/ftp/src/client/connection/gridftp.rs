@@ -4,6 +4,7 @@
 
 use super::{describe, finish, receive_error, send_error, Connection};
 use anyhow::{bail, Context};
+use fatpipe_net::admission::Admission;
 use fatpipe_net::mode_e::{Channel, Kept, Links, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender};
 use fatpipe_net::{Conductor, Moved, Mover, Pump};
@@ -298,10 +299,13 @@ impl Connection {
             Some(c) => c,
             None => Channel::new(Links::Accept {
                 listener: self.listen_data()?,
-                peer: Some(self.peer.ip()),
+                // The server's connections only, each showing the session's token: not another
+                // session's of the same server.
+                admission: Admission::peer(self.peer.ip()),
                 timeout: self.timeout,
             })
-            .secured(self.secure.clone()),
+            .secured(self.secure.clone())
+            .proved(self.token),
         };
         let start = self.blocks.as_ref().map_or(1, |b| b.parallelism.start);
         self.prepare_next(next, channel.idle(), start);
@@ -370,10 +374,12 @@ impl Connection {
             Some(c) => c,
             None => Channel::new(Links::Connect {
                 target: self.passive_target()?,
+                from: None,
                 prepare: self.prepare(),
                 timeout: self.timeout,
             })
-            .secured(self.secure.clone()),
+            .secured(self.secure.clone())
+            .proved(self.token),
         };
         // With -p auto this end's conductor grows the stream count, asking the mover.
         let policy = blocks.auto.then(|| StreamPolicy::new(blocks.limits));

@@ -144,28 +144,16 @@ impl Connection {
         } else {
             Command::List(Some(path.into()))
         };
-        let mut raw = Vec::new();
+        let mut sink = ListingSink::new(machine);
         let work = StreamWork::Receive {
-            into: &mut raw,
+            into: &mut sink,
             ascii: false,
         };
         let pump = Arc::new(Pump::default());
         self.transfer(cmd, 0, None, &pump, work, |e| {
             anyhow!("listing {path}: {e}")
         })?;
-        let text = String::from_utf8_lossy(&raw);
-        Ok(text
-            .lines()
-            .map(|l| l.trim_end_matches('\r'))
-            .filter_map(|l| {
-                if machine {
-                    parse_mlsx(l)
-                } else {
-                    parse_list_line(l)
-                }
-            })
-            .filter(|e| e.name != "." && e.name != "..")
-            .collect())
+        sink.finish().map_err(|e| anyhow!("listing {path}: {e}"))
     }
 
     /// `path`'s entry when it is a file (`MLST`, named by its last component); `None` for a
@@ -181,5 +169,111 @@ impl Connection {
             e.name = name;
             e
         }))
+    }
+}
+
+/// Most entries one listing may hold: a server that sends more is not followed (each entry
+/// would become a job) and the listing fails.
+pub const MAX_LISTING_ENTRIES: usize = 1_000_000;
+/// Longest line of a listing.
+const MAX_LISTING_LINE: usize = 64 * 1024;
+
+/// A listing parsed line by line as it arrives, so that only its entries are held, never the
+/// raw text, and at most [`MAX_LISTING_ENTRIES`] of them.
+struct ListingSink {
+    machine: bool,
+    line: Vec<u8>,
+    entries: Vec<Entry>,
+}
+
+impl ListingSink {
+    fn new(machine: bool) -> ListingSink {
+        ListingSink {
+            machine,
+            line: Vec::new(),
+            entries: Vec::new(),
+        }
+    }
+
+    fn take_line(&mut self) -> std::io::Result<()> {
+        let text = String::from_utf8_lossy(&self.line);
+        let l = text.trim_end_matches(['\r', '\n']);
+        let entry = if self.machine {
+            parse_mlsx(l)
+        } else {
+            parse_list_line(l)
+        };
+        self.line.clear();
+        if let Some(e) = entry.filter(|e| e.name != "." && e.name != "..") {
+            if self.entries.len() >= MAX_LISTING_ENTRIES {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "the server listed more than {MAX_LISTING_ENTRIES} entries: not followed"
+                    ),
+                ));
+            }
+            self.entries.push(e);
+        }
+        Ok(())
+    }
+
+    /// The entries, once the listing has ended.
+    fn finish(mut self) -> std::io::Result<Vec<Entry>> {
+        if !self.line.is_empty() {
+            self.take_line()?;
+        }
+        Ok(self.entries)
+    }
+}
+
+impl std::io::Write for ListingSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for chunk in buf.split_inclusive(|b| *b == b'\n') {
+            self.line.extend_from_slice(chunk);
+            if self.line.len() > MAX_LISTING_LINE {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "a listing line longer than 64 KiB: not followed",
+                ));
+            }
+            if chunk.ends_with(b"\n") {
+                self.take_line()?;
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_listing_is_parsed_as_it_comes_and_bounded() {
+        let mut sink = ListingSink::new(true);
+        let text = b"type=file;size=3; a\r\ntype=dir; sub\r\ntype=cdir; .\r\ntype=file;size=1; la";
+        for piece in text.chunks(5) {
+            sink.write_all(piece).unwrap();
+        }
+        let names: Vec<String> = sink.finish().unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["a", "sub", "la"]);
+        let mut sink = ListingSink::new(true);
+        assert!(sink.write_all(&vec![b'x'; MAX_LISTING_LINE + 1]).is_err());
+        let mut sink = ListingSink::new(true);
+        let line = b"type=file;size=1; f\r\n";
+        let mut r = Ok(());
+        for _ in 0..=MAX_LISTING_ENTRIES {
+            r = sink.write_all(line);
+            if r.is_err() {
+                break;
+            }
+        }
+        assert!(r.is_err(), "a listing past the bound is refused");
     }
 }

@@ -21,6 +21,7 @@ use secure::ControlStream;
 pub use secure::{TlsMode, TlsPolicy};
 
 use anyhow::{anyhow, bail, Context};
+use fatpipe_net::admission::{Proof, Token};
 use fatpipe_net::mode_e::{Kept, Prepare};
 use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::tuner::before_connect;
@@ -43,6 +44,9 @@ pub struct Credentials {
     pub user: String,
     /// Its password.
     pub password: String,
+    /// The password was written in the URL: it never goes to a server in clear unless
+    /// `--tls off` says so.
+    pub in_url: bool,
 }
 
 impl Credentials {
@@ -51,6 +55,7 @@ impl Credentials {
         Credentials {
             user: "anonymous".into(),
             password: "fatpipe@".into(),
+            in_url: false,
         }
     }
 }
@@ -96,6 +101,49 @@ pub struct Connection {
     /// The quickest command-to-reply time seen on the control connection: about the path's
     /// round trip.
     round_trip: Option<Duration>,
+    /// The data token the server took (`DTOK`): every data connection shows or checks it.
+    token: Option<Token>,
+    /// `DTOK` asked ahead, its answer not taken yet.
+    token_asked: Option<Token>,
+}
+
+/// A sink that takes `most` bytes at most (`None`: any number): a server that sends more than
+/// it said the file holds is stopped, not followed onto the disk.
+pub struct AtMost<W> {
+    inner: W,
+    left: Option<u64>,
+}
+
+impl<W> AtMost<W> {
+    /// `inner`, taking `most` bytes at most.
+    pub fn new(inner: W, most: Option<u64>) -> AtMost<W> {
+        AtMost { inner, left: most }
+    }
+}
+
+impl<W: Write> Write for AtMost<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.left.is_some_and(|left| buf.len() as u64 > left) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the server sent more bytes than the file's size it gave: the copy stops there",
+            ));
+        }
+        let n = self.inner.write(buf)?;
+        if let Some(left) = self.left.as_mut() {
+            *left -= n as u64;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// `DTOK` with `token` (`None`: `DTOK NONE`).
+fn dtok(token: Option<Token>) -> Command {
+    Command::Dtok(token.map(|t| t.to_hex()))
 }
 
 /// Longest reply line accepted from a server.
@@ -162,6 +210,8 @@ impl Connection {
             last_udp: None,
             pipe: ahead::Pipeline::default(),
             round_trip: None,
+            token: None,
+            token_asked: None,
         };
         let tls_asked = c.ask_tls(tls)?;
         let greeting = c.read_reply()?;
@@ -169,10 +219,26 @@ impl Connection {
             bail!("{peer} refused the connection: {greeting}");
         }
         let secured = c.secure_control(host, tls, tls_asked)?;
+        if tls.mode == TlsMode::Auto && !secured && creds.user != "anonymous" {
+            // The server refused TLS (or a man in the middle said it did).
+            if creds.in_url {
+                bail!(
+                    "{peer} refused TLS: the password in the URL would go in clear; \
+                     use --tls off to send it so, or take it out of the URL \
+                     (FATPIPE_PASSWORD, ~/.netrc)"
+                );
+            }
+            tracing::warn!(
+                "{peer} refused TLS: the password of {} goes over the network in clear \
+                 (--tls require refuses such servers, --tls off silences this)",
+                creds.user
+            );
+        }
         c.log_in(creds, secured)?;
         if secured {
             c.protect_data(tls)?;
         }
+        c.ask_token(Token::random().ok());
         Ok(c)
     }
 
@@ -228,7 +294,29 @@ impl Connection {
         if std::mem::take(&mut self.reuse_asked) {
             self.reuse = self.ask(&reuse_command())?.is_success();
         }
+        if let Some(t) = self.token_asked.take() {
+            let taken = self.ask(&dtok(Some(t)))?.is_success();
+            self.token = taken.then_some(t);
+        }
         Ok(())
+    }
+
+    /// Asks a server that knows `DTOK` to take data connections only with `token` (`None`:
+    /// with none); its answer is taken before the next transfer ([`Connection::settle`]), and
+    /// until then data connections carry no token.
+    fn ask_token(&mut self, token: Option<Token>) {
+        if !self.has_feature("DTOK") {
+            return;
+        }
+        self.kept = None;
+        self.token = None;
+        match token {
+            Some(t) => {
+                self.ask_ahead(dtok(Some(t)));
+                self.token_asked = Some(t);
+            }
+            None => self.set_ahead(dtok(None)),
+        }
     }
 
     /// Tells a server without the drsFTP messages the fixed buffer size of `tuning` (`SBUF`),
@@ -270,14 +358,7 @@ impl Connection {
         if alone {
             self.timed(sent.elapsed());
         }
-        tracing::debug!(
-            "{} -> {r}",
-            if cmd.is_secret() {
-                "PASS ****".to_string()
-            } else {
-                cmd.to_string()
-            }
-        );
+        tracing::debug!("{} -> {r}", cmd.redacted());
         Ok(r)
     }
 
@@ -314,7 +395,7 @@ impl Connection {
     /// Opens a passive data connection to `target` (the server's, from [`Self::passive_target`]).
     fn open_data(&self, target: SocketAddr) -> anyhow::Result<TcpStream> {
         let prepare = self.prepare();
-        let s = fatpipe_net::socket::connect_prepared(target, self.timeout, |sock| {
+        let s = fatpipe_net::socket::connect_prepared(target, None, self.timeout, |sock| {
             prepare(sock.as_fd())
         })
         .with_context(|| format!("cannot open data connection to {target}"))?;
@@ -370,7 +451,14 @@ impl Connection {
         failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<u64> {
         let secure = self.secure.clone();
-        let make = move |link| Box::new(StreamMover { link, work, secure }) as Box<dyn Mover + '_>;
+        let make = move |link, proof| {
+            Box::new(StreamMover {
+                link,
+                work,
+                secure,
+                proof,
+            }) as Box<dyn Mover + '_>
+        };
         self.run_mode_s(cmd, offset, tuned, pump, make, failed)
             .map(|(m, _)| m.bytes)
     }
@@ -383,7 +471,7 @@ impl Connection {
         offset: u64,
         tuned: Option<Role>,
         pump: &Arc<Pump>,
-        make: impl FnOnce(TcpStream) -> Box<dyn Mover + 'w>,
+        make: impl FnOnce(TcpStream, Option<Proof>) -> Box<dyn Mover + 'w>,
         failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<(Moved, Reply)> {
         self.settle()?;
@@ -393,7 +481,8 @@ impl Connection {
         let cfg = tuned.and(self.tune.clone());
         let conductor = Conductor::new(cfg, tuned.unwrap_or(Role::Receiver));
         let on_link = conductor.on_link();
-        let mover = make(data);
+        // This end connected: it shows the token.
+        let mover = make(data, Proof::of(self.token, true));
         // A final reply that says the server gave up ends this side too (a UDP receiver would
         // otherwise wait out its --timeout for packets that no longer come).
         let (moved, fin) = self.drive(&conductor, Some(pump), move || {
@@ -552,9 +641,5 @@ fn finish<T>(
 
 /// A command as it may appear in an error message (never a password).
 fn describe(cmd: &Command) -> String {
-    if cmd.is_secret() {
-        "PASS ****".into()
-    } else {
-        cmd.to_string()
-    }
+    cmd.redacted()
 }

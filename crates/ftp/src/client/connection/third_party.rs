@@ -5,6 +5,7 @@
 
 use super::{Connection, POLL};
 use anyhow::{bail, Context};
+use fatpipe_net::admission::Token;
 use fatpipe_net::Pump;
 use fatpipe_proto::command::ProtLevel;
 use fatpipe_proto::gridftp::parse_perf_marker;
@@ -27,6 +28,8 @@ impl Connection {
     /// Sends `from` on this server to `to` on `dest`'s server, directly between the two: `dest`
     /// listens (`EPSV`/`PASV`), this server connects (`EPRT`/`PORT`). Both servers must allow a
     /// data connection with a host other than their client (fatpipe: `--allow-third-party`).
+    /// Between two fatpipe servers the data connections carry a token both were given
+    /// (`DTOK`), so the receiver takes no other host's connection.
     /// Data connections between the servers are in clear (TLS between two servers would need
     /// `SSCN`, which is not built): protected sessions are switched to `PROT C` first.
     pub fn relay_to(
@@ -36,7 +39,14 @@ impl Connection {
         to: &str,
         pump: &Arc<Pump>,
     ) -> anyhow::Result<Relayed> {
+        // The receiving server takes the sender's data connections only with a token both
+        // sessions were given (where both know DTOK); one that does not know it is sent none,
+        // and the other's session none either.
+        let shared = (self.has_feature("DTOK") && dest.has_feature("DTOK"))
+            .then(|| Token::random().ok())
+            .flatten();
         for c in [&mut *self, &mut *dest] {
+            c.ask_token(shared);
             c.settle()?;
             if c.data_secured() {
                 let r = c.command(&Command::Prot(ProtLevel::Clear))?;

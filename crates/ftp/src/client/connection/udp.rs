@@ -1,7 +1,7 @@
 //! The UDP data channel on the client side: `SITE SETNETSTACK udp` with a fatpipe server, and
 //! MODE S binary transfers whose bytes then move as UDP packets beside the data connection.
 
-use super::{receive_error, send_error, Connection};
+use super::{receive_error, send_error, AtMost, Connection};
 use anyhow::Context;
 use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
 use fatpipe_net::{Mover, Pump};
@@ -73,25 +73,28 @@ impl Connection {
         Ok(Some((config, at)))
     }
 
-    /// Downloads `path` from `offset` into `file` at its current position: over the UDP channel
-    /// when it is on, else as [`Connection::retrieve`] does.
+    /// Downloads `path` from `offset` into `file` at its current position, `most` bytes at
+    /// most (what `SIZE` said is left: a server that sends more is stopped): over the UDP
+    /// channel when it is on, else as [`Connection::retrieve`] does.
     pub fn retrieve_file(
         &mut self,
         path: &str,
         offset: u64,
-        mut file: &File,
+        file: &File,
+        most: Option<u64>,
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
         let Some((config, at)) = self.udp_start(file)? else {
-            return self.retrieve(path, offset, &mut file, pump);
+            return self.retrieve(path, offset, &mut AtMost::new(file, most), pump);
         };
-        let make = move |link| {
+        let make = move |link, proof| {
             Box::new(UdpReceiver {
                 link,
                 file,
                 offset: at,
-                limit: u64::MAX,
+                limit: most.unwrap_or(u64::MAX),
                 config,
+                proof,
             }) as Box<dyn Mover + '_>
         };
         let retr = Command::Retr(path.into());
@@ -119,13 +122,14 @@ impl Connection {
             return self.store(path, offset, file, pump);
         };
         let len = file.metadata().context("cannot read the local file")?.len();
-        let make = move |link| {
+        let make = move |link, proof| {
             Box::new(UdpSender {
                 link,
                 file,
                 offset: at,
                 length: len.saturating_sub(at),
                 config,
+                proof,
             }) as Box<dyn Mover + '_>
         };
         let stor = Command::Stor(path.into());

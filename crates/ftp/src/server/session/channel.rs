@@ -144,7 +144,8 @@ impl Session {
         let ends = Endpoints {
             spec: std::mem::take(&mut self.data),
             // A third-party copy's data comes from the other server.
-            peer_ip: (!self.third_party(self.peer.ip())).then(|| self.peer.ip()),
+            admission: self.admission(),
+            token: self.token,
             local_ip: self.local.ip(),
             timeout: c.data_timeout,
             prepare: Arc::new(move |fd| before_connect(&tune, fd)),

@@ -84,6 +84,20 @@ impl Session {
         };
         match checked {
             Some(login) => {
+                if self.slot.is_none() {
+                    self.slot = self.shared.logged_in(self.id);
+                    if self.slot.is_none() {
+                        tracing::info!(session = self.id, "refused: all sessions taken");
+                        self.send(Reply::new(
+                            421,
+                            format!(
+                                "Too many sessions ({} logged in already), try again later",
+                                self.shared.config.max_sessions
+                            ),
+                        ));
+                        return Ok(Flow::Close);
+                    }
+                }
                 tracing::info!(session = self.id, user = %login.user, writable = login.writable, "logged in");
                 self.login = Some(login);
                 self.cwd = VPath::root();

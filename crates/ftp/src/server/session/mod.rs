@@ -17,6 +17,7 @@ use super::auth::Login;
 use super::data::DataSpec;
 use super::transfer::{Event, Running};
 use super::Shared;
+use fatpipe_net::admission::Token;
 use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::Kept;
 use fatpipe_net::udp::UdpConfig;
@@ -49,6 +50,7 @@ const MAX_DEFERRED: usize = 64;
 const FEATURES: &[&str] = &[
     "DCREUSE",
     "DRS",
+    "DTOK",
     "EPRT",
     "EPSV",
     "ERET",
@@ -123,10 +125,21 @@ struct Session {
     prot: ProtLevel,
     /// The file the last transfer moved, hashed beside it for the `CKSM` that follows.
     followed: Option<hashing::Followed>,
+    /// `DTOK`: the token every data connection of the session carries as its first bytes.
+    token: Option<Token>,
+    /// Rung when this connection, not logged in yet, must make room for a newer one.
+    evict: Arc<tokio::sync::Notify>,
+    /// Its place among the logged-in sessions, once it has one.
+    slot: Option<super::SessionSlot>,
 }
 
 /// Runs a session on an accepted control connection until the client leaves or is sent away.
-pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Result<()> {
+pub async fn run(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    id: u64,
+    evict: Arc<tokio::sync::Notify>,
+) -> anyhow::Result<()> {
     let peer = stream.peer_addr()?;
     let local = stream.local_addr()?;
     stream.set_nodelay(true)?;
@@ -164,6 +177,9 @@ pub async fn run(shared: Arc<Shared>, stream: TcpStream, id: u64) -> anyhow::Res
         pbsz: false,
         prot: ProtLevel::Clear,
         followed: None,
+        token: None,
+        evict,
+        slot: None,
     };
     tracing::info!(session = id, %peer, "connected");
     s.send(Reply::new(220, "fatpipe FTP server ready"));
@@ -181,9 +197,19 @@ impl Session {
         self.outbox.push(r);
     }
 
+    /// Sends the replies waiting; a client that reads none of them for `--data-timeout` is
+    /// gone (its session would otherwise hold a slot, blocked on the write, forever).
     async fn flush(&mut self) -> std::io::Result<()> {
-        for r in self.outbox.drain(..) {
-            self.control.write_all(&r.encode()).await?;
+        let patience = self.shared.config.data_timeout;
+        for r in std::mem::take(&mut self.outbox) {
+            tokio::time::timeout(patience, self.control.write_all(&r.encode()))
+                .await
+                .map_err(|_| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the client read no reply for --data-timeout",
+                    )
+                })??;
         }
         Ok(())
     }
@@ -241,10 +267,22 @@ impl Session {
                 Some(Frame::Line(line))
             } else {
                 let (wait, why) = self.patience();
-                match tokio::time::timeout(wait, self.control.next_frame()).await {
-                    Ok(f) => f?,
-                    Err(_) => {
-                        self.send(Reply::new(421, why));
+                let waiting = self.slot.is_none();
+                tokio::select! {
+                    f = tokio::time::timeout(wait, self.control.next_frame()) => match f {
+                        Ok(f) => f?,
+                        Err(_) => {
+                            self.send(Reply::new(421, why));
+                            self.flush().await?;
+                            return Ok(());
+                        }
+                    },
+                    _ = self.evict.notified(), if waiting => {
+                        tracing::info!(session = self.id, "closed for a newer connection: too many waiting to log in");
+                        self.send(Reply::new(
+                            421,
+                            "Too many connections waiting to log in: this, the oldest, is closed",
+                        ));
                         self.flush().await?;
                         return Ok(());
                     }
@@ -329,11 +367,7 @@ impl Session {
                 return Flow::Continue;
             }
         };
-        if cmd.is_secret() {
-            tracing::debug!(session = self.id, "PASS ****");
-        } else {
-            tracing::debug!(session = self.id, "{cmd}");
-        }
+        tracing::debug!(session = self.id, "{}", cmd.redacted());
         match self.handle(cmd).await {
             Ok(flow) => flow,
             Err(reply) => {
@@ -407,6 +441,7 @@ impl Session {
                 Reply::new(200, sbuf_text(n))
             }
             Command::Help(_) => help(),
+            Command::Dtok(token) => self.dtok(token)?,
             // Everything below needs a login.
             _ if self.login.is_none() => {
                 return Err(Reply::new(530, "Please log in with USER and PASS"))

@@ -3,7 +3,8 @@
 //! `--require-tls` nothing is logged in and no data moves in clear.
 
 use super::{Flow, Session};
-use fatpipe_net::tls::Secure;
+use fatpipe_net::admission::{Admission, Token};
+use fatpipe_net::tls::{Secure, TlsReuse};
 use fatpipe_proto::command::ProtLevel;
 use fatpipe_proto::Reply;
 
@@ -33,7 +34,12 @@ impl Session {
         if self.flush().await.is_err() {
             return Ok(Flow::Close);
         }
-        let config = identity.config();
+        // A session cache and ticket key of the session's own: its data connections can
+        // resume no other session's TLS session.
+        let config = identity.config().for_session().map_err(|e| {
+            tracing::warn!(session = self.id, "cannot set up TLS: {e}");
+            Reply::new(431, "TLS is not available right now")
+        })?;
         let (patience, _) = self.patience();
         if let Err(e) = self.control.secure(config.control.clone(), patience).await {
             tracing::info!(session = self.id, "TLS handshake failed: {e}");
@@ -106,7 +112,13 @@ impl Session {
     /// a server that requires TLS.
     pub(super) fn data_security(&self) -> Result<Option<Secure>, Reply> {
         match (&self.tls, self.prot) {
-            (Some(config), ProtLevel::Private) => Ok(Some(Secure::Server(config.data.clone()))),
+            (Some(config), ProtLevel::Private) => Ok(Some(Secure::Server {
+                config: config.data.clone(),
+                // The token proves a connection is the session's; without one, resuming the
+                // control connection's TLS session does.
+                must_resume: self.token.is_none()
+                    && self.shared.config.tls_reuse == TlsReuse::Required,
+            })),
             _ if self.shared.config.require_tls => Err(Reply::new(
                 521,
                 "Data connections must be protected on this server: PBSZ 0, then PROT P",
@@ -115,18 +127,52 @@ impl Session {
         }
     }
 
-    /// Whether this session may move data to or from `host` when it is not its client: only
-    /// with `--allow-third-party`, only for named users, never to a multicast, broadcast or
-    /// unspecified address.
-    pub(super) fn third_party(&self, host: std::net::IpAddr) -> bool {
+    /// Whether this session may move data to or from hosts other than its client: only with
+    /// `--allow-third-party`, only for named users.
+    pub(super) fn third_party_allowed(&self) -> bool {
         let named = self.login.as_ref().is_some_and(|l| l.user != "anonymous");
-        let unicast = match host.to_canonical() {
-            std::net::IpAddr::V4(v4) => {
-                !(v4.is_multicast() || v4.is_broadcast() || v4.is_unspecified())
-            }
-            std::net::IpAddr::V6(v6) => !(v6.is_multicast() || v6.is_unspecified()),
+        self.shared.config.allow_third_party && named
+    }
+
+    /// Whether this session may move data to or from `host` when it is not its client: a
+    /// public unicast address, or one in `--third-party-networks` (never this server's own
+    /// loopback, private or link-local neighbours otherwise).
+    pub(super) fn third_party(&self, host: std::net::IpAddr) -> bool {
+        self.third_party_allowed() && self.shared.config.third_party_networks.allows(host)
+    }
+
+    /// Whose data connections this session takes: its client's, and under
+    /// `--allow-third-party` the hosts a third-party copy may involve.
+    pub(super) fn admission(&self) -> Admission {
+        Admission {
+            peer: self.peer.ip(),
+            third_party: self
+                .third_party_allowed()
+                .then(|| self.shared.config.third_party_networks.clone()),
+        }
+    }
+
+    /// `DTOK <hex>`: every data connection of the session from now on carries this token as
+    /// its first bytes (inside TLS under `PROT P`); `DTOK NONE` ends that. Connections kept
+    /// from earlier transfers were proved as they were made.
+    pub(super) fn dtok(&mut self, token: Option<String>) -> Result<Reply, Reply> {
+        let token = match token {
+            Some(hex) => Some(
+                Token::from_hex(&hex).ok_or_else(|| Reply::new(501, "DTOK needs 32 hex digits"))?,
+            ),
+            None => None,
         };
-        self.shared.config.allow_third_party && named && unicast
+        if self.transfer.is_some() {
+            return Err(Reply::new(503, "A transfer is in progress"));
+        }
+        self.token = token;
+        Ok(Reply::new(
+            200,
+            match token {
+                Some(_) => "Data connections must carry the token",
+                None => "Data connections carry no token",
+            },
+        ))
     }
 
     /// The `FEAT` lines of FTPS, when the server has a certificate.

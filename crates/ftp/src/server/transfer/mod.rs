@@ -4,10 +4,12 @@
 mod run;
 
 use super::data::DataSpec;
+use fatpipe_net::admission::{Admission, Proof, Token};
 use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::{Channel, Links, Prepare, Requests};
 use fatpipe_net::partial;
 use fatpipe_net::sandbox::Upload;
+use fatpipe_net::stall::StallWatch;
 use fatpipe_net::tls::Secure;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::{Conductor, Pump, TunerConfig};
@@ -121,17 +123,21 @@ impl Job {
     }
 }
 
-/// The connections a transfer runs over: MODE S's one, or MODE E's channel.
+/// The connections a transfer runs over: MODE S's one (and what it must show or check once
+/// it is up), or MODE E's channel.
 enum Data {
-    Stream(TcpStream),
+    Stream(TcpStream, Option<Proof>),
     Blocks(Channel),
 }
 
 /// Where the connection is made, how long to wait for it, and how an active socket is prepared.
 pub struct Endpoints {
     pub spec: DataSpec,
-    /// Where data connections may come from: the client, or any host (`None`: third-party).
-    pub peer_ip: Option<IpAddr>,
+    /// Whose data connections are taken: the client's, and other hosts' for a third-party copy.
+    pub admission: Admission,
+    /// The session's data token (`DTOK`): each new data connection shows or checks it.
+    pub token: Option<Token>,
+    /// The address connections this end makes leave from (the control connection's).
     pub local_ip: IpAddr,
     pub timeout: Duration,
     pub prepare: Prepare,
@@ -208,7 +214,15 @@ pub struct Running {
     record: Option<Arc<Record>>,
     /// MODE E: the channel, once the transfer has worked and left connections open.
     kept: Arc<Mutex<Option<Channel>>>,
+    /// No byte moved for `--data-timeout` (and the connect's own wait): the transfer is
+    /// cancelled, whichever way it was blocked.
+    stall: StallWatch,
+    /// The stall watch cancelled it.
+    stalled: bool,
 }
+
+/// How often a transfer's progress is looked at.
+const STALL_LOOK: Duration = Duration::from_secs(1);
 
 impl std::fmt::Debug for Running {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -264,6 +278,8 @@ impl Running {
         let (tx, announcements) = mpsc::unbounded_channel();
         let kept = Arc::new(Mutex::new(None));
         let keep = kept.clone();
+        // The wait for the connection has its own limit, which should speak first.
+        let stall = StallWatch::new(ends.timeout + 2 * STALL_LOOK, Instant::now());
         let handle = tokio::spawn(async move {
             let close = !ends.keep_open;
             let secure = ends.secure.clone();
@@ -272,20 +288,21 @@ impl Running {
                 match ends.kept {
                     Some(c) => Data::Blocks(c),
                     None => {
-                        let secure = ends.secure.clone();
-                        Data::Blocks(Channel::new(links(ends)?).secured(secure))
+                        let (secure, token) = (ends.secure.clone(), ends.token);
+                        Data::Blocks(Channel::new(links(ends)?).secured(secure).proved(token))
                     }
                 }
             } else {
                 let prepare = ends.prepare.clone();
+                let connected = matches!(ends.spec, DataSpec::Active(_));
                 let sock = ends
                     .spec
-                    .connect(ends.peer_ip, ends.local_ip, ends.timeout, move |s| {
+                    .connect(&ends.admission, ends.local_ip, ends.timeout, move |s| {
                         prepare(s.as_fd())
                     })
                     .await
                     .map_err(|e| Reply::new(425, format!("Cannot open data connection: {e}")))?;
-                Data::Stream(sock)
+                Data::Stream(sock, Proof::of(ends.token, connected))
             };
             let r = tokio::task::spawn_blocking(move || {
                 let how = How {
@@ -332,6 +349,8 @@ impl Running {
             markers,
             record: kept_record,
             kept,
+            stall,
+            stalled: false,
         }
     }
 
@@ -352,16 +371,47 @@ impl Running {
     }
 
     /// Waits for the transfer's next event: a buffer size to announce, markers, or its end.
+    /// Meanwhile a transfer that moves nothing for too long is cancelled.
     pub async fn next_event(&mut self) -> Event {
-        let marker_due = self.markers.as_ref().map(|(at, _)| *at);
-        tokio::select! {
-            Some(n) = self.announcements.recv() => Event::Announce(n),
-            _ = sleep_until_some(marker_due) => Event::Markers(self.markers()),
-            r = &mut self.handle => {
-                let (reply, bytes) = (outcome(r), self.pump.bytes());
-                Event::Finished(reply, bytes)
+        loop {
+            let marker_due = self.markers.as_ref().map(|(at, _)| *at);
+            tokio::select! {
+                Some(n) = self.announcements.recv() => return Event::Announce(n),
+                _ = sleep_until_some(marker_due) => return Event::Markers(self.markers()),
+                r = &mut self.handle => {
+                    let reply = self.stall_reply(outcome(r));
+                    return Event::Finished(reply, self.pump.bytes());
+                }
+                _ = tokio::time::sleep(STALL_LOOK) => self.watch(),
             }
         }
+    }
+
+    /// Cancels a transfer that moved no byte for the stall limit.
+    fn watch(&mut self) {
+        if !self.stalled && self.stall.stalled(Instant::now(), self.pump.bytes()) {
+            tracing::info!(
+                "{}: no data for {:?}, cancelled",
+                self.label,
+                self.stall.limit()
+            );
+            self.stalled = true;
+            self.pump.cancel();
+        }
+    }
+
+    /// The reply of a transfer the stall watch cancelled says so.
+    fn stall_reply(&self, reply: Reply) -> Reply {
+        if self.stalled && reply.code != 226 {
+            return Reply::new(
+                426,
+                format!(
+                    "Data connection stalled: no data moved for {} s (--data-timeout); transfer aborted",
+                    self.stall.limit().as_secs()
+                ),
+            );
+        }
+        reply
     }
 
     /// A perf marker, and a range marker when receiving; schedules the next ones.
@@ -406,7 +456,8 @@ impl Running {
 
     /// Waits for the transfer to end on its own; returns the final reply and the bytes moved.
     pub async fn finish(&mut self) -> (Reply, u64) {
-        let reply = outcome((&mut self.handle).await);
+        let done = outcome((&mut self.handle).await);
+        let reply = self.stall_reply(done);
         (reply, self.pump.bytes())
     }
 
@@ -468,6 +519,7 @@ fn links(ends: Endpoints) -> Result<Links, Reply> {
         DataSpec::None => Err(Reply::new(425, "Use PORT, EPRT, PASV or EPSV first")),
         DataSpec::Active(target) => Ok(Links::Connect {
             target,
+            from: Some(ends.local_ip),
             prepare: ends.prepare,
             timeout: ends.timeout,
         }),
@@ -475,7 +527,7 @@ fn links(ends: Endpoints) -> Result<Links, Reply> {
             listener: l
                 .into_std()
                 .map_err(|e| Reply::new(425, format!("Cannot use data listener: {e}")))?,
-            peer: ends.peer_ip,
+            admission: ends.admission,
             timeout: ends.timeout,
         }),
     }

@@ -2,6 +2,7 @@
 //! reply each way of failing earns.
 
 use super::{lock_any, BlockLimit, Data, Job, Outcome, Record, BLOCK};
+use fatpipe_net::admission::Proof;
 use fatpipe_net::mode_e::{Channel, OnStream, Requests, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
@@ -42,7 +43,9 @@ pub(super) fn run(
 ) -> (Result<Outcome, Reply>, Option<Channel>) {
     let on_link = conductor.on_link();
     let channel = match data {
-        Data::Stream(link) => return (stream(pump, job, link, how.secure, &on_link), None),
+        Data::Stream(link, proof) => {
+            return (stream(pump, job, link, proof, how.secure, &on_link), None)
+        }
         Data::Blocks(channel) => channel,
     };
     let r = match job {
@@ -141,6 +144,7 @@ fn stream(
     pump: &Arc<Pump>,
     mut job: Job,
     link: TcpStream,
+    proof: Option<Proof>,
     secure: Option<Secure>,
     on_link: &OnStream,
 ) -> Result<Outcome, Reply> {
@@ -155,18 +159,42 @@ fn stream(
                 file,
                 ascii: *ascii,
             };
-            (Box::new(StreamMover { link, work, secure }), true)
+            (
+                Box::new(StreamMover {
+                    link,
+                    work,
+                    secure,
+                    proof,
+                }),
+                true,
+            )
         }
         Job::SendBytes(bytes) => {
             let work = StreamWork::SendBytes(std::mem::take(bytes));
-            (Box::new(StreamMover { link, work, secure }), true)
+            (
+                Box::new(StreamMover {
+                    link,
+                    work,
+                    secure,
+                    proof,
+                }),
+                true,
+            )
         }
         Job::Receive { into, ascii } => {
             let work = StreamWork::Receive {
                 into: writing.insert(FirstByte { into, begun: false }),
                 ascii: *ascii,
             };
-            (Box::new(StreamMover { link, work, secure }), false)
+            (
+                Box::new(StreamMover {
+                    link,
+                    work,
+                    secure,
+                    proof,
+                }),
+                false,
+            )
         }
         Job::SendUdp {
             file,
@@ -180,6 +208,7 @@ fn stream(
                 offset: *offset,
                 length: *length,
                 config: config.clone(),
+                proof,
             };
             (Box::new(m), true)
         }
@@ -196,6 +225,7 @@ fn stream(
                 offset: into.start(),
                 limit: limit.end,
                 config: config.clone(),
+                proof,
             };
             (Box::new(m), false)
         }
