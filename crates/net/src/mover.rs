@@ -68,6 +68,23 @@ pub struct StreamMover<'a> {
     pub proof: Option<Proof>,
 }
 
+impl<'a> StreamMover<'a> {
+    /// `work` over `link`, secured and proved as `secure` and `proof` say.
+    pub fn new(
+        link: TcpStream,
+        work: StreamWork<'a>,
+        secure: Option<Secure>,
+        proof: Option<Proof>,
+    ) -> Box<StreamMover<'a>> {
+        Box::new(StreamMover {
+            link,
+            work,
+            secure,
+            proof,
+        })
+    }
+}
+
 impl Mover for StreamMover<'_> {
     fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError> {
         let StreamMover {

@@ -54,16 +54,12 @@ impl Links {
                 listener,
                 admission,
                 timeout,
-            } => {
-                let deadline = Instant::now() + *timeout;
-                loop {
-                    match accept_from(listener, admission, deadline, None)? {
-                        Some(s) => return Ok(s),
-                        None if Instant::now() >= deadline => return Err(timed_out()),
-                        None => {}
-                    }
+            } => accept_within(listener, admission, Instant::now() + *timeout, None).map_err(|e| {
+                match e {
+                    PumpError::Read(e) | PumpError::Write(e) => e,
+                    PumpError::Cancelled => io::Error::from(ErrorKind::Interrupted),
                 }
-            }
+            }),
         }
     }
 }
@@ -161,21 +157,14 @@ impl Channel {
             } => {
                 let deadline = Instant::now() + *timeout;
                 loop {
-                    pump.check()?;
-                    let wait = Instant::now() + Duration::from_millis(100);
-                    let sock = accept_from(listener, admission, wait.min(deadline), None)
-                        .map_err(PumpError::Read)?;
-                    match sock.map(|s| self.link(s)) {
-                        Some(Ok(link)) => break link,
+                    let sock = accept_within(listener, admission, deadline, Some(pump))?;
+                    match self.link(sock) {
+                        Ok(link) => break link,
                         // Not this session's: the wait goes on for its own.
-                        Some(Err(e)) if is_not_proved(&e) => {
+                        Err(e) if is_not_proved(&e) => {
                             tracing::warn!("refused a data connection: {e}")
                         }
-                        Some(Err(e)) => return Err(PumpError::Read(e)),
-                        None => {}
-                    }
-                    if Instant::now() >= deadline {
-                        return Err(PumpError::Read(timed_out()));
+                        Err(e) => return Err(PumpError::Read(e)),
                     }
                 }
             }
@@ -195,11 +184,30 @@ impl Channel {
     }
 }
 
-fn timed_out() -> io::Error {
-    io::Error::new(
-        ErrorKind::TimedOut,
-        "timed out waiting for a data connection",
-    )
+/// Waits for a connection `admission` takes, until `deadline` (and while `pump`, if given, is
+/// not cancelled).
+fn accept_within(
+    listener: &TcpListener,
+    admission: &Admission,
+    deadline: Instant,
+    pump: Option<&Pump>,
+) -> Result<TcpStream, PumpError> {
+    loop {
+        if let Some(p) = pump {
+            p.check()?;
+        }
+        if let Some(s) =
+            accept_from(listener, admission, deadline, None).map_err(PumpError::Read)?
+        {
+            return Ok(s);
+        }
+        if Instant::now() >= deadline {
+            return Err(PumpError::Read(io::Error::new(
+                ErrorKind::TimedOut,
+                "timed out waiting for a data connection",
+            )));
+        }
+    }
 }
 
 /// Whether a connection is neither closed by its peer nor broken: a peek without waiting

@@ -451,14 +451,8 @@ impl Connection {
         failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<u64> {
         let secure = self.secure.clone();
-        let make = move |link, proof| {
-            Box::new(StreamMover {
-                link,
-                work,
-                secure,
-                proof,
-            }) as Box<dyn Mover + '_>
-        };
+        let make =
+            move |link, proof| StreamMover::new(link, work, secure, proof) as Box<dyn Mover + '_>;
         self.run_mode_s(cmd, offset, tuned, pump, make, failed)
             .map(|(m, _)| m.bytes)
     }

@@ -159,42 +159,18 @@ fn stream(
                 file,
                 ascii: *ascii,
             };
-            (
-                Box::new(StreamMover {
-                    link,
-                    work,
-                    secure,
-                    proof,
-                }),
-                true,
-            )
+            (StreamMover::new(link, work, secure, proof), true)
         }
         Job::SendBytes(bytes) => {
             let work = StreamWork::SendBytes(std::mem::take(bytes));
-            (
-                Box::new(StreamMover {
-                    link,
-                    work,
-                    secure,
-                    proof,
-                }),
-                true,
-            )
+            (StreamMover::new(link, work, secure, proof), true)
         }
         Job::Receive { into, ascii } => {
             let work = StreamWork::Receive {
                 into: writing.insert(FirstByte { into, begun: false }),
                 ascii: *ascii,
             };
-            (
-                Box::new(StreamMover {
-                    link,
-                    work,
-                    secure,
-                    proof,
-                }),
-                false,
-            )
+            (StreamMover::new(link, work, secure, proof), false)
         }
         Job::SendUdp {
             file,
