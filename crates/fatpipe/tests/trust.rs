@@ -479,3 +479,26 @@ fn a_resume_after_the_source_changed_starts_over() {
     assert!(err.contains("changed since"), "{err}");
     assert_same(&s.path("f"), &dst);
 }
+
+/// Item 7, the other way: a resumed upload continues only its own beginning. The server kept
+/// an older file (a replacement that failed leaves the old file, as it should): `--resume`
+/// finds it is not a prefix of the local file and copies it again in full, `--no-verify`
+/// included.
+#[test]
+fn a_resumed_upload_continues_only_its_own_beginning() {
+    let s = FatpipeServer::start(&["--anonymous-write"]);
+    random_file(&s.path("f"), 1 << 20, 17);
+    let work = tempfile::tempdir().unwrap();
+    let local = work.path().join("f");
+    random_file(&local, 3 << 20, 18);
+    let o = run_ok(&mut fatpipe_cmd(&[
+        "cp",
+        "--resume",
+        "--no-verify",
+        local.to_str().unwrap(),
+        &s.url("f"),
+    ]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not the beginning of"), "{err}");
+    assert_same(&local, &s.path("f"));
+}

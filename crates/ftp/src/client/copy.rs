@@ -8,7 +8,7 @@ use super::plan::{self, Job};
 use super::pool;
 use super::verify::{
     already_there, ask_checksum, check_upload, follow, prepare_upload_check, regular_file_alg,
-    verify_alg, verify_copy,
+    remote_is_prefix, verify_alg, verify_copy,
 };
 use super::{Connection, Credentials, Location, RemoteUrl, Streams};
 use anyhow::{bail, Context};
@@ -539,6 +539,10 @@ impl Copier<'_> {
             let mut have = if resume { c.size(rpath)?.unwrap_or(0) } else { 0 };
             if have > len {
                 bail!("remote {rpath} has {have} bytes, more than {}'s {len}: not a partial copy of it", local.display());
+            }
+            if have > 0 && have < len && remote_is_prefix(c, rpath, &file, have)? == Some(false) {
+                tracing::warn!("remote {rpath} is not the beginning of {}: copying it again in full", local.display());
+                have = 0;
             }
             obs.file_started(rpath, Some(len), have, pump);
             if have == len && have > 0 {

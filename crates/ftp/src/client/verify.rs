@@ -87,6 +87,29 @@ pub(super) fn check_upload(
     Ok(verified)
 }
 
+/// Whether the `have` bytes the server holds of `rpath` are the first `have` bytes of `file`:
+/// a resumed upload may only continue its own beginning (the server may hold an older file,
+/// or, when a replacement failed, the file it replaced). `None` when no checksum can tell.
+pub(super) fn remote_is_prefix(
+    c: &mut Connection,
+    rpath: &str,
+    file: &File,
+    have: u64,
+) -> anyhow::Result<Option<bool>> {
+    let Some(&alg) = c.checksum_algs().first() else {
+        return Ok(None);
+    };
+    let theirs = match c.checksum_of_prefix(alg, rpath, have) {
+        Ok(sum) => sum,
+        Err(e) => {
+            tracing::debug!("{rpath}: no checksum of what the server holds: {e:#}");
+            return Ok(None);
+        }
+    };
+    let mine = checksum(file, alg, 0, Some(have))?;
+    Ok(Some(mine == theirs))
+}
+
 /// Whether a destination as long as the source holds the same bytes, by checksum: `Some`
 /// (with `ALG:hex`, or `None` under `--no-verify`, which takes the length's word) when it
 /// does; `None` when it differs or no checksum can tell.

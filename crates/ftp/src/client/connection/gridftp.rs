@@ -204,8 +204,27 @@ impl Connection {
     /// Asks the server for a checksum of a whole remote file (`CKSM alg 0 -1 path`).
     /// The answer comes from a `CKSM` asked ahead ([`Connection::ask_ahead`]) when there is one.
     pub fn checksum(&mut self, alg: ChecksumAlg, path: &str) -> anyhow::Result<String> {
-        let cmd = checksum_command(alg, path);
-        let r = self.ask(&cmd)?;
+        self.checksum_answer(&checksum_command(alg, path))
+    }
+
+    /// The server's checksum of `path`'s first `length` bytes.
+    pub fn checksum_of_prefix(
+        &mut self,
+        alg: ChecksumAlg,
+        path: &str,
+        length: u64,
+    ) -> anyhow::Result<String> {
+        self.checksum_answer(&Command::Cksm(Cksm {
+            alg,
+            offset: 0,
+            length: Some(length),
+            path: path.into(),
+        }))
+    }
+
+    /// The answer to the `CKSM` command `cmd`.
+    fn checksum_answer(&mut self, cmd: &Command) -> anyhow::Result<String> {
+        let r = self.ask(cmd)?;
         if !r.is_success() {
             bail!("{cmd}: server said {r}");
         }
