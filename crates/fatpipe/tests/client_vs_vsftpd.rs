@@ -111,30 +111,10 @@ fn a_resume_after_the_source_changed_starts_over() {
     v.give_to_ftp();
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("f");
-    let mut slow = fatpipe_cmd(&[
-        "cp",
-        "--limit-rate",
-        "16mbit",
-        &v.url("f"),
-        dst.to_str().unwrap(),
-    ])
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    // Interrupted as Ctrl-C does: what arrived is kept, with its record.
-    interrupt(&slow);
-    let _ = slow.wait();
+    cut_download(&v.url("f"), &dst);
     let held = std::fs::metadata(out.path().join("f.fatpipe-part")).map_or(0, |m| m.len());
     assert!(held > 0 && held < 8 << 20, "{held} bytes held");
-    random_file(&v.path("f"), 8 << 20, 22);
-    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(120);
-    std::fs::File::options()
-        .write(true)
-        .open(v.path("f"))
-        .unwrap()
-        .set_modified(later)
-        .unwrap();
+    rewrite_later(&v.path("f"), 8 << 20, 22);
     v.give_to_ftp();
     let o = run_ok(&mut fatpipe_cmd(&[
         "cp",

@@ -426,27 +426,6 @@ fn a_client_that_stops_reading_is_let_go_after_the_data_timeout() {
     assert_eq!(c.cmd("NOOP").0, 200);
 }
 
-/// Starts `fatpipe cp` of `url` into `dst` slowly and kills it midway: a partial copy.
-fn cut_download(url: &str, dst: &std::path::Path) {
-    let mut cp = fatpipe_cmd(&[
-        "cp",
-        "--limit-rate",
-        "16mbit",
-        "--no-verify",
-        "--tls",
-        "off",
-        url,
-        dst.to_str().unwrap(),
-    ])
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    // Interrupted as Ctrl-C does: what arrived is kept, with its record.
-    interrupt(&cp);
-    let _ = cp.wait();
-}
-
 /// Item 7: a resume whose source changed since the partial copy began (same size, new bytes
 /// and time) starts over instead of joining old and new bytes, also with --no-verify.
 #[test]
@@ -459,15 +438,7 @@ fn a_resume_after_the_source_changed_starts_over() {
     let part = out.path().join("f.fatpipe-part");
     let held = std::fs::metadata(&part).map_or(0, |m| m.len());
     assert!(held > 0 && held < 8 << 20, "{held} bytes held");
-    // The source is rewritten: same size, other bytes, a later time.
-    random_file(&s.path("f"), 8 << 20, 16);
-    let later = std::time::SystemTime::now() + Duration::from_secs(120);
-    std::fs::File::options()
-        .write(true)
-        .open(s.path("f"))
-        .unwrap()
-        .set_modified(later)
-        .unwrap();
+    rewrite_later(&s.path("f"), 8 << 20, 16);
     let o = run_ok(&mut fatpipe_cmd(&[
         "cp",
         "--resume",

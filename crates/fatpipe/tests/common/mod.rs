@@ -554,3 +554,37 @@ pub fn interrupt(child: &std::process::Child) {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
 }
+
+/// Starts `fatpipe cp` of `url` into `dst` slowly and interrupts it midway (SIGINT, as
+/// Ctrl-C): a partial copy, with its record.
+pub fn cut_download(url: &str, dst: &Path) {
+    let mut cp = fatpipe_cmd(&[
+        "cp",
+        "--limit-rate",
+        "16mbit",
+        "--no-verify",
+        "--tls",
+        "off",
+        url,
+    ])
+    .arg(dst)
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    interrupt(&cp);
+    let _ = cp.wait();
+}
+
+/// Rewrites `path` with `size` other bytes and a modification time two minutes on: the same
+/// name and size, another file.
+pub fn rewrite_later(path: &Path, size: u64, seed: u64) {
+    random_file(path, size, seed);
+    let later = std::time::SystemTime::now() + Duration::from_secs(120);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+}
