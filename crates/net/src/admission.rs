@@ -183,9 +183,10 @@ impl Proof {
             }
             Proof::Check(t) => {
                 let mut shown = [0u8; TOKEN_LEN];
-                sock.set_read_timeout(Some(TOKEN_WAIT))?;
+                let before = sock.read_timeout()?;
+                sock.set_read_timeout(Some(before.map_or(TOKEN_WAIT, |t| t.min(TOKEN_WAIT))))?;
                 let read = stream.read_exact(&mut shown);
-                sock.set_read_timeout(None)?;
+                sock.set_read_timeout(before)?;
                 if read.is_ok() && t.shown_in(&shown) {
                     Ok(())
                 } else {
@@ -208,14 +209,16 @@ impl Proof {
 }
 
 /// The error of a connection that did not show the session's token.
-pub fn not_proved() -> io::Error {
+fn not_proved() -> io::Error {
     io::Error::new(
         io::ErrorKind::PermissionDenied,
         "a data connection did not show this session's data token: it is not this transfer's",
     )
 }
 
-/// Whether `e` says a connection was not this session's ([`Proof::exchange`]).
+/// Whether `e` says a connection was not this session's: it did not show the token
+/// ([`Proof::exchange`]), or did not resume the control connection's TLS session where that
+/// is the proof (`tls`).
 pub fn is_not_proved(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::PermissionDenied
 }

@@ -52,7 +52,6 @@ impl From<Errno> for FsError {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     root: Arc<OwnedFd>,
-    path: PathBuf,
 }
 
 /// How often an `openat2` that met a concurrent rename (`EAGAIN`: the kernel could not rule
@@ -81,7 +80,6 @@ impl Sandbox {
             .open(&path)?;
         let sandbox = Sandbox {
             root: Arc::new(root.into()),
-            path,
         };
         // Refuse to start on a kernel without openat2 rather than fail every command later.
         sandbox
@@ -90,18 +88,9 @@ impl Sandbox {
         Ok(sandbox)
     }
 
-    /// The root's path, for logs.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Opens `v` with `flags`, resolved beneath the root (links inside the tree followed).
     fn resolve(&self, v: &VPath, flags: OFlag) -> Result<OwnedFd, FsError> {
         let rel = relative(v);
-        self.resolve_rel(&rel, flags)
-    }
-
-    fn resolve_rel(&self, rel: &Path, flags: OFlag) -> Result<OwnedFd, FsError> {
         // openat2 refuses O_PATH with flags that open() would ignore beside it.
         let extra = if flags.contains(OFlag::O_PATH) {
             OFlag::O_CLOEXEC
@@ -112,7 +101,7 @@ impl Sandbox {
             .flags(flags | extra)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
         for _ in 0..RESOLVE_TRIES {
-            match nix::fcntl::openat2(self.root.as_raw_fd(), rel, how) {
+            match nix::fcntl::openat2(self.root.as_raw_fd(), rel.as_path(), how) {
                 // SAFETY: openat2 returned a new descriptor that nothing else owns.
                 Ok(fd) => return Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
                 Err(Errno::EAGAIN | Errno::EINTR) => continue,

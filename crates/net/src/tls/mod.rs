@@ -47,16 +47,21 @@ impl Secure {
                 .into(),
         };
         let mut link = TlsLink { conn, sock };
-        // A peer that stalls the handshake holds nothing for long.
-        link.sock.set_read_timeout(Some(HANDSHAKE_WAIT))?;
-        link.sock.set_write_timeout(Some(HANDSHAKE_WAIT))?;
+        // A peer that stalls the handshake holds nothing for long; the socket's own timeouts
+        // (a client's --timeout) are back once it is done.
+        let before = (link.sock.read_timeout()?, link.sock.write_timeout()?);
+        let wait = |t: Option<std::time::Duration>| {
+            Some(t.map_or(HANDSHAKE_WAIT, |t| t.min(HANDSHAKE_WAIT)))
+        };
+        link.sock.set_read_timeout(wait(before.0))?;
+        link.sock.set_write_timeout(wait(before.1))?;
         while link.conn.is_handshaking() {
             link.conn
                 .complete_io(&mut link.sock)
                 .map_err(|e| handshake_error(&e))?;
         }
-        link.sock.set_read_timeout(None)?;
-        link.sock.set_write_timeout(None)?;
+        link.sock.set_read_timeout(before.0)?;
+        link.sock.set_write_timeout(before.1)?;
         if matches!(
             self,
             Secure::Server {

@@ -137,6 +137,30 @@ fn a_data_connection_must_resume_its_own_sessions_control_connection() {
     assert!(c2.unwrap().resumed() && s2.unwrap().resumed());
 }
 
+/// The handshake bounds its own wait, then gives the socket back its timeouts (a client's
+/// `--timeout` on a data connection outlives the handshake).
+#[test]
+fn the_handshake_keeps_the_sockets_timeouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = identity_files(dir.path());
+    let id = Identity::load(&cert, &key).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let data = id.config().data;
+    let t = thread::spawn(move || server(data).wrap(l.accept().unwrap().0));
+    let sock = TcpStream::connect(addr).unwrap();
+    let five = Some(std::time::Duration::from_secs(5));
+    sock.set_read_timeout(five).unwrap();
+    sock.set_write_timeout(five).unwrap();
+    let link = client(client_config(Some(&cert)).unwrap(), "localhost")
+        .wrap(sock)
+        .unwrap();
+    assert_eq!(link.socket().read_timeout().unwrap(), five);
+    assert_eq!(link.socket().write_timeout().unwrap(), five);
+    let served = t.join().unwrap().unwrap();
+    assert_eq!(served.socket().read_timeout().unwrap(), None);
+}
+
 #[test]
 fn an_untrusted_certificate_fails_the_handshake_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
