@@ -24,8 +24,7 @@
 # ~8, `long` ~22, `eab` ~11.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p fatpipe --features bpf
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh --features bpf)
 name=fpbicx
 out=results/pacing
 mkdir -p "$out"

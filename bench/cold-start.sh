@@ -7,8 +7,7 @@
 # Usage: [RTTS="25ms 50ms 100ms 200ms"] [ROUNDS=2] [BASE=bin] bench/cold-start.sh   (root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p fatpipe
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh)
 out=$(mktemp -d -p /dev/shm fatpipe-cold.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 row() {

@@ -4,8 +4,7 @@
 # Usage: bench/drs-experiments.sh [1|2|3|4|5 ...]   (default: all five; about 35 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p fatpipe
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh)
 modes_but_stock="--tool fatpipe:static:32M --tool fatpipe:probe --tool fatpipe:kernel --tool fatpipe:drs-classic --tool fatpipe:drs-grid --tool fatpipe:drs"
 small="--size 8K --size 512K --size 8M --size 64M"
 

@@ -11,8 +11,7 @@ fi
 rtt=${1:-100ms}
 secs=${2:-10}
 rates=${3:-"250mbit 500mbit 1gbit 1500mbit"}
-cargo build --release --locked -q -p fatpipe
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh)
 name=fpcap$$
 work=$(mktemp -d)
 server=""

@@ -6,8 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 size_mib=${1:-1024}
 runs=${2:-5}
-cargo build --release --locked -q -p fatpipe
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh)
 
 work=$(mktemp -d -p /dev/shm fatpipe-bench.XXXXXX)
 pids=()

@@ -12,8 +12,7 @@
 # Prints a table of wall clocks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p fatpipe
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh)
 name=fpmany
 runs=${RUNS:-2}
 . bench/testbed-lib.sh

@@ -8,8 +8,7 @@ cd "$(dirname "$0")/.."
 files=${1:-400}
 kib=${2:-32}
 runs=${3:-3}
-cargo build --release --locked -q -p fatpipe
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh)
 
 work=$(mktemp -d -p /dev/shm fatpipe-many.XXXXXX)
 pid=""

@@ -4,8 +4,7 @@
 # Usage: bench/pacing-experiments.sh [lossy|adaptive|losses|pacing ...]   (default: all four)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p fatpipe
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh)
 out=results/pacing
 mkdir -p "$out"
 

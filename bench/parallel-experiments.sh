@@ -4,8 +4,7 @@
 # Usage: bench/parallel-experiments.sh [1|2|3 ...]   (default: 1 and 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p fatpipe
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh)
 runs=${RUNS:-2}
 
 exp1() {  # 1 Gbit/s, 1-BDP queue, stock profile, 2 GiB: -p auto against the ceiling and Globus

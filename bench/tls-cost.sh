@@ -10,8 +10,7 @@
 # Tables go to results/tls/cost-*.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p fatpipe
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh)
 size_mib=${SIZE_MIB:-1024}
 runs=${RUNS:-3}
 name=fptls

@@ -4,14 +4,13 @@
 # Usage: bench/udp-experiments.sh [lossy|seed|contention|fairness|changing|cpu ...]   (default: lossy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p fatpipe
-bin=$PWD/target/release/fatpipe
+bin=$(bench/fatpipe-bin.sh)
 out=results/udp
 mkdir -p "$out"
 
 # UDT4's baseline: Debian ships libudt but not its example programs; bench/udt/udt-pipe.cpp is
 # the smallest sender/receiver on its API (memory to memory).
-udt=$PWD/target/udt-pipe
+udt=$(dirname "$bin")/udt-pipe
 udt_pipe() {
     dpkg -s libudt-dev > /dev/null 2>&1 || apt-get install -y -q libudt-dev > /dev/null
     g++ -O2 -Wall -o "$udt" bench/udt/udt-pipe.cpp -ludt -lpthread

@@ -7,8 +7,9 @@ use anyhow::Context;
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Verify};
 use fatpipe_ftp::client::filter::Filter;
 use fatpipe_ftp::client::path_memory::{self, PathMemory};
+use fatpipe_ftp::client::transport::{self, Asked};
 use fatpipe_ftp::client::{relay, Credentials, Location, Streams};
-use fatpipe_net::udp::UdpConfig;
+use fatpipe_net::udp::{loss_in_summary, UdpConfig};
 use fatpipe_proto::udp::NetStack;
 use fatpipe_tune::rate::{RateControlKind, RateMemory};
 use serde::Serialize;
@@ -93,11 +94,13 @@ pub struct Args {
     /// Never compare checksums.
     #[arg(long)]
     no_verify: bool,
-    /// How the data moves: tcp, or udp (UDP packets paced by a rate controller, lost ones resent
-    /// selectively: for long paths with random loss). udp needs a fatpipe server and uses one
-    /// data connection; with other servers the copy goes over TCP and says so.
-    #[arg(long, default_value = "tcp", value_parser = ["tcp", "udp"])]
-    transport: String,
+    /// How the data moves: tcp; udp (UDP packets paced by a rate controller, lost ones resent
+    /// selectively: for long paths with random loss; needs a fatpipe server, one data
+    /// connection, no TLS on data); or auto: udp for one file where the last copy to the same
+    /// server (within the hour, -p auto's path memory) met random loss, tcp otherwise and once
+    /// a copy over udp found the loss gone. A server without the channel gets tcp.
+    #[arg(long, default_value = "auto", value_parser = Asked::parse)]
+    transport: Asked,
     /// The UDP channel's rate controller: default (holds its rate through random loss, yields
     /// when a queue builds), history or state (the FOBS paper's two).
     #[arg(long, default_value = "default", value_parser = parse_control)]
@@ -168,7 +171,26 @@ struct Summary<'a> {
     bytes: u64,
     seconds: f64,
     rate_mbit_s: f64,
+    transport: TransportReport,
     files: &'a [FileResult],
+}
+
+/// The `--json` summary's account of the transport: which, whether asked for, and why.
+#[derive(Serialize)]
+struct TransportReport {
+    name: &'static str,
+    asked: bool,
+    why: String,
+}
+
+impl From<transport::Choice> for TransportReport {
+    fn from(c: transport::Choice) -> Self {
+        TransportReport {
+            name: if c.udp { "udp" } else { "tcp" },
+            asked: c.asked,
+            why: c.why,
+        }
+    }
 }
 
 /// Runs the copy; the exit code is non-zero if any file failed. `verbose` adds how the tuning
@@ -223,9 +245,38 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     if carried.is_some() {
         tune.cc = carried.clone();
     }
+    let between_servers = matches!(
+        (srcs.as_slice(), &dst),
+        ([Location::Remote(_)], Location::Remote(_))
+    );
+    let transport = transport::choose(
+        a.transport,
+        &transport::Copy {
+            server: memory.as_ref().map_or("the server", |(_, s)| s.as_str()),
+            several,
+            between_servers,
+            download_to_file: matches!(
+                (srcs.as_slice(), &dst),
+                ([Location::Remote(_)], Location::Local(_))
+            ),
+            cc_set: tune.cc.is_some(),
+            lossy_ago: recalled
+                .as_ref()
+                .filter(|(r, _)| r.cc.is_some())
+                .map(|(r, _)| r.age),
+        },
+    );
+    tracing::info!("{transport}");
     let stats = tune.stats.clone();
-    let progress = Progress::new(a.quiet, (a.transport == "udp").then(Default::default))?;
+    let progress = Progress::new(
+        a.quiet,
+        (transport.udp || transport.leave_tcp_on_loss).then(Default::default),
+    )?;
     tune.live = Some(progress.live.clone());
+    let udp_channel = || {
+        let learned = recalled.as_ref().and_then(|(r, _)| r.udp.clone());
+        udp_choice(&a, stats.clone(), &progress, learned)
+    };
     let opts = CopyOptions {
         recursive: a.recursive,
         create_dirs: a.create_dirs,
@@ -253,10 +304,9 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         } else {
             Verify::Auto
         },
-        udp: (a.transport == "udp").then(|| {
-            let learned = recalled.as_ref().and_then(|(r, _)| r.udp.clone());
-            udp_choice(&a, stats, &progress, learned)
-        }),
+        udp: transport.udp.then(udp_channel),
+        udp_asked: transport.asked,
+        udp_on_random_loss: transport.leave_tcp_on_loss.then(udp_channel),
     };
     let started = Instant::now();
     let results = std::thread::scope(|s| {
@@ -276,20 +326,20 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     if let Some((path, server)) = &memory {
         let udp = opts.udp.as_ref().and_then(|(_, u)| u.memory.as_ref());
         let udp = udp.and_then(|m| m.lock().ok().map(|m| m.clone()));
-        // A control chosen on random loss by any file of the copy holds for the path.
-        let cc = match several {
-            true => None,
-            false => results
-                .iter()
-                .find_map(|r| r.cc_on_random_loss.as_deref())
-                .or(carried.as_deref()),
-        };
+        let udp_loss = results
+            .iter()
+            .rev()
+            .find_map(|r| r.udp.as_deref())
+            .and_then(loss_in_summary);
+        let chosen = results.iter().find_map(|r| r.cc_on_random_loss.as_deref());
+        let cc = transport::remembered_loss(several, udp_loss, chosen, carried.as_deref());
         remember_streams(path, server, &results, cc, udp);
     }
     let seconds = started.elapsed().as_secs_f64();
     let bytes: u64 = results.iter().map(|r| r.bytes).sum();
     let failed = results.iter().filter(|r| r.error.is_some()).count();
     let rate = bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6;
+    let transport = transport.as_it_went(results.iter().any(|r| r.udp.is_some()));
     if interrupted {
         say!("fatpipe: interrupted; what arrived is kept: run the same command with --resume to continue");
     }
@@ -308,6 +358,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
             bytes,
             seconds,
             rate_mbit_s: rate,
+            transport: transport.clone().into(),
             files: &results,
         };
         let text = serde_json::to_string_pretty(&summary)?;
@@ -327,6 +378,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
             say!("fatpipe: {udp}");
         }
         if verbose {
+            say!("fatpipe: {transport}");
             if let Some(line) = tune_line(&results) {
                 say!("fatpipe: tuning {}: {line}", a.tune.tuning);
             }
@@ -513,10 +565,11 @@ fn remember_streams(
         .find(|r| r.error.is_none() && r.bytes > 0);
     let mut m = PathMemory::load(path);
     // A copy over the UDP channel (one MODE S stream) leaves the remembered count as it was.
-    let n = match (last.and_then(|r| r.streams), &udp) {
-        (Some(n), _) => n,
-        (None, Some(_)) => m.recall(server, unix_now()).map_or(1, |r| r.streams),
-        (None, None) => return,
+    let over_udp = udp.is_some() || last.is_some_and(|r| r.udp.is_some());
+    let n = match last.and_then(|r| r.streams) {
+        Some(n) => n,
+        None if over_udp => m.recall(server, unix_now()).map_or(1, |r| r.streams),
+        None => return,
     };
     m.remember(server, n, cc, udp.as_ref(), unix_now());
     if let Err(e) = m.save(path) {

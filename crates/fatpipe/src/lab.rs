@@ -53,9 +53,18 @@ pub struct Args {
     #[arg(long = "tool")]
     tools: Vec<String>,
     /// Extra options for every fatpipe command (e.g. "--stats /tmp/s.jsonl"). With the stock
-    /// profile fatpipe also gets --no-force-buffers: the limits of an unprivileged user.
+    /// profile fatpipe also gets --no-force-buffers (the limits of an unprivileged user)
+    /// unless --as-root says otherwise.
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     fatpipe_args: String,
+    /// Run fatpipe as a server usually runs: with root's power to force buffers past
+    /// `rmem_max`, whatever the profile.
+    #[arg(long)]
+    as_root: bool,
+    /// Measure each run warm: the client runs once unmeasured first on the same path, with the
+    /// same cache (fatpipe's path memory, the kernel's TCP metrics). Default: cold.
+    #[arg(long)]
+    warm: bool,
     /// A server command for side b (shell; `{file}` and `{bytes}` are replaced), with --client and --port.
     #[arg(long, requires_all = ["client", "port"])]
     server: Option<String>,
@@ -148,7 +157,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let file = dir.path().join("file");
     let exe = std::env::current_exe()?;
     let mut flags = a.fatpipe_args.clone();
-    if a.profile == Profile::Stock {
+    if a.profile == Profile::Stock && !a.as_root {
         flags.push_str(" --no-force-buffers");
     }
     std::fs::create_dir_all(&a.out)
@@ -194,7 +203,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                         a.runs
                     );
                     std::io::stderr().flush()?;
-                    match run_once(&cfg, case, bytes, a.timeout) {
+                    match run_once(&cfg, case, bytes, a.timeout, a.warm) {
                         Ok(run) => {
                             say!("{:.0} Mbit/s, {} retransmissions", run.mbit_s, run.retrans);
                             r.runs.push(run);

@@ -366,3 +366,64 @@ fn what_the_udp_sender_learned_outlives_the_copy() {
     up("u2", &["-p", "2"]);
     assert_eq!(learned()["rate"].as_f64(), Some(rate));
 }
+
+#[test]
+fn auto_takes_the_udp_channel_where_the_last_copy_met_random_loss_until_it_finds_none() {
+    let s = FatpipeServer::start(&["--anonymous"]);
+    random_file(&s.path("f.bin"), 16 << 20, 6);
+    let work = tempfile::tempdir().unwrap();
+    let dst = work.path().join("f.bin");
+    // Path memory of its own: a copy to this server met random loss a minute ago.
+    let cache = work.path().join("cache");
+    let memory = cache.join("fatpipe/paths.json");
+    std::fs::create_dir_all(memory.parent().unwrap()).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let key = s.addr.to_string();
+    let lossy = serde_json::json!({"servers": {&key: {"streams": 4, "cc": "bbr", "at": now - 60}}});
+    std::fs::write(&memory, lossy.to_string()).unwrap();
+    let copy = |extra: &[&str]| -> serde_json::Value {
+        let out = run_ok(
+            fatpipe_cmd(&["cp", "--quiet", "--json", "--udp-rate", "500mbit"])
+                .args(extra)
+                .arg(s.url("f.bin"))
+                .arg(&dst)
+                .env("XDG_CACHE_HOME", &cache),
+        );
+        assert_same(&s.path("f.bin"), &dst);
+        std::fs::remove_file(&dst).unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // Asked for TCP: TCP, whatever the memory says.
+    let asked = copy(&["--transport", "tcp"]);
+    assert_eq!(asked["transport"]["name"], "tcp", "{asked}");
+    assert_eq!(asked["transport"]["asked"], true);
+    // With no option: the UDP channel, and why.
+    let first = copy(&[]);
+    assert_eq!(first["transport"]["name"], "udp", "{first}");
+    assert_eq!(first["transport"]["asked"], false);
+    let why = first["transport"]["why"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("the last copy to {key} met random loss")),
+        "{why}"
+    );
+    let udp = first["files"][0]["udp"].as_str().unwrap();
+    let resent = fatpipe_net::udp::loss_in_summary(udp).unwrap();
+    // What that copy found decides the next one: loopback loses nothing at 500 Mbit/s, and a
+    // copy that resent (next to) nothing ends the lossy spell.
+    let remembered: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&memory).unwrap()).unwrap();
+    let cc = &remembered["servers"][&key]["cc"];
+    let next = copy(&[]);
+    if resent < fatpipe_ftp::client::transport::CLEAN_BELOW_PERCENT {
+        assert!(cc.is_null(), "{remembered}");
+        assert_eq!(next["transport"]["name"], "tcp", "{next}");
+        let why = next["transport"]["why"].as_str().unwrap();
+        assert!(why.starts_with("no random loss known"), "{why}");
+    } else {
+        assert_eq!(cc, "bbr", "{remembered}");
+        assert_eq!(next["transport"]["name"], "udp", "{next}");
+    }
+}

@@ -1,7 +1,8 @@
 //! The UDP data channel across an emulated lossy path (`fatpipe testbed`, needs root, as CI
 //! has): 20 ms, 200 Mbit/s, 2 % random loss each way. Downloads and uploads arrive intact with
-//! each rate controller, lost packets are resent (and counted), and where UDP does not get
-//! through (a namespace that drops it) the copy falls back to TCP and says so.
+//! each rate controller, lost packets are resent (and counted), a copy with no options that
+//! meets the loss over TCP goes on over UDP, and where UDP does not get through (a namespace
+//! that drops it) the copy falls back to TCP and says so.
 
 mod common;
 use common::*;
@@ -100,6 +101,47 @@ fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
 }
 
 /// Downloads `f.bin` from a server on side a over UDP; returns what the copy said of it.
+#[test]
+fn a_copy_with_no_options_that_meets_random_loss_goes_on_over_udp() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tb = Testbed::up(
+        "fpauto",
+        &["--rtt", "20ms", "--rate", "200mbit", "--loss", "0.02"],
+    );
+    let work = tempfile::tempdir().unwrap();
+    let srv = server(&tb, &[]);
+    random_file(&srv.path("big.bin"), 32 << 20, 17);
+    let into_file = work.path().join("big.bin");
+    for (i, dst) in [into_file.to_str().unwrap(), "/dev/null"]
+        .into_iter()
+        .enumerate()
+    {
+        // Cold: nothing known of the path, so the copy starts over TCP.
+        let cache = work.path().join(format!("cache{i}"));
+        let out = json(&run_ok(
+            tb.fatpipe("b", &["cp", "--quiet", "--json", "--udp-rate", "200mbit"])
+                .args([srv.url("big.bin").as_str(), dst])
+                .env("XDG_CACHE_HOME", &cache),
+        ));
+        let transport = &out["transport"];
+        assert_eq!(transport["name"], "udp", "{out}");
+        assert_eq!(transport["asked"], false, "{out}");
+        let why = transport["why"].as_str().unwrap_or_default();
+        assert!(why.contains("went on over the UDP channel"), "{why}");
+        let udp = out["files"][0]["udp"].as_str().unwrap_or_default();
+        assert!(udp.starts_with("udp: default rate control"), "{out}");
+        assert_eq!(
+            out["bytes"].as_u64().map(|b| b >= 32 << 20),
+            Some(true),
+            "{out}"
+        );
+        // The next copy to the server starts on UDP at once.
+        let memory = std::fs::read_to_string(cache.join("fatpipe/paths.json")).unwrap();
+        assert!(memory.contains("\"cc\": \"bbr\""), "{memory}");
+    }
+    assert_same(&srv.path("big.bin"), &into_file);
+}
+
 fn fallback_copy(tb: &Testbed) -> String {
     let srv = server(tb, &[]);
     let work = tempfile::tempdir().unwrap();

@@ -296,6 +296,8 @@ fn loopback(a: &Args, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
         first_start: None,
         verify: Verify::Off,
         udp: None,
+        udp_asked: false,
+        udp_on_random_loss: None,
     };
     let results = copy::copy(&[src], &dst, &Credentials::anonymous(), &opts, &Quiet)?;
     let r = results.first().context("nothing was copied")?;

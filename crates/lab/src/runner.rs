@@ -66,12 +66,15 @@ impl Drop for Group {
     }
 }
 
-/// Runs `case` once on a fresh path built from `cfg`; the test file has `bytes` bytes.
+/// Runs `case` once on a fresh path built from `cfg`; the test file has `bytes` bytes. `warm`:
+/// the client runs once unmeasured first, on the same path and with the same cache (what a
+/// tool remembers of the path, fatpipe's path memory, and the kernel's TCP metrics).
 pub fn run_once(
     cfg: &TestbedConfig,
     case: &Case,
     bytes: u64,
     timeout: Duration,
+    warm: bool,
 ) -> anyhow::Result<RunResult> {
     let tb = Testbed::up(cfg.clone())?;
     // Runs are independent: nothing a tool keeps between invocations (fatpipe's path memory)
@@ -87,6 +90,19 @@ pub fn run_once(
             .with_context(|| format!("server of {} did not start", case.label))?;
         Some(g)
     };
+    // Retransmissions of the warm-up, per side, left out of the run's.
+    let mut retrans_before = [0, 0];
+    if warm {
+        let mut first = start(&tb, Side::A, &case.client, cache, Stdio::null())
+            .context("cannot start the client")?;
+        let status = wait_for(&mut first, &case.label, timeout)?;
+        if !status.success() {
+            bail!("{}'s warm-up run failed ({status})", case.label);
+        }
+        for (i, side) in [Side::A, Side::B].into_iter().enumerate() {
+            retrans_before[i] = retransmitted(&tb, side)?;
+        }
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let samplers = [Side::A, Side::B].map(|side| {
         let stop = stop.clone();
@@ -95,18 +111,7 @@ pub fn run_once(
     let started = Instant::now();
     let mut client = start(&tb, Side::A, &case.client, cache, Stdio::piped())
         .context("cannot start the client")?;
-    let status = loop {
-        if let Some(s) = client.0.try_wait()? {
-            break s;
-        }
-        if started.elapsed() > timeout {
-            bail!("{} did not finish within {timeout:?}", case.label);
-        }
-        if interrupted() {
-            bail!("interrupted");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_for(&mut client, &case.label, timeout)?;
     let wall = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::SeqCst);
     let [a, b] = samplers.map(|h| {
@@ -130,35 +135,73 @@ pub fn run_once(
     } else {
         (ba, Side::B, a, b)
     };
-    let phase = data
-        .bulk_phase()
-        .context("no data crossed the path")?
-        .as_secs_f64();
-    let snmp = tb.run_in(sender, || {
-        Ok(std::fs::read_to_string("/proc/thread-self/net/snmp")?)
-    })?;
+    // The emulator's counters span the warm-up too: a warm run's data phase is its command.
+    let phase = if warm {
+        wall
+    } else {
+        data.bulk_phase()
+            .context("no data crossed the path")?
+            .as_secs_f64()
+    };
+    let before = retrans_before[usize::from(sender == Side::B)];
+    let retrans = retransmitted(&tb, sender)?.saturating_sub(before);
     drop(client);
     tb.down()?;
     Ok(RunResult {
         mbit_s: bytes as f64 * 8.0 / phase / 1e6,
         data_seconds: phase,
         wall_seconds: wall,
-        retrans: retrans_segs(&snmp).unwrap_or(0),
+        retrans,
         peak_rb_receiver: recv_peak.rb,
         peak_tb_sender: send_peak.tb,
     })
 }
 
-/// Peaks of `ss -tm` buffer sums in the calling thread's namespace until `stop`.
+/// Segments retransmitted so far in `side`'s namespace (its TCP counters).
+fn retransmitted(tb: &Testbed, side: Side) -> anyhow::Result<u64> {
+    let snmp = tb.run_in(side, || {
+        Ok(std::fs::read_to_string("/proc/thread-self/net/snmp")?)
+    })?;
+    Ok(retrans_segs(&snmp).unwrap_or(0))
+}
+
+/// Waits for a client started for a run to exit, `timeout` at most (or until interrupted).
+fn wait_for(
+    client: &mut Group,
+    label: &str,
+    timeout: Duration,
+) -> anyhow::Result<std::process::ExitStatus> {
+    let started = Instant::now();
+    loop {
+        if let Some(s) = client.0.try_wait()? {
+            return Ok(s);
+        }
+        if started.elapsed() > timeout {
+            bail!("{label} did not finish within {timeout:?}");
+        }
+        if interrupted() {
+            bail!("interrupted");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Peaks of `ss -tm` buffer sums (and of UDP sockets) in the calling thread's namespace until
+/// `stop`.
 fn sample(stop: &AtomicBool) -> anyhow::Result<BufferSums> {
     let mut peak = BufferSums::default();
     let deadline = Instant::now() + Duration::from_secs(3600);
     while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
-        let out = std::process::Command::new("ss")
-            .args(["-tmH"])
-            .output()
-            .context("cannot run ss (install iproute2)")?;
-        let s = sum_skmem(&String::from_utf8_lossy(&out.stdout));
+        // Connected TCP sockets, and every UDP socket (a UDP data channel's are unconnected).
+        let mut listing = String::new();
+        for args in ["-tmH", "-uamH"] {
+            let out = std::process::Command::new("ss")
+                .arg(args)
+                .output()
+                .context("cannot run ss (install iproute2)")?;
+            listing.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
+        let s = sum_skmem(&listing);
         peak.rb = peak.rb.max(s.rb);
         peak.tb = peak.tb.max(s.tb);
         std::thread::sleep(SAMPLE_EVERY);

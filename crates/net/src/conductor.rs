@@ -204,7 +204,7 @@ impl Conductor {
         work: impl FnOnce() -> T + Send,
         mut announce: impl FnMut(Told),
     ) -> Option<T> {
-        let mut told_paced = false;
+        let mut told_paced: Option<String> = None;
         let (done, ended) = mpsc::channel::<()>();
         let result = std::thread::scope(|scope| {
             let worker = scope.spawn(move || {
@@ -216,9 +216,11 @@ impl Conductor {
                 if let Some(n) = self.tick(Instant::now()) {
                     announce(Told::Buffer(n));
                 }
-                // Asked only until told: the look takes two locks every tick.
-                if let Some(cc) = (!told_paced).then(|| self.paced_by()).flatten() {
-                    told_paced = true;
+                // Told again when it changes: streams started together are paced by TCP, and
+                // random loss may later switch them to bbr, which the receiver (and a client
+                // that leaves TCP on random loss) must hear.
+                if let Some(cc) = self.paced_by().filter(|cc| told_paced.as_ref() != Some(cc)) {
+                    told_paced = Some(cc.clone());
                     announce(Told::Paced(cc));
                 }
                 let wait = self.due_in(Instant::now()).unwrap_or(IDLE_TICK);

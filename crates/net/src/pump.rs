@@ -88,6 +88,15 @@ impl Pump {
         }
     }
 
+    /// Lets a cancelled pump run again: its transfer was stopped to go on another way (over
+    /// the UDP channel), not given up. The sockets it stopped are forgotten.
+    pub fn restart(&self) {
+        if let Ok(mut guard) = self.sockets.lock() {
+            guard.clear();
+        }
+        self.cancelled.store(false, Ordering::SeqCst);
+    }
+
     /// Whether [`Pump::cancel`] was called on this pump or its parent.
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
@@ -436,6 +445,25 @@ mod tests {
         );
         assert_eq!(reader.join().unwrap(), &data[500_000..]);
         assert_eq!(a.write_timeout().unwrap(), None);
+    }
+
+    #[test]
+    fn a_restarted_pump_runs_again() {
+        let (a, b) = pair();
+        let pump = Pump::default();
+        pump.attach(&a).unwrap();
+        pump.cancel();
+        let (c, mut d) = pair();
+        assert!(pump.copy(&mut &b"stopped"[..], &mut &c).is_err());
+        pump.restart();
+        assert!(!pump.is_cancelled());
+        let mut src: &[u8] = b"again";
+        assert_eq!(pump.copy(&mut src, &mut &c).unwrap(), 5);
+        drop(c);
+        let mut got = Vec::new();
+        d.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"again");
+        drop(b);
     }
 
     #[test]

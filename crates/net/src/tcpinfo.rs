@@ -84,6 +84,7 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
         busy_us: raw.busy_time,
         snd_wnd: raw.snd_wnd,
         rcv_wnd: raw.rcv_wnd,
+        unacked_bytes: u64::from(raw.unacked) * u64::from(raw.snd_mss),
         notsent_bytes: raw.notsent_bytes,
         total_retrans: raw.total_retrans,
         bytes_acked: raw.bytes_acked,

@@ -46,6 +46,8 @@ pub struct TcpStats {
     pub snd_wnd: u32,
     /// Our advertised window, bytes (0 on kernels that do not report it).
     pub rcv_wnd: u32,
+    /// Bytes sent and not yet acknowledged (`tcpi_unacked` segments of `tcpi_snd_mss`).
+    pub unacked_bytes: u64,
     /// Bytes written by the application but not yet sent.
     pub notsent_bytes: u32,
     /// Segments retransmitted over the connection.

@@ -38,6 +38,12 @@ pub struct FluidPath {
     pub holes: Option<f64>,
     /// Packets that arrived out of order so far (the receiver's `rcv_ooopack`).
     pub out_of_order: u32,
+    /// With holes: the in-order count moves only every this many rounds, all at once, as a
+    /// filled hole releases what waited behind it; `None`: smoothly.
+    pub released_every: Option<u32>,
+    /// Bytes that arrived behind a hole, not yet in order.
+    behind: f64,
+    rounds: u32,
     cwnd: f64,
     ssthresh: f64,
     rtt: f64,
@@ -65,6 +71,9 @@ impl FluidPath {
             segment: SEGMENT as u32,
             holes: None,
             out_of_order: 0,
+            released_every: None,
+            behind: 0.0,
+            rounds: 0,
             cwnd: 10.0 * SEGMENT,
             ssthresh: f64::INFINITY,
             rtt: base,
@@ -81,6 +90,13 @@ impl FluidPath {
         let window = self.window / (1.0 + self.holes.unwrap_or(0.0));
         if self.holes.is_some() {
             self.out_of_order += 10;
+        }
+        self.rounds += 1;
+        if self
+            .released_every
+            .is_some_and(|n| self.rounds.is_multiple_of(n.max(1)))
+        {
+            self.bytes += std::mem::take(&mut self.behind);
         }
         let flight = self.cwnd.min(window);
         if flight > bdp + self.queue {
@@ -112,7 +128,11 @@ impl FluidPath {
                 self.round();
             }
             if self.t < self.train_end {
-                self.bytes += self.burst.unwrap_or(self.rate) * dt;
+                let arrived = self.burst.unwrap_or(self.rate) * dt;
+                match self.released_every {
+                    Some(_) => self.behind += arrived,
+                    None => self.bytes += arrived,
+                }
             }
             self.t += dt;
             if self.t < next {

@@ -63,8 +63,14 @@ pub struct CopyOptions {
     /// Whether each file's checksum is compared with the server's after the copy.
     pub verify: Verify,
     /// Move the files over the UDP data channel (`--transport udp`): what the server is told,
-    /// and this end's side. One stream in MODE S; TCP, with a warning, when the server lacks it.
+    /// and this end's side. One stream in MODE S; TCP when the server lacks it.
     pub udp: Option<(NetStack, UdpConfig)>,
+    /// The UDP channel was asked for, not chosen by `--transport auto`: a server that lacks it
+    /// is worth a warning.
+    pub udp_asked: bool,
+    /// `--transport auto` on a path not known to be lossy: where a download's sending server
+    /// meets random loss, the file goes on over this UDP channel from what arrived.
+    pub udp_on_random_loss: Option<(NetStack, UdpConfig)>,
 }
 
 /// End-to-end checksum verification (`--verify` / `--no-verify`).
@@ -415,6 +421,7 @@ impl Copier<'_> {
         modified: Option<i64>,
     ) {
         let (obs, resume, verify) = (self.obs, self.opts.resume, self.opts.verify);
+        let udp_on_loss = self.opts.udp_on_random_loss.as_ref();
         // Queued behind this file's download (a retry on a new session resumes: alone).
         let mut next = match resume {
             true => Vec::new(),
@@ -431,7 +438,15 @@ impl Copier<'_> {
                 // MODE E too: blocks land at their offsets, which a device ignores.
                 let n = if c.uses_blocks() {
                     let state = Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
-                    c.retrieve_blocks(rpath, &RangeSet::default(), &sink, pump, &state)?
+                    match c.retrieve_blocks(rpath, &RangeSet::default(), &sink, pump, &state) {
+                        // Left on random loss: the rest from the first gap, over UDP.
+                        Err(_) if moved_to_udp(c, udp_on_loss, pump, obs) => {
+                            let have = held_with(&RangeSet::default(), &state).prefix();
+                            let most = size.map(|s| s.saturating_sub(have));
+                            have + c.retrieve_file(rpath, have, &sink, most, pump)?
+                        }
+                        n => n?,
+                    }
                 } else {
                     c.retrieve_file(rpath, 0, &sink, size, pump)?
                 };
@@ -495,6 +510,13 @@ impl Copier<'_> {
                 c.retrieve_next(std::mem::take(&mut next));
                 let (n, hashed) = match download_into(c, rpath, size, &mut part, &held, pump, alg) {
                     Ok(done) => done,
+                    // Left on random loss: what arrived stays, the rest comes over UDP.
+                    Err((_, all)) if moved_to_udp(c, udp_on_loss, pump, obs) => {
+                        moved += all.len().saturating_sub(held.len());
+                        held = all;
+                        part.hold(&held)?;
+                        continue;
+                    }
                     Err((e, all)) => {
                         part.failed(&all);
                         return Err(e);
@@ -621,6 +643,37 @@ fn download_into(
                 all.insert(0, part.file.metadata().map_or(start, |m| m.len()));
                 (e, all)
             })
+    }
+}
+
+/// After a download that ended to leave TCP on random loss, moves the session to the UDP
+/// channel `udp` and lets the file's `pump` run again; whether it did (else the failure
+/// stands, as it does when the user asked to stop meanwhile).
+fn moved_to_udp(
+    c: &mut Connection,
+    udp: Option<&(NetStack, UdpConfig)>,
+    pump: &Pump,
+    obs: &dyn Observer,
+) -> bool {
+    let Some((stack, config)) = udp else {
+        return false;
+    };
+    if !c.left_tcp_on_random_loss() || obs.stop_requested() {
+        return false;
+    }
+    match c.move_to_udp(stack, config.clone()) {
+        Ok(None) => {
+            pump.restart();
+            true
+        }
+        Ok(Some(why)) => {
+            tracing::warn!("{why}: the transfer cannot go on over UDP");
+            false
+        }
+        Err(e) => {
+            tracing::warn!("cannot move to the UDP channel: {e:#}");
+            false
+        }
     }
 }
 

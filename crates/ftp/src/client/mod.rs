@@ -11,6 +11,7 @@ mod plan;
 mod pool;
 pub mod relay;
 mod retry;
+pub mod transport;
 mod uploads_ahead;
 mod verify;
 

@@ -49,11 +49,20 @@ pub(super) fn session(
         )? {
             None => {}
             Some(why) => {
-                tracing::warn!("{why}: the data goes over TCP");
+                if opts.udp_asked {
+                    tracing::warn!("{why}: the data goes over TCP");
+                } else {
+                    tracing::info!("{why}: the data goes over TCP");
+                }
                 conn.set_streams(opts.streams)?;
             }
         },
-        None => conn.set_streams(opts.streams)?,
+        None => {
+            conn.set_streams(opts.streams)?;
+            if opts.udp_on_random_loss.is_some() {
+                conn.leave_tcp_on_random_loss();
+            }
+        }
     }
     if let Some((n, why)) = &opts.first_start {
         conn.start_streams_at(*n, why.clone());
@@ -332,6 +341,8 @@ mod tests {
             first_start: None,
             verify: crate::client::copy::Verify::Off,
             udp: None,
+            udp_asked: false,
+            udp_on_random_loss: None,
         }
     }
 

@@ -143,6 +143,14 @@ impl UdpSummary {
     }
 }
 
+/// The resend share (R, %) a summary as [`UdpSummary`] writes it says, if it says one: a
+/// download's summary comes from the server as text.
+pub fn loss_in_summary(text: &str) -> Option<f64> {
+    let (_, rest) = text.split_once("(R = ")?;
+    let (r, _) = rest.split_once(" %)")?;
+    r.trim().parse().ok()
+}
+
 impl fmt::Display for UdpSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.fell_back {
@@ -346,5 +354,29 @@ fn net(sending: bool) -> impl Fn(io::Error) -> PumpError {
         } else {
             PumpError::Read(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_s_resend_share_reads_back_from_its_text() {
+        let s = UdpSummary {
+            control: "default".into(),
+            packets: 10_000,
+            transmissions: 10_123,
+            last_rate: 9e8,
+            state: "steady".into(),
+            ..UdpSummary::default()
+        };
+        assert_eq!(loss_in_summary(&s.to_string()), Some(1.23));
+        let fell_back = UdpSummary {
+            fell_back: true,
+            ..s
+        };
+        assert_eq!(loss_in_summary(&fell_back.to_string()), None);
+        assert_eq!(loss_in_summary("udp: (R = x %)"), None);
     }
 }

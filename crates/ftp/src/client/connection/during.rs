@@ -11,6 +11,7 @@ use fatpipe_net::wake::Wake;
 use fatpipe_net::{Conductor, Pump};
 use fatpipe_proto::drs::{parse_paced_text, parse_sbuf_text};
 use fatpipe_proto::Reply;
+use fatpipe_tune::congestion::FOR_RANDOM_LOSS;
 use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -22,6 +23,8 @@ pub(super) struct Asked {
     pub(super) probes: VecDeque<Instant>,
     /// `OPTS DRS Paced=` notices.
     pub(super) notices: usize,
+    /// The congestion control the sending server said it paces with (`126 PACED`), if it did.
+    pub(super) peer_paces: Option<String>,
 }
 
 impl Asked {
@@ -60,6 +63,7 @@ pub(super) fn take_reply(conductor: &Conductor, asked: &mut Asked, r: Reply) -> 
         (126, None) => {
             if let Some(cc) = parse_paced_text(&text) {
                 conductor.on_peer_paces(cc);
+                asked.peer_paces = Some(cc.to_string());
             }
         }
         _ if r.is_preliminary() => {}
@@ -153,6 +157,7 @@ impl Connection {
     ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Option<Reply>>, Asked)> {
         let mut fin: Option<Reply> = None;
         let mut asked = Asked::default();
+        self.left_on_random_loss = false;
         // The conductor rings when a law has a size to announce.
         let wake = Wake::new().context("cannot make an eventfd")?;
         let (announce, announced) = mpsc::channel::<Told>();
@@ -212,6 +217,19 @@ impl Connection {
                         fin = take_reply(conductor, &mut asked, r);
                         if let (Some(f), Some(p)) = (&fin, pump) {
                             if !f.is_success() {
+                                p.cancel();
+                            }
+                        }
+                        // The sender met random loss: this end leaves TCP (udp.rs).
+                        let on_loss = asked.peer_paces.as_deref() == Some(FOR_RANDOM_LOSS);
+                        if let Some(p) = pump.filter(|_| self.leave_on_random_loss && on_loss) {
+                            if fin.is_none() && !self.left_on_random_loss {
+                                tracing::info!(
+                                    "{} met random loss (its streams pace with bbr now): \
+                                     the transfer goes on over the UDP channel",
+                                    self.peer
+                                );
+                                self.left_on_random_loss = true;
                                 p.cancel();
                             }
                         }

@@ -96,6 +96,11 @@ pub struct Connection {
     udp: Option<fatpipe_net::udp::UdpConfig>,
     /// What the UDP channel of the latest transfer did.
     last_udp: Option<String>,
+    /// A download whose sending server meets random loss ends, to go on over the UDP channel
+    /// (`--transport auto` on a path not known to be lossy; udp.rs).
+    leave_on_random_loss: bool,
+    /// The latest transfer ended so.
+    left_on_random_loss: bool,
     /// Commands asked ahead of (or behind) the commands waited on, and their replies (ahead.rs).
     pipe: ahead::Pipeline,
     /// The quickest command-to-reply time seen on the control connection: about the path's
@@ -208,6 +213,8 @@ impl Connection {
             kept: None,
             udp: None,
             last_udp: None,
+            leave_on_random_loss: false,
+            left_on_random_loss: false,
             pipe: ahead::Pipeline::default(),
             round_trip: None,
             token: None,
@@ -354,7 +361,7 @@ impl Connection {
         let alone = self.pipe.is_empty();
         let sent = std::time::Instant::now();
         self.send_with_ahead(cmd)?;
-        let r = self.read_reply()?;
+        let r = self.read_reply_after_transfers()?;
         if alone {
             self.timed(sent.elapsed());
         }
@@ -515,7 +522,7 @@ impl Connection {
                 return Err(e);
             }
         };
-        let r = self.read_reply()?;
+        let r = self.read_reply_after_transfers()?;
         tracing::debug!("{what} -> {r}");
         if !r.is_preliminary() {
             self.take_trailing(false)?;

@@ -6,6 +6,7 @@
 use super::{during, timed_out, Connection, MAX_REPLY_LINE};
 use anyhow::{anyhow, bail};
 use fatpipe_net::wake::{readable, Wake};
+use fatpipe_proto::drs::{parse_paced_text, parse_sbuf_text};
 use fatpipe_proto::Reply;
 use std::io::{BufRead, Read};
 use std::os::fd::AsFd;
@@ -54,6 +55,21 @@ impl Connection {
                 Some(r) => return Ok(Some(r)),
                 None => {}
             }
+        }
+    }
+
+    /// The reply to a command sent between transfers: a fatpipe server's `126` announcement of
+    /// a transfer that already ended (an aborted one's conductor may still speak after the
+    /// final reply) is no answer and is skipped.
+    pub(super) fn read_reply_after_transfers(&mut self) -> anyhow::Result<Reply> {
+        loop {
+            let r = self.read_reply()?;
+            let text = r.text();
+            let announced = parse_sbuf_text(&text).is_some() || parse_paced_text(&text).is_some();
+            if r.code != 126 || !announced {
+                return Ok(r);
+            }
+            tracing::debug!("{r} (announced by a transfer that has ended)");
         }
     }
 

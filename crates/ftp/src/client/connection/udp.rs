@@ -32,6 +32,36 @@ impl Connection {
         Ok(None)
     }
 
+    /// From now on a download ends as soon as its sending server says it met random loss (it
+    /// paces with bbr, chosen on it, where this end asked for no control), for the caller to
+    /// go on over the UDP channel ([`Connection::move_to_udp`], [`Connection::left_tcp_on_random_loss`]):
+    /// `--transport auto` on a path not known to be lossy. Only with a server that can take
+    /// the channel.
+    pub fn leave_tcp_on_random_loss(&mut self) {
+        let asked_cc = self.tune.as_ref().is_some_and(|t| t.cc.is_some());
+        self.leave_on_random_loss = !asked_cc && self.udp.is_none() && self.no_udp().is_none();
+    }
+
+    /// Whether the latest transfer ended to leave TCP on random loss (answered once).
+    pub fn left_tcp_on_random_loss(&mut self) -> bool {
+        std::mem::take(&mut self.left_on_random_loss)
+    }
+
+    /// The session's transfers from now on go over the UDP channel, one MODE S stream, as
+    /// [`Connection::use_udp`]; returns why not when the server cannot.
+    pub fn move_to_udp(
+        &mut self,
+        stack: &NetStack,
+        udp: UdpConfig,
+    ) -> anyhow::Result<Option<String>> {
+        self.leave_on_random_loss = false;
+        let why = self.use_udp(stack, udp)?;
+        if why.is_none() {
+            self.blocks = None;
+        }
+        Ok(why)
+    }
+
     /// Why transfers cannot move over the UDP channel with this server, if they cannot.
     fn no_udp(&self) -> Option<String> {
         if self.data_secured() {

@@ -295,3 +295,54 @@ fn on_a_lossy_path_the_window_holds_the_holes_beside_the_bdp() {
     // What the holes need and a little more, not without bound.
     assert!(path.window < 3.5 * 12.5e6, "{}", path.window);
 }
+
+#[test]
+fn on_a_lossy_path_bursts_of_filled_holes_do_not_inflate_the_window() {
+    // As above, but what waited behind the holes comes in order all at once every third
+    // round: one RTT's bytes read three times the path's rate. The window follows the
+    // path's rate, not the bursts (with the rate of one RTT it reached 14 BDP).
+    let mut path = FluidPath::new(125e6, 0.1);
+    path.holes = Some(1.25);
+    path.released_every = Some(3);
+    let mut law = receiver();
+    path.run(&mut law, 8.0);
+    let before = path.bytes;
+    path.run(&mut law, 14.0);
+    let rate = (path.bytes - before) / 6.0;
+    assert!(rate > 0.9 * 125e6, "{:.0} Mbit/s", rate * 8e-6);
+    assert!(path.window < 3.5 * 12.5e6, "{}", path.window);
+}
+
+/// A sender's sample in loss recovery with `unacked` bytes in flight.
+fn repairing(t_ms: u64, cwnd: u64, unacked: u64, sndbuf: u64) -> Sample {
+    let mut s = sender_sample(t_ms, cwnd, 64 << 20, 0, sndbuf);
+    if let Some(t) = s.tcp.as_mut() {
+        t.ca_state = 3;
+        t.unacked_bytes = unacked;
+    }
+    s
+}
+
+#[test]
+fn a_sender_repairing_losses_keeps_its_buffer() {
+    // A stream on a lossy path, its buffer at 24 MiB for 16 MiB in flight; recovery cuts the
+    // congestion window to eight segments for seconds. The buffer stays: below its queue Linux
+    // cannot split the segments a retransmission needs, and the stream would stall.
+    let mut law = Drs::new(Role::Sender, &Params::default());
+    law.on_sample(&sender_sample(0, 16 << 20, 64 << 20, 0, 0));
+    let cut = (0..40).map(|k| law.on_sample(&repairing(100 * (k + 1), 11_584, 20 << 20, 48 << 20)));
+    assert!(cut.map(|d| d.set.sndbuf).all(|s| s.is_none()));
+    // Recovered, little in flight: it shrinks, not below what is still in flight.
+    let open = |t_ms, unacked| {
+        let mut s = sender_sample(t_ms, 1 << 20, 64 << 20, 0, 48 << 20);
+        if let Some(t) = s.tcp.as_mut() {
+            t.unacked_bytes = unacked;
+        }
+        s
+    };
+    let shrunk: Vec<_> = (41..80)
+        .filter_map(|k| law.on_sample(&open(100 * k, 4 << 20)).set.sndbuf)
+        .collect();
+    assert_eq!(shrunk.len(), 1, "{shrunk:?}");
+    assert!(2 * shrunk[0] >= 4 << 20, "{shrunk:?}");
+}

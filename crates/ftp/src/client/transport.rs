@@ -1,0 +1,308 @@
+//! Which transport a copy's data takes: TCP, or the UDP channel (packets paced by a rate
+//! controller, lost ones resent selectively). Random loss costs TCP its rate on a long path
+//! whatever its buffers (the window waits on every hole), while the UDP channel holds its rate
+//! through it; on a clean path TCP with tuned buffers is as fast and cheaper. So `auto` takes
+//! the UDP channel where the last copy to the same server met random loss, and goes back to TCP
+//! once a copy over UDP found the loss gone. The choice is pure: the caller brings what path
+//! memory recalls and says what it did.
+
+use fatpipe_tune::congestion::FOR_RANDOM_LOSS;
+use std::fmt;
+use std::time::Duration;
+
+/// What the user asked for (`--transport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// Chosen per copy from what the path showed before.
+    Auto,
+    /// TCP data connections, always.
+    Tcp,
+    /// The UDP channel, always (where the server has it).
+    Udp,
+}
+
+impl Asked {
+    /// Every name, for help texts and errors.
+    pub const NAMES: &'static str = "auto, tcp, udp";
+
+    /// Parses `auto`, `tcp` or `udp`.
+    pub fn parse(s: &str) -> Result<Asked, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Asked::Auto),
+            "tcp" => Ok(Asked::Tcp),
+            "udp" => Ok(Asked::Udp),
+            _ => Err(format!("unknown transport {s:?}; use {}", Self::NAMES)),
+        }
+    }
+}
+
+/// What the copy is, as far as the choice cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Copy<'a> {
+    /// The server, `host:port`, as path memory names it.
+    pub server: &'a str,
+    /// Several files (a tree, a list, a glob): the UDP channel carries one file at a time,
+    /// while TCP copies several side by side.
+    pub several: bool,
+    /// Between two servers: the UDP channel runs between this machine and one server.
+    pub between_servers: bool,
+    /// A download into a local file (not standard output, not an upload): one that can be
+    /// stopped over TCP and go on over UDP from what arrived.
+    pub download_to_file: bool,
+    /// A congestion control was asked for or carried over: a server pacing with bbr then
+    /// says nothing of random loss.
+    pub cc_set: bool,
+    /// How long ago the last copy to the server met random loss, if path memory says it did.
+    pub lossy_ago: Option<Duration>,
+}
+
+/// The transport chosen and why, for the summary (`-v`) and `--json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    /// Whether the data goes over the UDP channel.
+    pub udp: bool,
+    /// Asked for, or chosen by `auto`.
+    pub asked: bool,
+    /// Over TCP for now, but a download that meets random loss goes on over the UDP channel.
+    pub leave_tcp_on_loss: bool,
+    /// The evidence, in words.
+    pub why: String,
+}
+
+impl fmt::Display for Choice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = if self.udp { "udp" } else { "tcp" };
+        write!(f, "transport {name}: {}", self.why)
+    }
+}
+
+impl Choice {
+    /// The choice as the copy carried it out: `udp_moved`, whether any file went over the
+    /// UDP channel (a server without it, or TLS on data, leaves a UDP choice on TCP).
+    pub fn as_it_went(&self, udp_moved: bool) -> Choice {
+        if !self.udp && udp_moved && !self.asked {
+            return Choice {
+                udp: true,
+                asked: false,
+                leave_tcp_on_loss: false,
+                why: format!(
+                    "{}; then the server met random loss over TCP, and the copy went on over \
+                     the UDP channel from what had arrived",
+                    self.why
+                ),
+            };
+        }
+        if self.udp && !udp_moved {
+            return Choice {
+                udp: false,
+                asked: self.asked,
+                leave_tcp_on_loss: false,
+                why: format!(
+                    "{}; but the server did not take the UDP channel (see -vv)",
+                    self.why
+                ),
+            };
+        }
+        self.clone()
+    }
+}
+
+/// The transport for `copy` when the user asked for `asked`.
+pub fn choose(asked: Asked, copy: &Copy<'_>) -> Choice {
+    let told = |udp: bool| Choice {
+        udp,
+        asked: true,
+        leave_tcp_on_loss: false,
+        why: format!(
+            "asked for (--transport {})",
+            if udp { "udp" } else { "tcp" }
+        ),
+    };
+    let auto = |udp: bool, why: String| Choice {
+        udp,
+        asked: false,
+        leave_tcp_on_loss: false,
+        why,
+    };
+    match asked {
+        Asked::Tcp => told(false),
+        Asked::Udp => told(true),
+        Asked::Auto => match copy.lossy_ago {
+            None => Choice {
+                leave_tcp_on_loss: copy.download_to_file
+                    && !copy.several
+                    && !copy.between_servers
+                    && !copy.cc_set,
+                ..auto(
+                    false,
+                    format!("no random loss known on the path to {}", copy.server),
+                )
+            },
+            Some(ago) => {
+                let met = format!(
+                    "the last copy to {} met random loss ({} ago)",
+                    copy.server,
+                    humantime::format_duration(Duration::from_secs(ago.as_secs()))
+                );
+                if copy.between_servers {
+                    auto(
+                        false,
+                        format!("{met}, but the UDP channel does not run between two servers"),
+                    )
+                } else if copy.several {
+                    auto(
+                        false,
+                        format!("{met}, but several files move side by side over TCP"),
+                    )
+                } else {
+                    auto(
+                        true,
+                        format!("{met}: the UDP channel holds its rate through it"),
+                    )
+                }
+            }
+        },
+    }
+}
+
+/// The UDP channel's resends (the seed's R, %) below which a path counts as clean again: a
+/// copy over it that resent less finds the loss gone, and the next copy goes back to TCP.
+pub const CLEAN_BELOW_PERCENT: f64 = 0.05;
+
+/// What path memory keeps of random loss after a copy (the congestion control chosen on it,
+/// which marks the path lossy; `None`: not known to be lossy): nothing for several files; for
+/// one file, a copy over the UDP channel tells by its resends (`udp_loss`, R in %) whether the
+/// loss goes on, and a TCP copy by the control its senders chose on random loss
+/// (`chosen_on_loss`), or else keeps what it `carried` over from the last copy.
+pub fn remembered_loss<'a>(
+    several: bool,
+    udp_loss: Option<f64>,
+    chosen_on_loss: Option<&'a str>,
+    carried: Option<&'a str>,
+) -> Option<&'a str> {
+    match (several, udp_loss) {
+        (true, _) => None,
+        (false, Some(r)) => (r >= CLEAN_BELOW_PERCENT).then(|| carried.unwrap_or(FOR_RANDOM_LOSS)),
+        (false, None) => chosen_on_loss.or(carried),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(lossy_ago: Option<u64>) -> Copy<'static> {
+        Copy {
+            server: "h:2811",
+            several: false,
+            between_servers: false,
+            download_to_file: true,
+            cc_set: false,
+            lossy_ago: lossy_ago.map(Duration::from_secs),
+        }
+    }
+
+    #[test]
+    fn only_a_download_of_one_file_with_no_control_set_leaves_tcp_in_flight() {
+        assert!(choose(Asked::Auto, &copy(None)).leave_tcp_on_loss);
+        for c in [
+            Copy {
+                several: true,
+                ..copy(None)
+            },
+            Copy {
+                between_servers: true,
+                ..copy(None)
+            },
+            Copy {
+                download_to_file: false,
+                ..copy(None)
+            },
+            Copy {
+                cc_set: true,
+                ..copy(None)
+            },
+        ] {
+            assert!(!choose(Asked::Auto, &c).leave_tcp_on_loss, "{c:?}");
+        }
+        // Known lossy (already on UDP), or told which transport: nothing to leave.
+        assert!(!choose(Asked::Auto, &copy(Some(5))).leave_tcp_on_loss);
+        assert!(!choose(Asked::Tcp, &copy(None)).leave_tcp_on_loss);
+    }
+
+    #[test]
+    fn auto_takes_udp_only_for_one_file_on_a_path_that_met_random_loss() {
+        let clean = choose(Asked::Auto, &copy(None));
+        assert!(!clean.udp && !clean.asked);
+        assert_eq!(
+            clean.to_string(),
+            "transport tcp: no random loss known on the path to h:2811"
+        );
+        let lossy = choose(Asked::Auto, &copy(Some(125)));
+        assert!(lossy.udp && !lossy.asked);
+        assert_eq!(
+            lossy.why,
+            "the last copy to h:2811 met random loss (2m 5s ago): the UDP channel holds its \
+             rate through it"
+        );
+        let tree = Copy {
+            several: true,
+            ..copy(Some(5))
+        };
+        assert!(!choose(Asked::Auto, &tree).udp);
+        let relay = Copy {
+            between_servers: true,
+            ..copy(Some(5))
+        };
+        assert!(!choose(Asked::Auto, &relay).udp);
+    }
+
+    #[test]
+    fn a_udp_choice_the_server_did_not_take_reads_as_tcp() {
+        let udp = choose(Asked::Auto, &copy(Some(5)));
+        assert_eq!(udp.as_it_went(true), udp);
+        let went = udp.as_it_went(false);
+        assert!(!went.udp);
+        assert!(went
+            .why
+            .ends_with("but the server did not take the UDP channel (see -vv)"));
+        let tcp = choose(Asked::Auto, &copy(None));
+        assert_eq!(tcp.as_it_went(false), tcp);
+        let left = tcp.as_it_went(true);
+        assert!(left.udp && !left.asked);
+        assert!(
+            left.why.contains("met random loss over TCP"),
+            "{}",
+            left.why
+        );
+    }
+
+    #[test]
+    fn what_is_asked_for_holds() {
+        for c in [copy(None), copy(Some(5))] {
+            let udp = choose(Asked::Udp, &c);
+            assert!(udp.udp && udp.asked);
+            let tcp = choose(Asked::Tcp, &c);
+            assert!(!tcp.udp && tcp.asked);
+        }
+        assert_eq!(Asked::parse("UDP"), Ok(Asked::Udp));
+        assert_eq!(Asked::parse("auto"), Ok(Asked::Auto));
+        assert!(Asked::parse("sctp").is_err());
+    }
+
+    #[test]
+    fn a_copy_over_udp_with_hardly_any_resends_ends_the_lossy_spell() {
+        let bbr = Some("bbr");
+        // Over UDP: the resends decide.
+        assert_eq!(remembered_loss(false, Some(0.0), None, bbr), None);
+        assert_eq!(remembered_loss(false, Some(0.04), None, bbr), None);
+        assert_eq!(remembered_loss(false, Some(0.9), None, bbr), bbr);
+        assert_eq!(remembered_loss(false, Some(0.9), None, None), bbr);
+        // Over TCP: what its senders chose, or what was carried over.
+        assert_eq!(remembered_loss(false, None, bbr, None), bbr);
+        assert_eq!(remembered_loss(false, None, None, bbr), bbr);
+        assert_eq!(remembered_loss(false, None, None, None), None);
+        // Several files at once say nothing of one path's loss.
+        assert_eq!(remembered_loss(true, Some(5.0), bbr, bbr), None);
+    }
+}
