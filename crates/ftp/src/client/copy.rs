@@ -440,7 +440,7 @@ impl Copier<'_> {
                     let state = Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
                     match c.retrieve_blocks(rpath, &RangeSet::default(), &sink, pump, &state) {
                         // Left on random loss: the rest from the first gap, over UDP.
-                        Err(_) if moved_to_udp(c, udp_on_loss, pump, obs) => {
+                        Err(_) if goes_on_after_leaving_tcp(c, udp_on_loss, pump, obs) => {
                             let have = held_with(&RangeSet::default(), &state).prefix();
                             let most = size.map(|s| s.saturating_sub(have));
                             have + c.retrieve_file(rpath, have, &sink, most, pump)?
@@ -511,7 +511,7 @@ impl Copier<'_> {
                 let (n, hashed) = match download_into(c, rpath, size, &mut part, &held, pump, alg) {
                     Ok(done) => done,
                     // Left on random loss: what arrived stays, the rest comes over UDP.
-                    Err((_, all)) if moved_to_udp(c, udp_on_loss, pump, obs) => {
+                    Err((_, all)) if goes_on_after_leaving_tcp(c, udp_on_loss, pump, obs) => {
                         moved += all.len().saturating_sub(held.len());
                         held = all;
                         part.hold(&held)?;
@@ -646,10 +646,10 @@ fn download_into(
     }
 }
 
-/// After a download that ended to leave TCP on random loss, moves the session to the UDP
-/// channel `udp` and lets the file's `pump` run again; whether it did (else the failure
-/// stands, as it does when the user asked to stop meanwhile).
-fn moved_to_udp(
+/// After a download that ended to leave TCP on random loss: moves the session to the UDP
+/// channel `udp` (where that fails, it stays on TCP) and lets the file's `pump` run again;
+/// whether the download goes on (not when it failed otherwise, or the user asked to stop).
+fn goes_on_after_leaving_tcp(
     c: &mut Connection,
     udp: Option<&(NetStack, UdpConfig)>,
     pump: &Pump,
@@ -662,19 +662,14 @@ fn moved_to_udp(
         return false;
     }
     match c.move_to_udp(stack, config.clone()) {
-        Ok(None) => {
-            pump.restart();
-            true
-        }
-        Ok(Some(why)) => {
-            tracing::warn!("{why}: the transfer cannot go on over UDP");
-            false
-        }
+        Ok(None) => {}
+        Ok(Some(why)) => tracing::warn!("{why}: the transfer goes on over TCP"),
         Err(e) => {
-            tracing::warn!("cannot move to the UDP channel: {e:#}");
-            false
+            tracing::warn!("cannot move to the UDP channel ({e:#}): the transfer goes on over TCP")
         }
     }
+    pump.restart();
+    true
 }
 
 /// What a MODE E download's file holds: `held` before it and the blocks `state` has written.
