@@ -22,7 +22,11 @@
 //! and the peer's window; while the congestion window grows, twice it) with 8 % and 4 ms of
 //! the path's rate to spare: the sending pump tops it up every few milliseconds instead of waiting for a
 //! third of it to drain. When the buffer has limited sending, at least twice its size; never
-//! more than the peer's window needs.
+//! more than the peer's window needs, never less than what is in flight, and never shrunk while
+//! a loss is being repaired.
+//!
+//! On a path with random loss (holes every round, `holes.rs`) the receiver's rate is the mean
+//! over 8 RTTs (filled holes release bursts) and its window holds the holes beside the BDP.
 
 use super::holes::Holes;
 use super::trains::{outlasts_two_spans, train_span, TrainRates, Trains};
