@@ -32,8 +32,13 @@ use std::time::{Duration, Instant};
 pub const REPORT_EVERY: Duration = Duration::from_millis(10);
 /// How long the sender waits for a first packet to get through before falling back to TCP.
 pub const PROBE: Duration = Duration::from_secs(2);
-/// The UDP socket buffers asked for (16 MiB: 130 ms at 1 Gbit/s of bursts absorbed).
-const SOCKET_BUFFER: u64 = 16 << 20;
+/// The receiving socket's buffer asked for (16 MiB: 130 ms at 1 Gbit/s of bursts absorbed).
+const RECEIVE_BUFFER: u64 = 16 << 20;
+/// The sending socket's: the sender paces, and the kernel frees a datagram's memory once it
+/// has left (4 MiB: 33 ms at 1 Gbit/s). Root's forced 16 MiB on both sockets made the channel
+/// hold 64 MiB accounted on a 12.5 MB path (5.4 x BDP); unprivileged runs with 4 MiB were as
+/// fast (docs/auto-plan.md).
+const SEND_BUFFER: u64 = 4 << 20;
 
 /// How a UDP transfer runs.
 #[derive(Debug, Clone)]
@@ -330,11 +335,20 @@ fn unexpected(m: &Message) -> io::Error {
     )
 }
 
-/// Sets a UDP socket's buffers as large as this host lets it.
-fn size_buffers(sock: &std::net::UdpSocket, force: bool) {
-    let ask = fatpipe_tune::law::Buffers {
-        rcvbuf: Some(SOCKET_BUFFER),
-        sndbuf: Some(SOCKET_BUFFER),
+/// Sets the buffer a UDP socket moves data through (the channel runs one way: the send
+/// buffer of the `sending` end, the receive buffer of the other), as large as its role wants
+/// and this host lets it.
+fn size_buffers(sock: &std::net::UdpSocket, force: bool, sending: bool) {
+    let ask = if sending {
+        fatpipe_tune::law::Buffers {
+            rcvbuf: None,
+            sndbuf: Some(SEND_BUFFER),
+        }
+    } else {
+        fatpipe_tune::law::Buffers {
+            rcvbuf: Some(RECEIVE_BUFFER),
+            sndbuf: None,
+        }
     };
     match crate::buffers::BufferControl::new(force).apply(sock.as_fd(), &ask) {
         Ok(short) => {

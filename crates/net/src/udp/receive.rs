@@ -73,7 +73,7 @@ impl Mover for UdpReceiver<'_> {
         let local = s.link.local_addr().map_err(r)?.ip();
         let ports = s.config.ports.as_ref();
         let sock = crate::socket::bind_in_range(local, ports, 0, UdpSocket::bind).map_err(r)?;
-        size_buffers(&sock, s.config.force_buffers);
+        size_buffers(&sock, s.config.force_buffers, false);
         let state = UdpSocketState::new((&sock).into()).map_err(r)?;
         let token = std::collections::hash_map::RandomState::new()
             .build_hasher()

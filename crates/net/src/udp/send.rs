@@ -153,7 +153,7 @@ fn open(
     let to = SocketAddr::new(link.peer_addr()?.ip(), port);
     let sock = UdpSocket::bind(SocketAddr::new(local.ip(), 0))?;
     sock.connect(to)?;
-    size_buffers(&sock, force);
+    size_buffers(&sock, force, true);
     let state = UdpSocketState::new((&sock).into())?;
     Ok((sock, state, to))
 }
