@@ -186,7 +186,7 @@ struct TransportReport {
 impl From<transport::Choice> for TransportReport {
     fn from(c: transport::Choice) -> Self {
         TransportReport {
-            name: if c.udp { "udp" } else { "tcp" },
+            name: c.name(),
             asked: c.asked,
             why: c.why,
         }

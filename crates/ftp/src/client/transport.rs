@@ -71,12 +71,25 @@ pub struct Choice {
 
 impl fmt::Display for Choice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = if self.udp { "udp" } else { "tcp" };
-        write!(f, "transport {name}: {}", self.why)
+        write!(f, "transport {}: {}", self.name(), self.why)
+    }
+}
+
+/// A transport's name as `--transport` writes it.
+fn name(udp: bool) -> &'static str {
+    if udp {
+        "udp"
+    } else {
+        "tcp"
     }
 }
 
 impl Choice {
+    /// `udp` or `tcp`.
+    pub fn name(&self) -> &'static str {
+        name(self.udp)
+    }
+
     /// The choice as the copy carried it out: `udp_moved`, whether any file went over the
     /// UDP channel (a server without it, or TLS on data, leaves a UDP choice on TCP).
     pub fn as_it_went(&self, udp_moved: bool) -> Choice {
@@ -113,10 +126,7 @@ pub fn choose(asked: Asked, copy: &Copy<'_>) -> Choice {
         udp,
         asked: true,
         leave_tcp_on_loss: false,
-        why: format!(
-            "asked for (--transport {})",
-            if udp { "udp" } else { "tcp" }
-        ),
+        why: format!("asked for (--transport {})", name(udp)),
     };
     let auto = |udp: bool, why: String| Choice {
         udp,

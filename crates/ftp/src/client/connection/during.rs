@@ -221,17 +221,18 @@ impl Connection {
                             }
                         }
                         // The sender met random loss: this end leaves TCP (udp.rs).
-                        let on_loss = asked.peer_paces.as_deref() == Some(FOR_RANDOM_LOSS);
-                        if let Some(p) = pump.filter(|_| self.leave_on_random_loss && on_loss) {
-                            if fin.is_none() && !self.left_on_random_loss {
-                                tracing::info!(
-                                    "{} met random loss (its streams pace with bbr now): \
-                                     the transfer goes on over the UDP channel",
-                                    self.peer
-                                );
-                                self.left_on_random_loss = true;
-                                p.cancel();
-                            }
+                        let leave = self.leave_on_random_loss
+                            && !self.left_on_random_loss
+                            && fin.is_none()
+                            && asked.peer_paces.as_deref() == Some(FOR_RANDOM_LOSS);
+                        if let Some(p) = pump.filter(|_| leave) {
+                            tracing::info!(
+                                "{} met random loss (its streams pace with bbr now): the \
+                                 transfer goes on over the UDP channel",
+                                self.peer
+                            );
+                            self.left_on_random_loss = true;
+                            p.cancel();
                         }
                     }
                     Ok(None) => {}
