@@ -51,6 +51,7 @@ enum Cmd {
     /// Serve a directory over FTP.
     Serve(serve::Args),
     /// Copy files or trees between this machine and an FTP server.
+    #[command(override_usage = "fatpipe cp [OPTIONS] SRC... DST")]
     Cp(cp::Args),
     /// List a remote directory.
     Ls(ls::Args),
@@ -118,7 +119,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             say!("fatpipe: error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(fatpipe_ftp::client::failure::Failure::of_error(&e).exit_code())
         }
     }
 }

@@ -102,6 +102,18 @@ impl Progress {
         bar.set_style(style);
         let signalled = Arc::new(AtomicBool::new(false));
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            let again = signalled.clone();
+            // SAFETY: the handler only loads an atomic and calls write(2), both
+            // async-signal-safe; it runs before the shutdown registered next.
+            unsafe {
+                signal_hook::low_level::register(sig, move || {
+                    if again.load(Ordering::SeqCst) {
+                        const HINT: &[u8] = b"\nfatpipe: interrupted again: stopping now; \
+                            what arrived is kept: run the same command with --resume to continue\n";
+                        let _ = libc::write(2, HINT.as_ptr().cast(), HINT.len());
+                    }
+                })?;
+            }
             signal_hook::flag::register_conditional_shutdown(sig, 130, signalled.clone())?;
             signal_hook::flag::register(sig, signalled.clone())?;
         }

@@ -2,6 +2,7 @@
 
 use crate::credentials;
 use anyhow::bail;
+use fatpipe_ftp::client::failure::Failure;
 use fatpipe_ftp::client::{Connection, Location, RemoteUrl};
 use fatpipe_proto::listing::EntryKind;
 use std::process::ExitCode;
@@ -98,7 +99,7 @@ fn same_server(a: &RemoteUrl, b: &RemoteUrl) -> bool {
 }
 
 /// Logs in to the server of `urls` once and runs `op` on each path; every failure is reported,
-/// the exit code is non-zero if any.
+/// the exit code is the failures' kind (docs/exit-codes.md).
 fn each(
     urls: &[String],
     how: &credentials::SessionArgs,
@@ -120,19 +121,17 @@ fn each(
         );
     }
     let mut c = credentials::open(first, how)?;
-    let mut failed = false;
+    let mut failures = Vec::new();
     for u in &urls {
         if let Err(e) = op(&mut c, &u.path) {
             say!("fatpipe: {e:#}");
-            failed = true;
+            failures.push(Failure::of_error(&e));
         }
     }
     c.quit();
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(ExitCode::from(
+        Failure::common(failures).map_or(0, Failure::exit_code),
+    ))
 }
 
 /// Removes the tree at `dir`: its files, its subtrees, then itself.

@@ -205,14 +205,37 @@ fn full_disk_on_the_server_is_a_clear_error() {
         local.to_str().unwrap(),
         &s.url("big"),
     ]));
-    assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}");
     assert!(
-        err.contains("452") && err.contains("No space left"),
+        err.contains("452") && err.contains("the server's disk is full"),
         "{err}"
     );
+    // Nothing half-written under the file's name.
     let mut c = Raw::login(s.addr, "anonymous", "x");
+    assert_eq!(c.cmd("SIZE big").0, 550, "a partial upload was kept");
     assert_eq!(c.cmd("NOOP").0, 200, "server still serves");
+    // A tree stops at the first full disk: the files after it are not begun, in one line.
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for i in 0..5 {
+        random_file(&tree.join(format!("f{i}")), 2 << 20, 10 + i);
+    }
+    let out = run(&mut fatpipe_cmd(&[
+        "cp",
+        "-r",
+        "--concurrency",
+        "1",
+        tree.to_str().unwrap(),
+        &s.url(""),
+    ]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}");
+    assert_eq!(err.matches("failed: ").count(), 1, "{err}");
+    assert!(
+        err.contains("file(s) not begun: the server's disk is full"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -227,9 +250,14 @@ fn full_disk_on_the_client_is_a_clear_error() {
         fatpipe(),
         &["cp", "--quiet", &url, target.to_str().unwrap()],
     ));
-    assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("No space left on device"), "{err}");
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    // Known to be too large before a byte moved: said so, nothing written.
+    assert!(
+        err.contains("not enough room on this machine's disk for /big: 3 MiB needed"),
+        "{err}"
+    );
+    assert!(!err.contains("server said"), "{err}");
 }
 
 #[test]

@@ -2,10 +2,12 @@
 //! resume, per-file results and a check that every byte arrived.
 
 use super::connection::{checksum_command, AtMost, StreamsReport};
+use super::failure::{misuse, Failure, NOT_BEGUN};
 use super::filter::Filter;
 use super::part::{Part, Source};
 use super::plan::{self, Job};
 use super::pool;
+use super::room;
 use super::verify::{
     already_there, ask_checksum, check_upload, follow, prepare_upload_check, regular_file_alg,
     remote_is_prefix, verify_alg, verify_copy,
@@ -24,7 +26,7 @@ use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// How a copy behaves.
@@ -99,6 +101,8 @@ pub struct FileResult {
     pub data_seconds: Option<f64>,
     /// Why the file failed, if it did.
     pub error: Option<String>,
+    /// The kind of that failure (each kind has its exit code).
+    pub failure: Option<Failure>,
     /// Peak of this end's socket buffer for the file, as the kernel accounts it (tuned copies).
     pub peak_buffer: Option<u64>,
     /// Peak buffer the server announced (fatpipe servers).
@@ -119,6 +123,19 @@ pub struct FileResult {
     pub tls: bool,
     /// The checksum both ends agreed on, as `ALG:hex` (verified copies).
     pub verified: Option<String>,
+}
+
+impl FileResult {
+    /// Records that the file failed with `error`, and the failure's kind.
+    pub fn fail(&mut self, error: &anyhow::Error) {
+        self.fail_with(format!("{error:#}"));
+    }
+
+    /// Records that the file failed, saying `error`.
+    pub fn fail_with(&mut self, error: String) {
+        self.failure = Some(Failure::of(&error));
+        self.error = Some(error);
+    }
 }
 
 /// Files up to this size have their checksum asked for with their `RETR` (ahead).
@@ -156,6 +173,14 @@ pub(super) struct Done {
     pub(super) bytes: u64,
     pub(super) resumed_from: u64,
     pub(super) verified: Option<String>,
+}
+
+/// A failed download's error, with the bytes this run added to its part file.
+#[derive(Debug, thiserror::Error)]
+#[error("{error:#}")]
+struct KeptPart {
+    bytes: u64,
+    error: anyhow::Error,
 }
 
 /// What the connection said of a file's transfer, taken when it ended.
@@ -236,6 +261,12 @@ pub fn copy(
             return Err(e);
         }
     };
+    if let (true, Location::Local(d)) = (download, dst) {
+        if let Err(e) = room::ensure_for_tree(d, &jobs, opts.resume) {
+            conn.quit();
+            return Err(e);
+        }
+    }
     obs.planned(jobs.len(), jobs.iter().filter_map(Job::size).sum());
     let stdout = dst == &Location::Stdout;
     let sessions = pool::concurrency(opts, &jobs, stdout, conn.round_trip());
@@ -253,28 +284,36 @@ fn sides<'a>(
     dst: &'a Location,
 ) -> anyhow::Result<(&'a RemoteUrl, Vec<String>, bool)> {
     let Some(first) = srcs.first() else {
-        bail!("nothing to copy: name a source");
+        return Err(misuse("nothing to copy: name a source"));
     };
     let mut paths = Vec::new();
     for s in srcs {
         match (s, first) {
             (Location::Remote(r), Location::Remote(f)) => {
                 if (&r.host, r.port, &r.user) != (&f.host, f.port, &f.user) {
-                    bail!("the sources of one copy must all be on one server (as one user)");
+                    return Err(misuse(
+                        "the sources of one copy must all be on one server (as one user)",
+                    ));
                 }
                 paths.push(r.path.clone());
             }
             (Location::Local(p), Location::Local(_)) => {
                 paths.push(p.to_string_lossy().into_owned())
             }
-            (Location::Stdout, _) => bail!("'-' (standard output) can only be a destination"),
-            _ => bail!("the sources of one copy must all be local or all remote"),
+            (Location::Stdout, _) => {
+                return Err(misuse("'-' (standard output) can only be a destination"))
+            }
+            _ => {
+                return Err(misuse(
+                    "the sources of one copy must all be local or all remote",
+                ))
+            }
         }
     }
     match (first, dst) {
         (Location::Remote(r), Location::Local(_) | Location::Stdout) => Ok((r, paths, true)),
         (Location::Local(_), Location::Remote(r)) => Ok((r, paths, false)),
-        _ => bail!("one side of a copy must be an ftp:// URL and the other a local path, or both URLs of one file each"),
+        _ => Err(misuse("one side of a copy must be an ftp:// URL and the other a local path, or both URLs of one file each")),
     }
 }
 
@@ -286,6 +325,8 @@ pub(super) struct Copier<'a> {
     pub(super) results: Vec<FileResult>,
     /// The files this session copies after the current one, if known (pipelined downloads).
     pub(super) next: Vec<Job>,
+    /// Set by the first file that found a disk full: no file of the copy begins after it.
+    pub(super) halted: &'a OnceLock<Failure>,
 }
 
 impl Copier<'_> {
@@ -335,6 +376,18 @@ impl Copier<'_> {
             .collect()
     }
 
+    /// Why no more files begin, if none does: the user stopped the copy, or a disk filled.
+    pub(super) fn stopped(&self) -> Option<&'static str> {
+        if self.obs.stop_requested() {
+            return Some("interrupted");
+        }
+        match self.halted.get() {
+            Some(Failure::LocalDiskFull) => Some("this machine's disk is full"),
+            Some(Failure::ServerDiskFull) => Some("the server's disk is full"),
+            _ => None,
+        }
+    }
+
     /// Runs one file's copy and records its result, keeping the error instead of returning it.
     fn record(
         &mut self,
@@ -344,10 +397,9 @@ impl Copier<'_> {
     ) {
         let pump = Arc::new(Pump::default());
         pump.set_limit(self.opts.limit_rate);
-        let outcome = if self.obs.stop_requested() {
-            Err(anyhow::anyhow!("interrupted before it began"))
-        } else {
-            run(&mut self.c, &pump)
+        let outcome = match self.stopped() {
+            Some(why) => Err(anyhow::anyhow!("{NOT_BEGUN}: {why}")),
+            None => run(&mut self.c, &pump),
         };
         let report = Report::of(&self.c);
         self.record_outcome(source, destination, &pump, outcome, report);
@@ -371,20 +423,27 @@ impl Copier<'_> {
         } = report;
         let (done, error) = match outcome {
             Ok(d) => (d, None),
-            Err(e) => (Done::new(pump.bytes(), 0), Some(format!("{e:#}"))),
+            // Counted: what the destination keeps (a download's part file), not what was read.
+            Err(e) => {
+                let kept = e.downcast_ref::<KeptPart>().map_or(0, |k| k.bytes);
+                let e = match self.obs.stop_requested() {
+                    true => anyhow::anyhow!("interrupted"),
+                    false => e,
+                };
+                (Done::new(kept, 0), Some(e))
+            }
         };
         let Done {
             bytes,
             resumed_from,
             verified,
         } = done;
-        let result = FileResult {
+        let mut result = FileResult {
             source,
             destination,
             bytes,
             resumed_from,
             data_seconds: pump.data_phase().map(|d| d.as_secs_f64()),
-            error,
             peak_buffer: tune.as_ref().map(|t| t.peak_local),
             peer_peak_buffer: tune.as_ref().and_then(|t| t.peak_peer),
             capped: tune.map(|t| t.capped).unwrap_or_default(),
@@ -395,7 +454,11 @@ impl Copier<'_> {
             udp,
             tls,
             verified,
+            ..FileResult::default()
         };
+        if let Some(e) = error {
+            result.fail(&e);
+        }
         self.obs.file_finished(&result);
         self.results.push(result);
     }
@@ -477,6 +540,9 @@ impl Copier<'_> {
                 }
             }
             let resume = resume && whole.is_none();
+            if let Some(s) = size {
+                room::ensure(target, s.saturating_sub(room::held(target, resume)), rpath)?;
+            }
             let (mut part, mut first) = Part::open(target, resume, size)?;
             let mut size = size;
             let mut source = Source { size, modified };
@@ -518,8 +584,9 @@ impl Copier<'_> {
                         continue;
                     }
                     Err((e, all)) => {
+                        let bytes = all.len().saturating_sub(first.len());
                         part.failed(&all);
-                        return Err(e);
+                        return Err(anyhow::Error::new(KeptPart { bytes, error: e }));
                     }
                 };
                 moved += n;

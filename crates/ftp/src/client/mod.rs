@@ -3,6 +3,7 @@
 
 mod connection;
 pub mod copy;
+pub mod failure;
 pub mod filter;
 mod location;
 mod part;
@@ -11,6 +12,7 @@ mod plan;
 mod pool;
 pub mod relay;
 mod retry;
+mod room;
 pub mod transport;
 mod uploads_ahead;
 mod verify;

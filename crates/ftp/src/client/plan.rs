@@ -3,6 +3,7 @@
 //! the directories it needs made. Knowing every file and its size first gives one progress bar
 //! and one ETA over the whole copy.
 
+use super::failure::misuse;
 use super::filter::{glob_names, is_glob, Filter};
 use super::Connection;
 use anyhow::{bail, Context};
@@ -93,14 +94,16 @@ impl Request<'_> {
     ) -> anyhow::Result<Vec<(String, String, Option<Entry>)>> {
         if let Some(names) = self.from {
             let [dir] = self.sources else {
-                bail!("--from takes one source: the directory its names are relative to");
+                return Err(misuse(
+                    "--from takes one source: the directory its names are relative to",
+                ));
             };
             return names
                 .iter()
                 .map(|n| {
                     let rel = n.trim_matches('/');
                     if rel.split('/').any(|c| c == ".." || c == ".") {
-                        bail!("--from: {n:?} leaves the source directory");
+                        return Err(misuse(format!("--from: {n:?} leaves the source directory")));
                     }
                     Ok((join(dir, rel), rel.to_string(), None))
                 })
@@ -135,7 +138,9 @@ impl Request<'_> {
             tracing::warn!("skipping {path}: a directory (use -r to copy trees)");
             Ok(false)
         } else {
-            bail!("{path} is a directory (use -r to copy a tree)")
+            Err(misuse(format!(
+                "{path} is a directory (use -r to copy a tree)"
+            )))
         }
     }
 }
@@ -151,7 +156,7 @@ pub fn download(
     let many = req.many();
     let create = req.creates(many);
     if dst.is_none() && many {
-        bail!("several files cannot go to standard output");
+        return Err(misuse("several files cannot go to standard output"));
     }
     // Into a directory: several files, or one named by an existing directory or a `dir/`.
     let into_dir = dst.is_some_and(|d| many || d.is_dir() || d.to_string_lossy().ends_with('/'));
@@ -177,7 +182,9 @@ pub fn download(
         });
         match (kind, target) {
             (EntryKind::Dir, None) => {
-                bail!("{rpath} is a directory; it cannot go to standard output")
+                return Err(misuse(format!(
+                    "{rpath} is a directory; it cannot go to standard output"
+                )))
             }
             (EntryKind::Dir, Some(t)) => {
                 if req.walks(&rpath)? {

@@ -5,13 +5,14 @@
 //! pay them side by side.
 
 use super::copy::{takes_one_more, Copier, CopyOptions, FileResult, Observer};
+use super::failure::Failure;
 use super::plan::Job;
 use super::retry;
 use super::uploads_ahead::{sends_ahead, UploadsAhead};
 use super::{Connection, Credentials, RemoteUrl};
 use fatpipe_net::udp::UdpConfig;
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Sessions a copy of many files opens when not told.
@@ -121,6 +122,7 @@ pub(super) fn run(
             first_start: None,
             ..opts.clone()
         },
+        halted: OnceLock::new(),
     };
     let mut done = std::thread::scope(|s| {
         let others: Vec<_> = (1..sessions)
@@ -155,6 +157,8 @@ struct Server<'a> {
     remote: &'a RemoteUrl,
     creds: &'a Credentials,
     resuming: CopyOptions,
+    /// Set when a disk fills (this machine's or the server's): the files not begun stay so.
+    halted: OnceLock<Failure>,
 }
 
 /// One session's loop: the next planned file until none is left; each result with its place
@@ -172,6 +176,7 @@ fn work<'a>(
         obs,
         results: Vec::new(),
         next: Vec::new(),
+        halted: &server.halted,
     };
     let mut places = Vec::new();
     let take = || queue.lock().ok().and_then(|mut q| q.pop_front());
@@ -216,6 +221,10 @@ fn copy_one<'a>(
 ) {
     copier.run(job.clone());
     places.push(place);
+    let failure = copier.results.last().and_then(|r| r.failure);
+    if let Some(full @ (Failure::LocalDiskFull | Failure::ServerDiskFull)) = failure {
+        let _ = server.halted.set(full);
+    }
     // Standard output cannot take bytes back: a broken download there is not retried.
     if !matches!(job, Job::Download { target: None, .. }) {
         retry_file(copier, server, &job);
@@ -280,7 +289,7 @@ fn retry_file<'a>(copier: &mut Copier<'a>, server: &'a Server<'a>, job: &Job) {
         pause = Some(wait);
         if first_failure.elapsed() + wait > opts.retry_for {
             if let Some(r) = copier.results.last_mut() {
-                r.error = Some(format!(
+                r.fail_with(format!(
                     "{error} (gave up after retrying for {}, --retry-for; run the same command \
                      with --resume to continue from what arrived)",
                     humantime::format_duration(Duration::from_secs(
@@ -311,7 +320,7 @@ fn retry_file<'a>(copier: &mut Copier<'a>, server: &'a Server<'a>, job: &Job) {
             }
             Err(e) => {
                 if let Some(r) = copier.results.last_mut() {
-                    r.error = Some(format!("{e:#}"));
+                    r.fail(&e);
                 }
             }
         }

@@ -3,6 +3,7 @@
 //! servers' checksums of it.
 
 use super::copy::{CopyOptions, FileResult, Observer, Verify};
+use super::failure::misuse;
 use super::{pool, Credentials, Location, RemoteUrl};
 use anyhow::{bail, Context};
 use fatpipe_net::Pump;
@@ -19,13 +20,17 @@ pub fn relay(
     obs: &dyn Observer,
 ) -> anyhow::Result<Vec<FileResult>> {
     let (Location::Remote(from), Location::Remote(to)) = (src, dst) else {
-        bail!("a copy between servers needs two ftp:// URLs");
+        return Err(misuse("a copy between servers needs two ftp:// URLs"));
     };
     if opts.udp.is_some() {
-        bail!("--transport udp moves data between this machine and one server, not between two");
+        return Err(misuse(
+            "--transport udp moves data between this machine and one server, not between two",
+        ));
     }
     if opts.recursive || opts.from.is_some() || from.path.contains(['*', '?', '[']) {
-        bail!("a copy between two servers takes one file (no -r, --from or globs yet)");
+        return Err(misuse(
+            "a copy between two servers takes one file (no -r, --from or globs yet)",
+        ));
     }
     let mut a = pool::session(from, creds.0, opts, false)?;
     let mut b = pool::session(to, creds.1, opts, false)?;
@@ -69,7 +74,7 @@ pub fn relay(
         }
         Err(e) => {
             result.bytes = pump.bytes();
-            result.error = Some(format!("{e:#}"));
+            result.fail(&e);
         }
     }
     obs.file_finished(&result);

@@ -75,7 +75,7 @@ impl Copier<'_> {
         else {
             return None;
         };
-        if !self.c.stores_ahead() || self.obs.stop_requested() {
+        if !self.c.stores_ahead() || self.stopped().is_some() {
             return None;
         }
         // The size planned may be stale: what is sent is what the file holds now.

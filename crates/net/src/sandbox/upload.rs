@@ -159,6 +159,14 @@ impl Upload {
         Ok(())
     }
 
+    /// The upload failed and what arrived is not kept: a new file or a replacement goes (the
+    /// old file stays as it was); a file continued in place keeps what it holds.
+    pub fn discard(mut self) {
+        if let Some(temp) = self.temp.take() {
+            self.remove(&temp);
+        }
+    }
+
     fn remove(&self, temp: &str) {
         let _ = nix::unistd::unlinkat(
             Some(self.dir.as_raw_fd()),

@@ -598,7 +598,9 @@ const POLL: Duration = Duration::from_millis(50);
 /// A failed download of `path`, naming the side that failed (the local file or the network).
 fn receive_error(path: &str, e: fatpipe_net::PumpError) -> anyhow::Error {
     match e {
-        fatpipe_net::PumpError::Write(io) => anyhow!("writing the local copy of {path}: {io}"),
+        fatpipe_net::PumpError::Write(io) => {
+            anyhow::Error::new(LocalSide(format!("writing the local copy of {path}: {io}")))
+        }
         fatpipe_net::PumpError::Read(io) if timed_out(&io) => {
             anyhow!("receiving {path}: no data within the --timeout")
         }
@@ -609,13 +611,21 @@ fn receive_error(path: &str, e: fatpipe_net::PumpError) -> anyhow::Error {
 /// A failed upload of `path`, naming the side that failed (the local file or the network).
 fn send_error(path: &str, e: fatpipe_net::PumpError) -> anyhow::Error {
     match e {
-        fatpipe_net::PumpError::Read(io) => anyhow!("reading local file for {path}: {io}"),
+        fatpipe_net::PumpError::Read(io) => {
+            anyhow::Error::new(LocalSide(format!("reading local file for {path}: {io}")))
+        }
         fatpipe_net::PumpError::Write(io) if timed_out(&io) => {
             anyhow!("sending {path}: the server took no data within the --timeout")
         }
         e => anyhow!("sending {path}: {e}"),
     }
 }
+
+/// A transfer that failed on this machine's side (its disk, its file): the server's reply to
+/// the broken transfer that follows is not the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct LocalSide(String);
 
 /// Whether a socket error is a timeout (`SO_RCVTIMEO` reports one as EAGAIN).
 fn timed_out(e: &std::io::Error) -> bool {
@@ -634,6 +644,10 @@ fn finish<T>(
     match (moved, fin) {
         (Ok(n), Ok(fin)) if fin.is_success() => Ok(n),
         (Ok(_), Ok(fin)) => bail!("{what}: server said {fin}"),
+        // This end failed first: its own error, the server's reply after it.
+        (Err(e), Ok(fin)) if e.is::<LocalSide>() => {
+            bail!("{e:#} (the server then said {fin})")
+        }
         // Both ends saw the failure: the server's reply usually says why (452: disk full).
         (Err(e), Ok(fin)) if !fin.is_success() => bail!("{what}: server said {fin} ({e:#})"),
         (Err(e), _) | (Ok(_), Err(e)) => Err(e),

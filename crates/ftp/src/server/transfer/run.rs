@@ -120,19 +120,22 @@ pub(super) fn run(
                 (Err(_), Some(rec)) if begun => rec.save(lock_any(&state).received()),
                 _ => {}
             }
-            r.map_err(|e| match e {
-                PumpError::Write(io) if io.kind() == std::io::ErrorKind::FileTooLarge => {
-                    beyond_limit(&io, limit)
-                }
-                e => failure_reply(e, false),
-            })
-            .and_then(|r| {
-                commit(into)?;
-                Ok(Outcome {
+            match r {
+                Ok(r) => commit(into).map(|()| Outcome {
                     bytes: r.bytes,
                     notes: Vec::new(),
-                })
-            })
+                }),
+                Err(e) => {
+                    let reply = match e {
+                        PumpError::Write(io) if io.kind() == std::io::ErrorKind::FileTooLarge => {
+                            beyond_limit(&io, limit)
+                        }
+                        e => failure_reply(e, false),
+                    };
+                    give_up(into, &reply);
+                    Err(reply)
+                }
+            }
         }
         _ => Err(Reply::new(451, "MODE S transfer on a MODE E channel")),
     };
@@ -215,7 +218,7 @@ fn stream(
         (Ok(m), Some(mut w)) => w.start().map(|()| m).map_err(PumpError::Write),
         (r, _) => r,
     };
-    let outcome = moved
+    let outcome = match moved
         .map(|m| Outcome {
             bytes: m.bytes,
             // The client learns what the UDP channel did from the final reply.
@@ -233,7 +236,15 @@ fn stream(
                 beyond_limit(&io, limit)
             }
             (e, _) => failure_reply(e, sending),
-        })?;
+        }) {
+        Ok(outcome) => outcome,
+        Err(reply) => {
+            if let Job::Receive { into, .. } | Job::ReceiveUdp { into, .. } = job {
+                give_up(into, &reply);
+            }
+            return Err(reply);
+        }
+    };
     match job {
         Job::Receive { into, .. } | Job::ReceiveUdp { into, .. } => commit(into)?,
         _ => {}
@@ -283,14 +294,25 @@ fn commit(into: Upload) -> Result<(), Reply> {
         .map_err(|e| Reply::new(451, format!("Cannot put the upload in place: {e}")))
 }
 
+/// What a `452` says: the client tells its user whose disk it was.
+const DISK_FULL: &str =
+    "Insufficient storage space: the server's disk is full (No space left on device)";
+
+/// A failed upload's file: after a full disk (`452`) a new file is removed rather than kept
+/// under its name for a resume (it holds the room the next upload needs, and cannot be
+/// resumed before room is made); otherwise dropped as [`Upload`] says.
+fn give_up(into: Upload, reply: &Reply) {
+    if reply.code == 452 {
+        into.discard();
+    }
+}
+
 /// The reply for a block past what the upload may write: no space on the disk (`452`), or past
 /// the announced or configured size (`552`, exceeded storage allocation).
 fn beyond_limit(e: &std::io::Error, limit: BlockLimit) -> Reply {
     if limit.disk {
-        Reply::new(
-            452,
-            format!("Insufficient storage space: No space left on device ({e})"),
-        )
+        tracing::info!("upload refused: {e}");
+        Reply::new(452, DISK_FULL)
     } else {
         Reply::new(552, format!("Exceeded storage allocation ({e})"))
     }
@@ -307,7 +329,8 @@ fn failure_reply(e: PumpError, sending: bool) -> Reply {
         ),
         (PumpError::Write(e), false) => match e.raw_os_error() {
             Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
-                Reply::new(452, format!("Insufficient storage space: {e}"))
+                tracing::info!("upload refused: {e}");
+                Reply::new(452, DISK_FULL)
             }
             _ => Reply::new(451, format!("Error writing file: {e}")),
         },

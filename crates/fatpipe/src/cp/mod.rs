@@ -1,10 +1,13 @@
 //! `fatpipe cp`: copy a file or tree, with a progress bar on a terminal and a summary at the end.
 
 use crate::credentials;
-use crate::progress::{rate_text, Finished, Progress};
-use crate::tuning::{self, TuneArgs};
+
+mod report;
+use crate::progress::{Finished, Progress};
+use crate::tuning::TuneArgs;
 use anyhow::Context;
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Verify};
+use fatpipe_ftp::client::failure::{misuse, Failure};
 use fatpipe_ftp::client::filter::Filter;
 use fatpipe_ftp::client::path_memory::{self, PathMemory};
 use fatpipe_ftp::client::transport::{self, Asked};
@@ -12,7 +15,6 @@ use fatpipe_ftp::client::{relay, Credentials, Location, Streams};
 use fatpipe_net::udp::{loss_in_summary, UdpConfig};
 use fatpipe_proto::udp::NetStack;
 use fatpipe_tune::rate::{RateControlKind, RateMemory};
-use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -26,7 +28,7 @@ pub struct Args {
     /// 'ftp://host/data/*.h5'); all sources are local or all on one server. The destination is
     /// a local path, `-` for standard output, or an ftp:// URL; several sources go into it as a
     /// directory (made if missing).
-    #[arg(value_name = "SRC... DST", num_args = 2.., required = true)]
+    #[arg(value_name = "SRC... DST", required = true)]
     paths: Vec<String>,
     /// Copy directory trees.
     #[arg(short = 'r', long)]
@@ -162,44 +164,45 @@ fn parse_concurrency(s: &str) -> Result<CountArg, String> {
     parse_count(s, 16, "files")
 }
 
-/// The `--json` summary.
-#[derive(Serialize)]
-struct Summary<'a> {
-    ok: bool,
-    files_ok: usize,
-    files_failed: usize,
-    bytes: u64,
-    seconds: f64,
-    rate_mbit_s: f64,
-    transport: TransportReport,
-    files: &'a [FileResult],
-}
-
-/// The `--json` summary's account of the transport: which, whether asked for, and why.
-#[derive(Serialize)]
-struct TransportReport {
-    name: &'static str,
-    asked: bool,
-    why: String,
-}
-
-impl From<transport::Choice> for TransportReport {
-    fn from(c: transport::Choice) -> Self {
-        TransportReport {
-            name: c.name(),
-            asked: c.asked,
-            why: c.why,
+/// Runs the copy; the exit code says how it failed, if it did (docs/exit-codes.md). `verbose`
+/// adds how the tuning and the streams went to the summary. With `--json`, a failure before
+/// the first file is a JSON object too.
+pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
+    match copy_all(&a, verbose) {
+        Ok(code) => Ok(code),
+        Err(e) if a.json => {
+            let failure = Failure::of_error(&e);
+            say!("fatpipe: error: {e:#}");
+            let summary = report::Summary {
+                ok: false,
+                error: Some(format!("{e:#}")),
+                failure: Some(failure),
+                exit_code: failure.exit_code(),
+                files_ok: 0,
+                files_failed: 0,
+                bytes: 0,
+                seconds: 0.0,
+                rate_mbit_s: 0.0,
+                transport: None,
+                files: &[],
+            };
+            report::print_json(&summary, a.paths.last().is_some_and(|d| d == "-"))?;
+            Ok(ExitCode::from(failure.exit_code()))
         }
+        Err(e) => Err(e),
     }
 }
 
-/// Runs the copy; the exit code is non-zero if any file failed. `verbose` adds how the tuning
-/// and the streams went to the summary.
-pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
-    let (dst, srcs) = a
-        .paths
-        .split_last()
-        .context("name a source and a destination")?;
+/// The copy itself (see [`run`]).
+fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
+    let (dst, srcs) = match a.paths.split_last() {
+        Some((dst, srcs)) if !srcs.is_empty() => (dst, srcs),
+        _ => {
+            return Err(misuse(
+                "name a source and a destination: fatpipe cp SRC... DST",
+            ))
+        }
+    };
     let srcs = srcs
         .iter()
         .map(|s| Location::parse(s))
@@ -275,7 +278,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     tune.live = Some(progress.live.clone());
     let udp_channel = || {
         let learned = recalled.as_ref().and_then(|(r, _)| r.udp.clone());
-        udp_choice(&a, stats.clone(), &progress, learned)
+        udp_choice(a, stats.clone(), &progress, learned)
     };
     let opts = CopyOptions {
         recursive: a.recursive,
@@ -335,63 +338,22 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         let cc = transport::remembered_loss(several, udp_loss, chosen, carried.as_deref());
         remember_streams(path, server, &results, cc, udp);
     }
-    let seconds = started.elapsed().as_secs_f64();
-    let bytes: u64 = results.iter().map(|r| r.bytes).sum();
-    let failed = results.iter().filter(|r| r.error.is_some()).count();
-    let rate = bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6;
-    let transport = transport.as_it_went(results.iter().any(|r| r.udp.is_some()));
-    if interrupted {
-        say!("fatpipe: interrupted; what arrived is kept: run the same command with --resume to continue");
-    }
-    for r in results.iter().filter(|r| r.error.is_some()) {
-        say!(
-            "fatpipe: failed: {}: {}",
-            r.source,
-            r.error.as_deref().unwrap_or("")
+    let ending = report::Ending {
+        results: &results,
+        interrupted,
+        seconds: started.elapsed().as_secs_f64(),
+        transport: transport.as_it_went(results.iter().any(|r| r.udp.is_some())),
+    };
+    let failure = ending.failure();
+    if a.json {
+        report::print_json(&ending.summary(), dst == Location::Stdout)?;
+    } else {
+        ending.tell(
+            a.quiet,
+            verbose.then_some(&a.tune.tuning as &dyn std::fmt::Display),
         );
     }
-    if a.json {
-        let summary = Summary {
-            ok: failed == 0,
-            files_ok: results.len() - failed,
-            files_failed: failed,
-            bytes,
-            seconds,
-            rate_mbit_s: rate,
-            transport: transport.clone().into(),
-            files: &results,
-        };
-        let text = serde_json::to_string_pretty(&summary)?;
-        if dst == Location::Stdout {
-            say!("{text}");
-        } else {
-            out!("{text}");
-        }
-    } else if !a.quiet {
-        say!("fatpipe: {}", headline(&results, bytes, seconds));
-        // What held the copy back is the user's business; how the tuning went, only asked for.
-        for cap in caps(&results) {
-            say!("fatpipe: limit: {cap}");
-        }
-        // The user chose the UDP channel: what it did (of the last file that used it).
-        if let Some(udp) = results.iter().rev().find_map(|r| r.udp.as_deref()) {
-            say!("fatpipe: {udp}");
-        }
-        if verbose {
-            say!("fatpipe: {transport}");
-            if let Some(line) = tune_line(&results) {
-                say!("fatpipe: tuning {}: {line}", a.tune.tuning);
-            }
-            for line in streams_lines(&results) {
-                say!("fatpipe: {line}");
-            }
-        }
-    }
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(ExitCode::from(failure.map_or(0, Failure::exit_code)))
 }
 
 /// `--transport udp`: what the server is told and this end's side of the channel, starting
@@ -429,93 +391,6 @@ fn udp_choice(
         ..UdpConfig::default()
     };
     (stack, config)
-}
-
-/// The buffer summary over all files: peaks, Mbit/s per MiB over the data phases, caps met.
-fn tune_line(results: &[FileResult]) -> Option<String> {
-    let local = results.iter().filter_map(|r| r.peak_buffer).max()?;
-    let peer = results.iter().filter_map(|r| r.peer_peak_buffer).max();
-    let bytes: u64 = results.iter().map(|r| r.bytes).sum();
-    let secs = results.iter().filter_map(|r| r.data_seconds).sum::<f64>();
-    // Nothing moved (or too fast to time): no rate per MiB worth printing.
-    let mbit_s = (bytes > 0 && secs > 0.0).then(|| bytes as f64 * 8.0 / secs / 1e6);
-    Some(tuning::describe(local, peer, mbit_s))
-}
-
-/// The summary's one line: what moved, how fast, over how many streams, verified or not.
-fn headline(results: &[FileResult], bytes: u64, seconds: f64) -> String {
-    let failed = results.iter().filter(|r| r.error.is_some()).count();
-    let copied = results.len() - failed;
-    // A re-run with --resume: files found complete moved nothing.
-    let complete = results
-        .iter()
-        .filter(|r| r.error.is_none() && r.bytes == 0 && r.resumed_from > 0)
-        .count();
-    let mut line = format!(
-        "{copied} file{} copied{}{}, {} in {seconds:.2} s ({})",
-        if copied == 1 { "" } else { "s" },
-        if complete > 0 {
-            format!(" ({complete} already complete)")
-        } else {
-            String::new()
-        },
-        if failed > 0 {
-            format!(", {failed} failed")
-        } else {
-            String::new()
-        },
-        fatpipe_tune::size::format_size(bytes),
-        rate_text(bytes as f64 * 8.0 / seconds.max(1e-9)),
-    );
-    if let Some(n) = results
-        .iter()
-        .filter_map(|r| r.streams)
-        .max()
-        .filter(|&n| n > 1)
-    {
-        line.push_str(&format!(", up to {n} streams"));
-    }
-    if results.iter().any(|r| r.tls) {
-        line.push_str(", TLS");
-    }
-    let verified: Vec<&str> = results
-        .iter()
-        .filter_map(|r| r.verified.as_deref())
-        .collect();
-    if let Some(first) = verified.first() {
-        let alg = first.split(':').next().unwrap_or("");
-        line.push_str(&format!(
-            "; {} of {copied} verified ({alg})",
-            verified.len()
-        ));
-    }
-    line
-}
-
-/// The system limits that held a buffer below what the tuning asked, over all files.
-fn caps(results: &[FileResult]) -> Vec<String> {
-    let mut capped: Vec<String> = results.iter().flat_map(|r| r.capped.clone()).collect();
-    capped.sort();
-    capped.dedup();
-    capped
-}
-
-/// What the streams did and what was verified, over all files.
-fn streams_lines(results: &[FileResult]) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(n) = results.iter().filter_map(|r| r.streams).max() {
-        out.push(format!(
-            "streams: up to {n} data connection(s) per file (MODE E)"
-        ));
-    }
-    let reusing = results.iter().filter(|r| r.reused_streams > 0).count();
-    if reusing > 0 {
-        out.push(format!(
-            "streams: {reusing} file(s) moved over the connections the previous file left open"
-        ));
-    }
-    out.extend(auto_lines(results));
-    out
 }
 
 /// The names of a `--from` list (`-`: standard input): one a line, blank lines and `#`
@@ -584,86 +459,9 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// `-p auto`'s decisions, short for a tree: every decision of the first file that has any;
-/// of later files only their steps (named), and how many started where the previous ended.
-fn auto_lines(results: &[FileResult]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut resumed = 0;
-    let mut first = true;
-    for r in results.iter().filter(|r| !r.stream_decisions.is_empty()) {
-        for d in &r.stream_decisions {
-            if d.starts_with("started with") && !first {
-                resumed += 1;
-            } else if first {
-                out.push(format!("-p auto: {d}"));
-            } else if d.contains("opening") {
-                out.push(format!("-p auto ({}): {d}", r.source));
-            }
-        }
-        first = false;
-    }
-    if resumed > 0 {
-        out.push(format!(
-            "-p auto: {resumed} later file(s) started with the streams the previous one ended with"
-        ));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn file(source: &str, decisions: &[&str]) -> FileResult {
-        FileResult {
-            source: source.into(),
-            stream_decisions: decisions.iter().map(|d| d.to_string()).collect(),
-            ..FileResult::default()
-        }
-    }
-
-    #[test]
-    fn a_tree_lists_the_first_files_decisions_and_only_the_later_steps() {
-        let results = [
-            file(
-                "/a",
-                &[
-                    "paced",
-                    "1 stream(s) …: opening 7 more",
-                    "8 stream(s) … staying at 8",
-                ],
-            ),
-            file(
-                "/b",
-                &[
-                    "started with 8 streams, where …",
-                    "paced",
-                    "8 stream(s) … staying at 8",
-                ],
-            ),
-            file(
-                "/c",
-                &[
-                    "started with 8 streams, where …",
-                    "paced",
-                    "8 stream(s) …: opening 8 more",
-                ],
-            ),
-            file("/d", &[]),
-        ];
-        assert_eq!(
-            auto_lines(&results),
-            [
-                "-p auto: paced",
-                "-p auto: 1 stream(s) …: opening 7 more",
-                "-p auto: 8 stream(s) … staying at 8",
-                "-p auto (/c): 8 stream(s) …: opening 8 more",
-                "-p auto: 2 later file(s) started with the streams the previous one ended with",
-            ]
-        );
-        // One file: everything it said.
-        assert_eq!(auto_lines(&results[1..2]).len(), 3);
-    }
 
     #[test]
     fn only_a_copy_of_one_file_takes_or_keeps_a_control_remembered_from_random_loss() {

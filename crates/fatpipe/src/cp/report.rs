@@ -1,0 +1,342 @@
+//! What a finished copy tells its user: one line per failed file (those stopped by Ctrl-C or a
+//! full disk in one line), the headline, with `-v` how the tuning and the streams went; or with
+//! `--json` one object, also for a copy that failed before its first file (docs/json.md).
+
+use crate::progress::rate_text;
+use crate::tuning;
+use fatpipe_ftp::client::copy::FileResult;
+use fatpipe_ftp::client::failure::{Failure, NOT_BEGUN};
+use fatpipe_ftp::client::transport;
+use serde::Serialize;
+use std::fmt::Display;
+
+/// How a copy ended: its files' results, whether a signal stopped it, its wall clock and the
+/// transport as it went.
+pub(super) struct Ending<'a> {
+    pub results: &'a [FileResult],
+    pub interrupted: bool,
+    pub seconds: f64,
+    pub transport: transport::Choice,
+}
+
+impl Ending<'_> {
+    /// The failure the exit code says: interrupted, or the kind the failed files share.
+    pub fn failure(&self) -> Option<Failure> {
+        match self.interrupted {
+            true => Some(Failure::Interrupted),
+            false => Failure::common(self.results.iter().filter_map(|r| r.failure)),
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        self.results.iter().map(|r| r.bytes).sum()
+    }
+
+    fn failed(&self) -> usize {
+        self.results.iter().filter(|r| r.error.is_some()).count()
+    }
+
+    /// The `--json` summary.
+    pub fn summary(&self) -> Summary<'_> {
+        let failure = self.failure();
+        let failed = self.failed();
+        Summary {
+            ok: failure.is_none(),
+            error: None,
+            failure,
+            exit_code: failure.map_or(0, Failure::exit_code),
+            files_ok: self.results.len() - failed,
+            files_failed: failed,
+            bytes: self.bytes(),
+            seconds: self.seconds,
+            rate_mbit_s: self.bytes() as f64 * 8.0 / self.seconds.max(1e-9) / 1e6,
+            transport: Some(self.transport.clone().into()),
+            files: self.results,
+        }
+    }
+
+    /// Tells the user on standard error: the failures always; unless `quiet` the headline and
+    /// limits met; with `verbose` (the tuning's name) how the tuning and the streams went.
+    pub fn tell(&self, quiet: bool, verbose: Option<&dyn Display>) {
+        let results = self.results;
+        for r in results.iter().filter(|r| !stopped(r)) {
+            if let Some(e) = &r.error {
+                say!("fatpipe: failed: {}: {e}", r.source);
+            }
+        }
+        let not_begun = results
+            .iter()
+            .filter(|r| stopped(r) && r.bytes == 0)
+            .count();
+        if self.interrupted {
+            let partial = results.iter().filter(|r| stopped(r) && r.bytes > 0).count();
+            say!(
+                "fatpipe: interrupted: {} of {} file(s) copied, {partial} in part (kept), \
+                 {not_begun} not begun; run the same command with --resume to continue",
+                results.len() - self.failed(),
+                results.len()
+            );
+        } else if let Some(why) = results
+            .iter()
+            .filter(|r| stopped(r))
+            .find_map(|r| r.error.as_deref())
+        {
+            say!(
+                "fatpipe: {not_begun} file(s) {why}; make room and run the same command with \
+                 --resume to continue"
+            );
+        }
+        if quiet {
+            return;
+        }
+        let stopped = results.iter().filter(|r| stopped(r)).count();
+        say!(
+            "fatpipe: {}",
+            headline(results, stopped, self.bytes(), self.seconds)
+        );
+        // What held the copy back is the user's business; how the tuning went, only asked for.
+        for cap in caps(results) {
+            say!("fatpipe: limit: {cap}");
+        }
+        // The UDP channel: what it did (of the last file that used it).
+        if let Some(udp) = results.iter().rev().find_map(|r| r.udp.as_deref()) {
+            say!("fatpipe: {udp}");
+        }
+        if let Some(tuning) = verbose {
+            say!("fatpipe: {}", self.transport);
+            if let Some(line) = tune_line(results) {
+                say!("fatpipe: tuning {tuning}: {line}");
+            }
+            for line in streams_lines(results) {
+                say!("fatpipe: {line}");
+            }
+        }
+    }
+}
+
+/// Whether a file was stopped by Ctrl-C, or never begun after a disk filled: such files are
+/// told in one line, not one each.
+fn stopped(r: &FileResult) -> bool {
+    r.failure == Some(Failure::Interrupted)
+        || r.error.as_deref().is_some_and(|e| e.starts_with(NOT_BEGUN))
+}
+
+/// The `--json` summary.
+#[derive(Serialize)]
+pub(super) struct Summary<'a> {
+    /// Every file arrived (and was verified where verification ran).
+    pub ok: bool,
+    /// Why the copy failed before (or instead of) its files.
+    pub error: Option<String>,
+    /// The kind of failure the exit code says: the copy's, or its files' if they share one.
+    pub failure: Option<Failure>,
+    pub exit_code: u8,
+    pub files_ok: usize,
+    pub files_failed: usize,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub rate_mbit_s: f64,
+    pub transport: Option<TransportReport>,
+    pub files: &'a [FileResult],
+}
+
+/// The `--json` summary's account of the transport: which, whether asked for, and why.
+#[derive(Serialize)]
+pub(super) struct TransportReport {
+    name: &'static str,
+    asked: bool,
+    why: String,
+}
+
+impl From<transport::Choice> for TransportReport {
+    fn from(c: transport::Choice) -> Self {
+        TransportReport {
+            name: c.name(),
+            asked: c.asked,
+            why: c.why,
+        }
+    }
+}
+
+/// Prints the `--json` summary: on standard output, or standard error when the data goes there.
+pub(super) fn print_json(summary: &Summary, data_on_stdout: bool) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(summary)?;
+    if data_on_stdout {
+        say!("{text}");
+    } else {
+        out!("{text}");
+    }
+    Ok(())
+}
+
+/// The buffer summary over all files: peaks, Mbit/s per MiB over the data phases, caps met.
+fn tune_line(results: &[FileResult]) -> Option<String> {
+    let local = results.iter().filter_map(|r| r.peak_buffer).max()?;
+    let peer = results.iter().filter_map(|r| r.peer_peak_buffer).max();
+    let bytes: u64 = results.iter().map(|r| r.bytes).sum();
+    let secs = results.iter().filter_map(|r| r.data_seconds).sum::<f64>();
+    // Nothing moved (or too fast to time): no rate per MiB worth printing.
+    let mbit_s = (bytes > 0 && secs > 0.0).then(|| bytes as f64 * 8.0 / secs / 1e6);
+    Some(tuning::describe(local, peer, mbit_s))
+}
+
+/// The summary's one line: what moved, how fast, over how many streams, verified or not; the
+/// files `stopped` (interrupted, not begun) are not counted as failed.
+fn headline(results: &[FileResult], stopped: usize, bytes: u64, seconds: f64) -> String {
+    let failed = results.iter().filter(|r| r.error.is_some()).count();
+    let copied = results.len() - failed;
+    // Those stopped before or while they ran have their own line.
+    let failed = failed - stopped;
+    // A re-run with --resume: files found complete moved nothing.
+    let complete = results
+        .iter()
+        .filter(|r| r.error.is_none() && r.bytes == 0 && r.resumed_from > 0)
+        .count();
+    let mut line = format!(
+        "{copied} file{} copied{}{}, {} in {seconds:.2} s ({})",
+        if copied == 1 { "" } else { "s" },
+        if complete > 0 {
+            format!(" ({complete} already complete)")
+        } else {
+            String::new()
+        },
+        if failed > 0 {
+            format!(", {failed} failed")
+        } else {
+            String::new()
+        },
+        fatpipe_tune::size::format_size(bytes),
+        rate_text(bytes as f64 * 8.0 / seconds.max(1e-9)),
+    );
+    if let Some(n) = results
+        .iter()
+        .filter_map(|r| r.streams)
+        .max()
+        .filter(|&n| n > 1)
+    {
+        line.push_str(&format!(", up to {n} streams"));
+    }
+    if results.iter().any(|r| r.tls) {
+        line.push_str(", TLS");
+    }
+    let verified: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r.verified.as_deref())
+        .collect();
+    if let Some(first) = verified.first() {
+        let alg = first.split(':').next().unwrap_or("");
+        line.push_str(&format!(
+            "; {} of {copied} verified ({alg})",
+            verified.len()
+        ));
+    }
+    line
+}
+
+/// The system limits that held a buffer below what the tuning asked, over all files.
+fn caps(results: &[FileResult]) -> Vec<String> {
+    let mut capped: Vec<String> = results.iter().flat_map(|r| r.capped.clone()).collect();
+    capped.sort();
+    capped.dedup();
+    capped
+}
+
+/// What the streams did and what was verified, over all files.
+fn streams_lines(results: &[FileResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(n) = results.iter().filter_map(|r| r.streams).max() {
+        out.push(format!(
+            "streams: up to {n} data connection(s) per file (MODE E)"
+        ));
+    }
+    let reusing = results.iter().filter(|r| r.reused_streams > 0).count();
+    if reusing > 0 {
+        out.push(format!(
+            "streams: {reusing} file(s) moved over the connections the previous file left open"
+        ));
+    }
+    out.extend(auto_lines(results));
+    out
+}
+
+/// `-p auto`'s decisions, short for a tree: every decision of the first file that has any;
+/// of later files only their steps (named), and how many started where the previous ended.
+fn auto_lines(results: &[FileResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut resumed = 0;
+    let mut first = true;
+    for r in results.iter().filter(|r| !r.stream_decisions.is_empty()) {
+        for d in &r.stream_decisions {
+            if d.starts_with("started with") && !first {
+                resumed += 1;
+            } else if first {
+                out.push(format!("-p auto: {d}"));
+            } else if d.contains("opening") {
+                out.push(format!("-p auto ({}): {d}", r.source));
+            }
+        }
+        first = false;
+    }
+    if resumed > 0 {
+        out.push(format!(
+            "-p auto: {resumed} later file(s) started with the streams the previous one ended with"
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(source: &str, decisions: &[&str]) -> FileResult {
+        FileResult {
+            source: source.into(),
+            stream_decisions: decisions.iter().map(|d| d.to_string()).collect(),
+            ..FileResult::default()
+        }
+    }
+
+    #[test]
+    fn a_tree_lists_the_first_files_decisions_and_only_the_later_steps() {
+        let results = [
+            file(
+                "/a",
+                &[
+                    "paced",
+                    "1 stream(s) …: opening 7 more",
+                    "8 stream(s) … staying at 8",
+                ],
+            ),
+            file(
+                "/b",
+                &[
+                    "started with 8 streams, where …",
+                    "paced",
+                    "8 stream(s) … staying at 8",
+                ],
+            ),
+            file(
+                "/c",
+                &[
+                    "started with 8 streams, where …",
+                    "paced",
+                    "8 stream(s) …: opening 8 more",
+                ],
+            ),
+            file("/d", &[]),
+        ];
+        assert_eq!(
+            auto_lines(&results),
+            [
+                "-p auto: paced",
+                "-p auto: 1 stream(s) …: opening 7 more",
+                "-p auto: 8 stream(s) … staying at 8",
+                "-p auto (/c): 8 stream(s) …: opening 8 more",
+                "-p auto: 2 later file(s) started with the streams the previous one ended with",
+            ]
+        );
+        // One file: everything it said.
+        assert_eq!(auto_lines(&results[1..2]).len(), 3);
+    }
+}
