@@ -1,6 +1,7 @@
 //! The file operations users expect of a copy tool, against fatpipe's own server: globs,
 //! several sources, `--include`/`--exclude`, `--from` lists, `--create-dirs`, modification
-//! times kept both ways, a re-run with `--resume` that moves nothing, `--limit-rate`, logins
+//! times kept both ways, a re-run with `--resume` that moves nothing, `--limit-rate` (over a
+//! whole tree), logins
 //! from `~/.netrc`, and `fatpipe mkdir`, `rm`, `mv`.
 
 mod common;
@@ -176,6 +177,34 @@ fn limit_rate_holds_a_copy_back() {
         );
     }
     assert_same(&s.path("f.bin"), &s.path("g.bin"));
+}
+
+#[test]
+fn limit_rate_holds_a_whole_tree_copied_four_files_at_once() {
+    let s = FatpipeServer::start(&["--anonymous"]);
+    std::fs::create_dir(s.path("t")).unwrap();
+    for i in 0..4 {
+        random_file(&s.path(&format!("t/f{i}")), 2 << 20, 20 + i);
+    }
+    let work = tempfile::tempdir().unwrap();
+    // 8 MiB at 16 Mbit/s in all: about 4.2 s (each file held to 16 Mbit/s alone: 1.05 s).
+    let started = std::time::Instant::now();
+    run_ok(&mut fatpipe_cmd(&[
+        "cp",
+        "-r",
+        "--concurrency",
+        "4",
+        "--limit-rate",
+        "16mbit",
+        &s.url("t"),
+        work.path().to_str().unwrap(),
+    ]));
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(3500), "{took:?}");
+    for i in 0..4 {
+        let f = format!("t/f{i}");
+        assert_same(&s.path(&f), &work.path().join(&f));
+    }
 }
 
 #[test]

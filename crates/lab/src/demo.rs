@@ -286,6 +286,7 @@ fn loopback(a: &Args, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
         from: None,
         concurrency: None,
         limit_rate: None,
+        total_rate: None,
         resume: false,
         timeout: Duration::from_secs(60),
         // The demo server has no certificate: no AUTH TLS round trip.

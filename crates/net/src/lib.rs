@@ -15,6 +15,7 @@ pub mod mover;
 pub mod pacing;
 pub mod partial;
 pub mod pump;
+pub mod rate_budget;
 pub mod sandbox;
 pub mod socket;
 mod sockopt;

@@ -2,6 +2,7 @@
 //! `TYPE A` variants. A [`Pump`] is shared with the controller, which reads progress from it
 //! and can cancel it from another thread.
 
+use crate::rate_budget::RateBudget;
 use fatpipe_proto::ascii;
 use std::fs::File;
 use std::io::{self, ErrorKind, Read, Write};
@@ -45,9 +46,11 @@ pub struct Pump {
     last_byte_ns: AtomicU64,
     max_read: AtomicU64,
     read_size: AtomicU64,
-    /// `--limit-rate`: the most this pump (and its children together) may move, bit/s; 0: no
-    /// limit.
+    /// `--limit-rate-per-file`: the most this pump (and its children together) may move,
+    /// bit/s; 0: no limit.
     limit: AtomicU64,
+    /// `--limit-rate`: a rate this pump (and its children) shares with the copy's other pumps.
+    budget: OnceLock<Arc<RateBudget>>,
 }
 
 /// How a pump ended without completing.
@@ -157,10 +160,39 @@ impl Pump {
         }
     }
 
-    /// Counts `n` bytes moved, then waits as long as a rate limit (here or on the parent) says.
+    /// Holds the pump (and its children) to a rate shared with other pumps (`--limit-rate`
+    /// over a whole copy).
+    pub fn share_limit(&self, budget: Arc<RateBudget>) {
+        let _ = self.budget.set(budget);
+    }
+
+    /// The shared rate this pump or its parent moves within.
+    fn budget(&self) -> Option<&Arc<RateBudget>> {
+        self.budget
+            .get()
+            .or_else(|| self.parent.as_ref().and_then(|p| p.budget()))
+    }
+
+    /// Counts `n` bytes moved, then waits as long as a rate limit (here or on the parent, or
+    /// shared) says.
     pub(crate) fn add(&self, n: usize) {
         self.count(n);
+        if let Some(b) = self.budget() {
+            self.pause(b.take(n as u64, Instant::now()));
+        }
         self.throttle();
+    }
+
+    /// Sleeps `wait`, in steps of at most 100 ms, until then or a cancel.
+    fn pause(&self, wait: Duration) {
+        let until = Instant::now() + wait;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.is_cancelled() {
+                return;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+        }
     }
 
     /// Waits until the bytes moved are within this pump's rate limit and its parent's (never

@@ -12,6 +12,7 @@ use fatpipe_ftp::client::filter::Filter;
 use fatpipe_ftp::client::path_memory::{self, PathMemory};
 use fatpipe_ftp::client::transport::{self, Asked};
 use fatpipe_ftp::client::{relay, Credentials, Location, Streams};
+use fatpipe_net::rate_budget::RateBudget;
 use fatpipe_net::udp::{loss_in_summary, UdpConfig};
 use fatpipe_proto::udp::NetStack;
 use fatpipe_tune::rate::{RateControlKind, RateMemory};
@@ -51,9 +52,13 @@ pub struct Args {
     /// complete (same size and checksum): a re-run copies only what is missing.
     #[arg(long)]
     resume: bool,
-    /// Most this copy moves per second, over all its streams (e.g. 100mbit, 1gbit).
+    /// Most this copy moves per second, over all its files, streams and sessions together
+    /// (e.g. 100mbit, 1gbit).
     #[arg(long, value_name = "RATE", value_parser = fatpipe_wanem::units::parse_rate)]
     limit_rate: Option<u64>,
+    /// Most each file moves per second, over all its streams.
+    #[arg(long, value_name = "RATE", value_parser = fatpipe_wanem::units::parse_rate)]
+    limit_rate_per_file: Option<u64>,
     /// Print a JSON summary (to standard output, or standard error when the data goes there).
     #[arg(long)]
     json: bool,
@@ -286,7 +291,8 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
         filter: Filter::new(&a.include, &a.exclude)?,
         from: a.from.as_deref().map(read_list).transpose()?,
         concurrency: a.concurrency.fixed(),
-        limit_rate: a.limit_rate,
+        limit_rate: a.limit_rate_per_file,
+        total_rate: a.limit_rate.map(|r| Arc::new(RateBudget::new(r))),
         resume: a.resume,
         timeout: a.session.timeout,
         tls: a.session.tls(),
@@ -373,7 +379,8 @@ fn udp_choice(
     let max_rate = a
         .udp_rate
         .map_or(line, |r| r as f64)
-        .min(a.limit_rate.map_or(f64::INFINITY, |l| l as f64));
+        .min(a.limit_rate.map_or(f64::INFINITY, |l| l as f64))
+        .min(a.limit_rate_per_file.map_or(f64::INFINITY, |l| l as f64));
     let stack = NetStack {
         udp: true,
         control: Some(control.to_string()),

@@ -15,6 +15,7 @@ use super::verify::{
 use super::{Connection, Credentials, Location, RemoteUrl, Streams};
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::Follower;
+use fatpipe_net::rate_budget::RateBudget;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::{Pump, TuneSummary, TunerConfig};
 use fatpipe_proto::gridftp::ChecksumAlg;
@@ -45,9 +46,12 @@ pub struct CopyOptions {
     pub concurrency: Option<u32>,
     /// Continue partial destinations instead of replacing them (and skip complete ones).
     pub resume: bool,
-    /// The most each file moves per second, over all its streams, bit/s (`--limit-rate`): this
-    /// end reads or writes no faster.
+    /// The most each file moves per second, over all its streams, bit/s
+    /// (`--limit-rate-per-file`): this end reads or writes no faster.
     pub limit_rate: Option<u64>,
+    /// The rate all files of the copy share, over all their streams and sessions
+    /// (`--limit-rate`).
+    pub total_rate: Option<Arc<RateBudget>>,
     /// Limit for connecting and for any silence on a connection.
     pub timeout: Duration,
     /// Whether sessions are secured with TLS (`--tls`, `--ca`).
@@ -388,6 +392,16 @@ impl Copier<'_> {
         }
     }
 
+    /// The pump of a file's transfer, within the copy's rate limits.
+    pub(super) fn new_pump(&self) -> Arc<Pump> {
+        let pump = Arc::new(Pump::default());
+        pump.set_limit(self.opts.limit_rate);
+        if let Some(budget) = &self.opts.total_rate {
+            pump.share_limit(budget.clone());
+        }
+        pump
+    }
+
     /// Runs one file's copy and records its result, keeping the error instead of returning it.
     fn record(
         &mut self,
@@ -395,8 +409,7 @@ impl Copier<'_> {
         destination: String,
         run: impl FnOnce(&mut Connection, &Arc<Pump>) -> anyhow::Result<Done>,
     ) {
-        let pump = Arc::new(Pump::default());
-        pump.set_limit(self.opts.limit_rate);
+        let pump = self.new_pump();
         let outcome = match self.stopped() {
             Some(why) => Err(anyhow::anyhow!("{NOT_BEGUN}: {why}")),
             None => run(&mut self.c, &pump),

@@ -341,6 +341,7 @@ mod tests {
             from: None,
             concurrency,
             limit_rate: None,
+            total_rate: None,
             resume: false,
             timeout: Duration::from_secs(1),
             tls: Default::default(),

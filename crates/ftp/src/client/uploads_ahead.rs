@@ -84,8 +84,7 @@ impl Copier<'_> {
         if len > PIPELINE_MAX {
             return None;
         }
-        let pump = Arc::new(Pump::default());
-        pump.set_limit(self.opts.limit_rate);
+        let pump = self.new_pump();
         self.obs.file_started(rpath, Some(len), 0, &pump);
         let alg = verify_alg(&self.c, self.opts.verify, rpath, local)
             .ok()
