@@ -22,6 +22,7 @@ mod cp;
 mod credentials;
 mod demo;
 mod lab;
+mod log;
 mod ls;
 mod passwd;
 mod plot;
@@ -39,7 +40,8 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "fatpipe", version, about)]
 struct Cli {
-    /// Log more (-v: debug, -vv: trace). FATPIPE_LOG overrides (tracing filter syntax).
+    /// Say more: -v what the copy chose and why (the plan, the tuning, streams, resumes);
+    /// -vv the protocol too; -vvv everything. FATPIPE_LOG overrides (tracing filter syntax).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
     #[command(subcommand)]
@@ -79,28 +81,17 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The server logs sessions at info; client commands stay quiet unless asked.
-    let base = match &cli.command {
-        Cmd::Serve(_) => "info",
+    // The server logs sessions at info, -v adds the protocol. A client says only what went
+    // wrong; -v adds its story (the plan, what was chosen and why), -vv the protocol.
+    let serving = matches!(cli.command, Cmd::Serve(_));
+    let levels: &[&str] = match &cli.command {
+        Cmd::Serve(_) => &["info", "debug", "trace"],
         // -q: nothing but errors.
-        Cmd::Cp(a) if a.quiet() => "error",
-        _ => "warn",
+        Cmd::Cp(a) if a.quiet() => &["error", "info", "debug", "trace"],
+        _ => &["warn", "info", "debug", "trace"],
     };
-    let default = match cli.verbose {
-        0 => base,
-        1 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FATPIPE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, never in a log file or a pipe.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        // A closed standard error must not turn into a panic in the logger.
-        .log_internal_errors(false)
-        .init();
+    let default = levels[usize::from(cli.verbose).min(levels.len() - 1)];
+    log::init(default, !serving && cli.verbose <= 1);
     let result = match cli.command {
         Cmd::Serve(a) => serve::run(a),
         Cmd::Cp(a) => cp::run(a, cli.verbose > 0),

@@ -230,7 +230,7 @@ impl Observer for Progress {
             s.finished_bytes += result.bytes + result.resumed_from;
             s.finished_moved += result.bytes;
         }
-        tracing::debug!(source = %result.source, bytes = result.bytes, error = ?result.error, "file done");
+        tracing::debug!(source = %result.source, bytes = result.bytes, error = result.error.as_deref().unwrap_or("none"), "file done");
     }
 
     fn stop_requested(&self) -> bool {

@@ -218,18 +218,18 @@ fn up(a: PathArgs) -> anyhow::Result<ExitCode> {
         return Err(e);
     }
     out!(
-        "testbed {} up: a = {} (netns {}), b = {} (netns {}); rtt {:?}, rate {} bit/s, queue {}, loss {}, cross traffic a->b {} bit/s, profile {:?}",
+        "testbed {} up: a = {} (netns {}), b = {} (netns {}); rtt {}, rate {}, queue {}, loss {}, cross traffic a->b {}, profile {}",
         cfg.name,
         Testbed::addr(Side::A),
         namespace(&cfg.name, Side::A),
         Testbed::addr(Side::B),
         namespace(&cfg.name, Side::B),
-        a.rtt,
-        a.rate,
+        humantime::format_duration(a.rtt),
+        crate::progress::rate_text(a.rate as f64),
         a.queue,
         a.loss,
-        a.cross,
-        a.profile
+        crate::progress::rate_text(a.cross as f64),
+        a.profile.name()
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,6 @@
 //! What a user reads: a copy's summary is one line (what moved, how fast, how many streams,
-//! verified) unless `-v` asks for the tuning's story; `fatpipe ls` on a file lists that file; a
-//! refused login says what to change.
+//! verified, where a resumed file resumed) unless `-v` asks for the tuning's story (`-vv` the
+//! protocol); `fatpipe ls` on a file lists that file; a refused login says what to change.
 
 mod common;
 
@@ -40,6 +40,36 @@ fn the_summary_is_one_line_unless_asked_for_more() {
     );
     assert!(
         err.contains("fatpipe: streams: up to 2 data connection(s) per file"),
+        "{err}"
+    );
+    // The story, not the protocol: the command's own lines, no timestamps, no replies.
+    assert!(err.lines().all(|l| l.starts_with("fatpipe: ")), "{err}");
+    assert!(!err.contains("RETR"), "{err}");
+    // -vv adds the protocol.
+    std::fs::remove_file(&dst).unwrap();
+    let out = run_ok(
+        fatpipe_cmd(&["cp", "-vv", "-p", "2"])
+            .args([s.url("f.bin").as_str(), dst.to_str().unwrap()]),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("RETR /f.bin -> 150"), "{err}");
+}
+
+#[test]
+fn a_resumed_copy_says_where_it_resumed() {
+    let s = FatpipeServer::start(&["--anonymous"]);
+    random_file(&s.path("f.bin"), 3 << 20, 9);
+    let work = tempfile::tempdir().unwrap();
+    let dst = work.path().join("f.bin");
+    let whole = std::fs::read(s.path("f.bin")).unwrap();
+    std::fs::write(work.path().join("f.bin.fatpipe-part"), &whole[..1 << 20]).unwrap();
+    let out = run_ok(
+        fatpipe_cmd(&["cp", "--resume"]).args([s.url("f.bin").as_str(), dst.to_str().unwrap()]),
+    );
+    assert_same(&s.path("f.bin"), &dst);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("fatpipe: 1 file copied (resumed at 1 MiB), 2 MiB in "),
         "{err}"
     );
 }

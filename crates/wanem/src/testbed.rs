@@ -42,6 +42,14 @@ impl Profile {
             _ => Err(format!("unknown profile {s:?}: stock or tuned")),
         }
     }
+
+    /// The profile as `parse` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Stock => "stock",
+            Profile::Tuned => "tuned",
+        }
+    }
 }
 
 /// Everything that defines a path.

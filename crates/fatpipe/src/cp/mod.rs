@@ -274,7 +274,6 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 .map(|(r, _)| r.age),
         },
     );
-    tracing::info!("{transport}");
     let stats = tune.stats.clone();
     let progress = Progress::new(
         a.quiet,

@@ -7,6 +7,7 @@ use crate::tuning;
 use fatpipe_ftp::client::copy::FileResult;
 use fatpipe_ftp::client::failure::{Failure, NOT_BEGUN};
 use fatpipe_ftp::client::transport;
+use fatpipe_tune::size::format_size;
 use serde::Serialize;
 use std::fmt::Display;
 
@@ -192,8 +193,23 @@ fn headline(results: &[FileResult], stopped: usize, bytes: u64, seconds: f64) ->
         .iter()
         .filter(|r| r.error.is_none() && r.bytes == 0 && r.resumed_from > 0)
         .count();
+    // Continued from what an earlier run left: from where.
+    let resumed: Vec<u64> = results
+        .iter()
+        .filter(|r| r.error.is_none() && r.bytes > 0 && r.resumed_from > 0)
+        .map(|r| r.resumed_from)
+        .collect();
+    let resumed = match resumed.as_slice() {
+        [] => String::new(),
+        [at] => format!(" (resumed at {})", format_size(*at)),
+        all => format!(
+            " ({} resumed, {} already there)",
+            all.len(),
+            format_size(all.iter().sum())
+        ),
+    };
     let mut line = format!(
-        "{copied} file{} copied{}{}, {} in {seconds:.2} s ({})",
+        "{copied} file{} copied{}{resumed}{}, {} in {seconds:.2} s ({})",
         if copied == 1 { "" } else { "s" },
         if complete > 0 {
             format!(" ({complete} already complete)")
@@ -205,7 +221,7 @@ fn headline(results: &[FileResult], stopped: usize, bytes: u64, seconds: f64) ->
         } else {
             String::new()
         },
-        fatpipe_tune::size::format_size(bytes),
+        format_size(bytes),
         rate_text(bytes as f64 * 8.0 / seconds.max(1e-9)),
     );
     if let Some(n) = results
