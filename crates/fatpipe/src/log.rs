@@ -8,8 +8,18 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Starts logging at `default` (a filter), as a client's story when `story`.
-pub fn init(default: &str, story: bool) {
+/// How log lines look.
+pub enum Style {
+    /// The command's own lines (`fatpipe: …`): a client up to `-v`.
+    Story,
+    /// Timestamped, with levels: the server, and the protocol (`-vv`).
+    Timed,
+    /// One JSON object a line (`serve --log-format json`).
+    Json,
+}
+
+/// Starts logging at `default` (a filter) in `style`.
+pub fn init(default: &str, style: Style) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FATPIPE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let log = tracing_subscriber::fmt()
@@ -20,10 +30,10 @@ pub fn init(default: &str, story: bool) {
         .with_target(false)
         // A closed standard error must not turn into a panic in the logger.
         .log_internal_errors(false);
-    if story {
-        log.event_format(Story).init();
-    } else {
-        log.init();
+    match style {
+        Style::Story => log.event_format(Story).init(),
+        Style::Timed => log.init(),
+        Style::Json => log.json().init(),
     }
 }
 

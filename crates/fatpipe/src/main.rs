@@ -18,12 +18,14 @@ macro_rules! out {
     }};
 }
 
+mod config_file;
 mod cp;
 mod credentials;
 mod demo;
 mod lab;
 mod log;
 mod ls;
+mod manual;
 mod passwd;
 mod plot;
 mod plot_lab;
@@ -33,7 +35,7 @@ mod serve;
 mod testbed;
 mod tuning;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Fast file transfer over long fat networks: an FTP/GridFTP server and client.
@@ -48,20 +50,32 @@ struct Cli {
     command: Cmd,
 }
 
+/// The exit codes of the client commands, for their help and manual pages
+/// (docs/exit-codes.md).
+const EXIT_CODES: &str = "Exit codes: 0 all arrived; 1 failures of several kinds; 2 usage; \
+3 cannot connect; 4 login refused; 5 not found; 6 permission denied; 7 this machine's disk \
+full; 8 the server's disk full; 9 TLS refused or untrusted; 10 checksum or size differs; \
+11 connection lost, retries spent; 130 interrupted.";
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Serve a directory over FTP.
+    #[command(args_override_self = true)]
     Serve(serve::Args),
     /// Copy files or trees between this machine and an FTP server.
-    #[command(override_usage = "fatpipe cp [OPTIONS] SRC... DST")]
+    #[command(override_usage = "fatpipe cp [OPTIONS] SRC... DST", after_help = EXIT_CODES)]
     Cp(cp::Args),
     /// List a remote directory.
+    #[command(after_help = EXIT_CODES)]
     Ls(ls::Args),
     /// Make remote directories.
+    #[command(after_help = EXIT_CODES)]
     Mkdir(remote::MkdirArgs),
     /// Remove remote files (and, with -r, trees).
+    #[command(after_help = EXIT_CODES)]
     Rm(remote::RmArgs),
     /// Rename or move a remote file or directory.
+    #[command(after_help = EXIT_CODES)]
     Mv(remote::MvArgs),
     /// Write a users-file entry with a salted argon2 password hash.
     Passwd(passwd::Args),
@@ -76,14 +90,23 @@ enum Cmd {
     /// The WAN emulator: an emulated long fat path between two network namespaces (needs root).
     #[command(subcommand)]
     Testbed(testbed::Cmd),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(manual::CompletionArgs),
+    /// Write the manual pages (fatpipe.1, fatpipe-cp.1, …).
+    Man(manual::ManArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // The server logs sessions at info; client commands stay quiet unless asked.
+    let args = match config_file::expand(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(e) => {
+            say!("fatpipe: error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(args);
     // The server logs sessions at info, -v adds the protocol. A client says only what went
     // wrong; -v adds its story (the plan, what was chosen and why), -vv the protocol.
-    let serving = matches!(cli.command, Cmd::Serve(_));
     let levels: &[&str] = match &cli.command {
         Cmd::Serve(_) => &["info", "debug", "trace"],
         // -q: nothing but errors.
@@ -91,7 +114,13 @@ fn main() -> ExitCode {
         _ => &["warn", "info", "debug", "trace"],
     };
     let default = levels[usize::from(cli.verbose).min(levels.len() - 1)];
-    log::init(default, !serving && cli.verbose <= 1);
+    let style = match &cli.command {
+        Cmd::Serve(a) if a.json_log() => log::Style::Json,
+        Cmd::Serve(_) => log::Style::Timed,
+        _ if cli.verbose <= 1 => log::Style::Story,
+        _ => log::Style::Timed,
+    };
+    log::init(default, style);
     let result = match cli.command {
         Cmd::Serve(a) => serve::run(a),
         Cmd::Cp(a) => cp::run(a, cli.verbose > 0),
@@ -105,6 +134,8 @@ fn main() -> ExitCode {
         Cmd::Lab(a) => lab::run(a),
         Cmd::Plot(a) => plot::run(a),
         Cmd::PlotLab(a) => plot_lab::run(a),
+        Cmd::Completions(a) => manual::completions(a, Cli::command()),
+        Cmd::Man(a) => manual::man(a, Cli::command()),
     };
     match result {
         Ok(code) => code,

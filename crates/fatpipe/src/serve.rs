@@ -2,7 +2,7 @@
 
 use crate::tuning::TuneArgs;
 use anyhow::Context;
-use fatpipe_ftp::server::auth::Anonymous;
+use fatpipe_ftp::server::auth::{Anonymous, Users};
 use fatpipe_ftp::server::{Server, ServerConfig};
 use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::tls::TlsReuse;
@@ -103,9 +103,39 @@ pub struct Args {
         requires = "tls_cert"
     )]
     tls_reuse: TlsReuse,
+    /// Log each file moved to FILE in the xferlog format (wu-ftpd, ProFTPD, vsftpd), times UTC.
+    #[arg(long, value_name = "FILE")]
+    transfer_log: Option<PathBuf>,
+    /// The server's own log on standard error: text, or json (one object a line).
+    #[arg(long, value_name = "text|json", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// Read options from a TOML file, one key per long option (root = "/srv/data",
+    /// anonymous = true, user = ["a:b"]); options on the command line win. SIGHUP reads the
+    /// --users file again (other options need a restart).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Tuning of data connections unless a client picks another mode (OPTS DRS, SBUF).
     #[command(flatten)]
     tune: TuneArgs,
+}
+
+impl Args {
+    /// `--log-format json`.
+    pub fn json_log(&self) -> bool {
+        self.log_format == "json"
+    }
+}
+
+/// The accounts `--user` and `--users` give (read again on SIGHUP).
+fn accounts(plain: &[String], file: Option<&std::path::Path>) -> anyhow::Result<Users> {
+    let mut users = Users::default();
+    for u in plain {
+        users.add_plain(u)?;
+    }
+    if let Some(f) = file {
+        users.load_file(f)?;
+    }
+    Ok(users)
 }
 
 fn parse_range(s: &str) -> Result<RangeInclusive<u16>, String> {
@@ -122,12 +152,8 @@ fn parse_range(s: &str) -> Result<RangeInclusive<u16>, String> {
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut config = ServerConfig::new(a.root);
     config.listen = a.listen;
-    for u in &a.users {
-        config.users.add_plain(u)?;
-    }
-    if let Some(f) = &a.users_file {
-        config.users.load_file(f)?;
-    }
+    config.users = accounts(&a.users, a.users_file.as_deref())?;
+    config.transfer_log = a.transfer_log;
     config.anonymous = match (a.anonymous, a.anonymous_write) {
         (_, true) => Anonymous::ReadWrite,
         (true, false) => Anonymous::ReadOnly,
@@ -162,9 +188,23 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         // Scripts and tests read this line to learn the port (see `announced_addr`).
         out!("{}", fatpipe_ftp::server::announcement(addr, &root));
         std::io::stdout().flush()?;
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hangup = signal(SignalKind::hangup())?;
+        let accounts_now = server.accounts();
+        let reload = async move {
+            while hangup.recv().await.is_some() {
+                let again = accounts(&a.users, a.users_file.as_deref())
+                    .and_then(|u| accounts_now.replace(u));
+                match again {
+                    Ok(()) => tracing::info!("SIGHUP: accounts read again"),
+                    Err(e) => tracing::warn!("SIGHUP: {e:#}; the accounts stay as they were"),
+                }
+            }
+        };
         tokio::select! {
             r = server.run() => r?,
+            _ = reload => {}
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted, stopping"),
             _ = term.recv() => tracing::info!("terminated, stopping"),
         }

@@ -7,6 +7,7 @@ pub use fatpipe_net::sandbox;
 mod session;
 mod transfer;
 mod verifier;
+pub mod xferlog;
 
 use anyhow::Context;
 use auth::{Anonymous, Users};
@@ -89,6 +90,8 @@ pub struct ServerConfig {
     /// Under `PROT P`, whether a data connection without a data token must resume the
     /// control connection's TLS session.
     pub tls_reuse: TlsReuse,
+    /// Where each file moved is logged in the xferlog format (`--transfer-log`).
+    pub transfer_log: Option<PathBuf>,
 }
 
 impl ServerConfig {
@@ -125,7 +128,24 @@ impl ServerConfig {
             allow_third_party: false,
             third_party_networks: ThirdPartyNetworks::default(),
             tls_reuse: TlsReuse::Required,
+            transfer_log: None,
         }
+    }
+}
+
+/// The accounts of a running server, replaceable while it runs.
+#[derive(Clone)]
+pub struct Accounts(Arc<Shared>);
+
+impl Accounts {
+    /// Logins from now on are checked against `users`; refused when that would leave no way
+    /// to log in.
+    pub fn replace(&self, users: Users) -> anyhow::Result<()> {
+        if users.is_empty() && self.0.config.anonymous == Anonymous::Off {
+            anyhow::bail!("no account left and no anonymous logins: the old accounts stay");
+        }
+        self.0.verifier.set_users(users);
+        Ok(())
     }
 }
 
@@ -145,6 +165,8 @@ struct Shared {
     verifier: Verifier,
     /// What UDP transfers taught the sender about the path to each client address.
     udp_paths: Mutex<HashMap<IpAddr, (Instant, SharedMemory)>>,
+    /// `--transfer-log`, open.
+    transfer_log: Option<xferlog::TransferLog>,
 }
 
 /// One path's [`RateMemory`], shared by the transfers over it.
@@ -201,6 +223,13 @@ impl Server {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
         let verifier = Verifier::start(config.users.clone(), config.anonymous, threads)
             .context("cannot start the password-checking threads")?;
+        let transfer_log = match &config.transfer_log {
+            Some(p) => Some(
+                xferlog::TransferLog::open(p)
+                    .with_context(|| format!("cannot open the transfer log {}", p.display()))?,
+            ),
+            None => None,
+        };
         let hosts = HostLimits::new(config.max_sessions_per_host, config.max_host_login_failures);
         let max_waiting = config.max_waiting_logins;
         Ok(Server {
@@ -214,8 +243,14 @@ impl Server {
                 hosts: Mutex::new(hosts),
                 verifier,
                 udp_paths: Mutex::new(HashMap::new()),
+                transfer_log,
             }),
         })
+    }
+
+    /// What replaces the accounts of the running server (`SIGHUP`: the users file again).
+    pub fn accounts(&self) -> Accounts {
+        Accounts(self.shared.clone())
     }
 
     /// The address the control port is bound to (useful with port 0).

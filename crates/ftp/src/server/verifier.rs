@@ -5,7 +5,7 @@
 
 use super::auth::{Anonymous, Login, Scratch, Users};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::oneshot;
 
 /// Checks waiting for a thread at most; more are refused at once.
@@ -21,6 +21,7 @@ struct Check {
 #[derive(Debug)]
 pub struct Verifier {
     queue: SyncSender<Check>,
+    users: Arc<RwLock<Users>>,
 }
 
 /// Why a check did not run.
@@ -37,14 +38,22 @@ impl Verifier {
     pub fn start(users: Users, anonymous: Anonymous, threads: usize) -> std::io::Result<Self> {
         let (queue, rx) = sync_channel::<Check>(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
-        let users = Arc::new(users);
+        let users = Arc::new(RwLock::new(users));
         for i in 0..threads.max(1) {
             let (rx, users) = (rx.clone(), users.clone());
             std::thread::Builder::new()
                 .name(format!("fatpipe-login-{i}"))
                 .spawn(move || work(&rx, &users, anonymous))?;
         }
-        Ok(Verifier { queue })
+        Ok(Verifier { queue, users })
+    }
+
+    /// Checks later logins against `users` (a users file read again); checks under way end
+    /// against the accounts they began with.
+    pub fn set_users(&self, users: Users) {
+        if let Ok(mut u) = self.users.write() {
+            *u = users;
+        }
     }
 
     /// Checks a login on a checking thread; `Err` when the pool cannot take it now.
@@ -63,7 +72,7 @@ impl Verifier {
     }
 }
 
-fn work(rx: &Mutex<Receiver<Check>>, users: &Users, anonymous: Anonymous) {
+fn work(rx: &Mutex<Receiver<Check>>, users: &RwLock<Users>, anonymous: Anonymous) {
     let mut scratch = Scratch::default();
     loop {
         let next = match rx.lock() {
@@ -73,7 +82,10 @@ fn work(rx: &Mutex<Receiver<Check>>, users: &Users, anonymous: Anonymous) {
         let Ok(c) = next else {
             return; // the server is gone
         };
-        let login = users.check_with(&c.user, &c.password, anonymous, &mut scratch);
+        let login = match users.read() {
+            Ok(u) => u.check_with(&c.user, &c.password, anonymous, &mut scratch),
+            Err(_) => None,
+        };
         let _ = c.answer.send(login);
     }
 }

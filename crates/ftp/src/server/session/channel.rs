@@ -131,6 +131,7 @@ impl Session {
         job: Job,
         opening: String,
         label: String,
+        file: Option<&fatpipe_proto::VPath>,
     ) -> Result<Flow, Reply> {
         // A new transfer ends the hash taken beside the last one: it may change that file.
         self.followed = None;
@@ -160,7 +161,9 @@ impl Session {
             .control
             .socket()
             .and_then(|fd| fd.try_clone_to_owned().ok());
-        self.transfer = Some(Running::start(job, ends, label, tune, control));
+        let mut running = Running::start(job, ends, label, tune, control);
+        running.file = file.map(|v| v.to_string());
+        self.transfer = Some(running);
         Ok(Flow::Continue)
     }
 
@@ -218,7 +221,7 @@ impl Session {
         } else {
             Job::SendFile { file, ascii }
         };
-        let flow = self.begin(job, opening, format!("RETR {v} from {offset}"))?;
+        let flow = self.begin(job, opening, format!("RETR {v} from {offset}"), Some(&v))?;
         if let Some(reader) = reader {
             self.follow(v, reader);
         }
@@ -281,7 +284,7 @@ impl Session {
                 _ => Job::Receive { into, ascii },
             }
         };
-        let flow = self.begin(job, opening, format!("{verb} {v} at {start}"))?;
+        let flow = self.begin(job, opening, format!("{verb} {v} at {start}"), Some(&v))?;
         if let Some(reader) = reader {
             self.follow(v, reader);
         }

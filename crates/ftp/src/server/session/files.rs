@@ -186,6 +186,7 @@ impl Session {
             Job::SendBytes(bytes),
             "Here comes the directory listing".into(),
             label,
+            None,
         )
     }
 

@@ -118,7 +118,7 @@ impl Session {
             parallelism: self.parallelism,
         };
         let opening = format!("Opening data connections for {v} bytes {offset}-{end}");
-        self.begin(job, opening, format!("ERET {v} {offset}-{end}"))
+        self.begin(job, opening, format!("ERET {v} {offset}-{end}"), Some(&v))
     }
 
     /// `ESTO A`: blocks written at `offset` plus their offsets, into the file as it is.
@@ -145,6 +145,7 @@ impl Session {
             },
             opening,
             format!("ESTO {v} at {offset}"),
+            Some(&v),
         )
     }
 }

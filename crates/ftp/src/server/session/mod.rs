@@ -214,6 +214,25 @@ impl Session {
         Ok(())
     }
 
+    /// Records a finished transfer of a file in the transfer log (`--transfer-log`).
+    fn log_transfer(&self, t: &Running, code: u16, bytes: u64) {
+        let (Some(log), Some(path)) = (&self.shared.transfer_log, &t.file) else {
+            return;
+        };
+        let user = self.login.as_ref().map(|l| l.user.as_str());
+        log.write(&crate::server::xferlog::Entry {
+            when: time::OffsetDateTime::now_utc(),
+            seconds: t.seconds(),
+            host: self.peer.ip(),
+            bytes,
+            path,
+            binary: self.ttype == TransferType::Image,
+            incoming: t.receiving,
+            user: user.filter(|u| *u != "anonymous"),
+            complete: code == 226,
+        });
+    }
+
     async fn serve(&mut self) -> anyhow::Result<()> {
         loop {
             let frame = if let Some(t) = self.transfer.as_mut() {
@@ -228,9 +247,11 @@ impl Session {
                             let tune = t.tune_summary().unwrap_or_default();
                             tracing::info!(
                                 session = self.id, code = reply.code, bytes,
-                                peak_buffer = tune.peak_local, peer_buffer = ?tune.peak_peer,
-                                capped = ?tune.capped, "{}", t.label
+                                peak_buffer = tune.peak_local,
+                                peer_buffer = tune.peak_peer.unwrap_or(0),
+                                capped = tune.capped.join("; "), "{}", t.label
                             );
+                            self.log_transfer(&t, reply.code, bytes);
                             // A fatpipe client learns this end's peak buffer whatever the
                             // tuning (modes that never announce one included).
                             if self.drs_notify && tune.peak_local > 0 {

@@ -207,6 +207,8 @@ pub struct Running {
     pub receiving: bool,
     /// What is being moved, for logs and `STAT`.
     pub label: String,
+    /// The file moved (not a listing), as the client named it: for the transfer log.
+    pub file: Option<String>,
     started: Instant,
     /// MODE E: when the next markers are due, and the ranges received so far.
     markers: Option<(Instant, Option<Arc<Mutex<Reassembly>>>)>,
@@ -345,6 +347,7 @@ impl Running {
             announcements,
             receiving,
             label,
+            file: None,
             started: Instant::now(),
             markers,
             record: kept_record,
@@ -352,6 +355,11 @@ impl Running {
             stall,
             stalled: false,
         }
+    }
+
+    /// Seconds since the transfer began.
+    pub fn seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
     }
 
     /// The MODE E channel a finished transfer left open, for the next transfer of the session.
