@@ -18,6 +18,7 @@ macro_rules! out {
     }};
 }
 
+mod check;
 mod config_file;
 mod cp;
 mod credentials;
@@ -65,6 +66,9 @@ enum Cmd {
     /// Copy files or trees between this machine and an FTP server.
     #[command(override_usage = "fatpipe cp [OPTIONS] SRC... DST", after_help = EXIT_CODES)]
     Cp(cp::Args),
+    /// Compare copies with their sources (size, then checksum) and print what differs.
+    #[command(override_usage = "fatpipe check [OPTIONS] SRC... DST")]
+    Check(check::Args),
     /// List a remote directory.
     #[command(after_help = EXIT_CODES)]
     Ls(ls::Args),
@@ -124,6 +128,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Cmd::Serve(a) => serve::run(a),
         Cmd::Cp(a) => cp::run(a, cli.verbose > 0),
+        Cmd::Check(a) => check::run(a),
         Cmd::Ls(a) => ls::run(a),
         Cmd::Mkdir(a) => remote::mkdir(a),
         Cmd::Rm(a) => remote::rm(a),

@@ -4,11 +4,7 @@ use crate::credentials;
 use anyhow::bail;
 use fatpipe_ftp::client::failure::Failure;
 use fatpipe_ftp::client::{Connection, Location, RemoteUrl};
-use fatpipe_proto::listing::EntryKind;
 use std::process::ExitCode;
-
-/// Trees deeper than this are not removed (a link loop, or a hostile listing).
-const MAX_DEPTH: usize = 64;
 
 /// Options of `fatpipe mkdir`.
 #[derive(clap::Args, Debug)]
@@ -68,7 +64,7 @@ pub fn rm(a: RmArgs) -> anyhow::Result<ExitCode> {
         if !a.recursive {
             bail!("{path} is a directory (use -r to remove it and everything in it)");
         }
-        remove_tree(c, path, 0)
+        c.remove_tree(path)
     })
 }
 
@@ -132,22 +128,4 @@ fn each(
     Ok(ExitCode::from(
         Failure::common(failures).map_or(0, Failure::exit_code),
     ))
-}
-
-/// Removes the tree at `dir`: its files, its subtrees, then itself.
-fn remove_tree(c: &mut Connection, dir: &str, depth: usize) -> anyhow::Result<()> {
-    if depth > MAX_DEPTH {
-        bail!("{dir}: tree deeper than {MAX_DEPTH} levels");
-    }
-    for e in c.list(dir)? {
-        if e.name.contains('/') || e.name == "." || e.name == ".." {
-            continue;
-        }
-        let path = format!("{}/{}", dir.trim_end_matches('/'), e.name);
-        match e.kind {
-            EntryKind::Dir => remove_tree(c, &path, depth + 1)?,
-            _ => c.delete(&path)?,
-        }
-    }
-    c.remove_dir(dir)
 }

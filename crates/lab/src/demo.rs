@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context};
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer, Verify};
-use fatpipe_ftp::client::{Credentials, Location, RemoteUrl, Streams, TlsMode, TlsPolicy};
+use fatpipe_ftp::client::{Credentials, Location, RemoteUrl, TlsMode, TlsPolicy};
 use fatpipe_ftp::server::auth::Anonymous;
 use fatpipe_ftp::server::{Server, ServerConfig};
 use fatpipe_net::Pump;
@@ -280,25 +280,11 @@ fn loopback(a: &Args, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     });
     let dst = Location::Local("/dev/null".into());
     let opts = CopyOptions {
-        recursive: false,
-        create_dirs: false,
-        filter: Default::default(),
-        from: None,
         concurrency: None,
-        limit_rate: None,
-        total_rate: None,
-        resume: false,
-        timeout: Duration::from_secs(60),
         // The demo server has no certificate: no AUTH TLS round trip.
         tls: TlsPolicy::new(TlsMode::Off, None),
-        retry_for: Duration::ZERO,
-        tune: None,
-        streams: Streams::Fixed(1),
-        first_start: None,
         verify: Verify::Off,
-        udp: None,
-        udp_asked: false,
-        udp_on_random_loss: None,
+        ..CopyOptions::default()
     };
     let results = copy::copy(&[src], &dst, &Credentials::anonymous(), &opts, &Quiet)?;
     let r = results.first().context("nothing was copied")?;

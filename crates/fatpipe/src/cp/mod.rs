@@ -10,6 +10,7 @@ use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Verify};
 use fatpipe_ftp::client::failure::{misuse, Failure};
 use fatpipe_ftp::client::filter::Filter;
 use fatpipe_ftp::client::path_memory::{self, PathMemory};
+use fatpipe_ftp::client::sync::Existing;
 use fatpipe_ftp::client::transport::{self, Asked};
 use fatpipe_ftp::client::{relay, Credentials, Location, Streams};
 use fatpipe_net::rate_budget::RateBudget;
@@ -52,6 +53,19 @@ pub struct Args {
     /// complete (same size and checksum): a re-run copies only what is missing.
     #[arg(long)]
     resume: bool,
+    /// Leave files that exist at the destination as they are.
+    #[arg(long, conflicts_with_all = ["update", "resume"])]
+    no_clobber: bool,
+    /// Replace a destination only when the source is newer (or as old with another size).
+    #[arg(short = 'u', long, conflicts_with = "resume")]
+    update: bool,
+    /// Say what would be copied, left out and deleted; change nothing, make no directory.
+    #[arg(long)]
+    dry_run: bool,
+    /// Mirror: remove from the destination's directories what the source's do not hold
+    /// (names --exclude leaves out are kept). Needs -r.
+    #[arg(long, requires = "recursive")]
+    delete: bool,
     /// Most this copy moves per second, over all its files, streams and sessions together
     /// (e.g. 100mbit, 1gbit).
     #[arg(long, value_name = "RATE", value_parser = fatpipe_wanem::units::parse_rate)]
@@ -185,6 +199,8 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 exit_code: failure.exit_code(),
                 files_ok: 0,
                 files_failed: 0,
+                files_left_out: 0,
+                files_deleted: 0,
                 bytes: 0,
                 seconds: 0.0,
                 rate_mbit_s: 0.0,
@@ -293,6 +309,13 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
         limit_rate: a.limit_rate_per_file,
         total_rate: a.limit_rate.map(|r| Arc::new(RateBudget::new(r))),
         resume: a.resume,
+        existing: match (a.no_clobber, a.update) {
+            (true, _) => Existing::Keep,
+            (_, true) => Existing::Older,
+            _ => Existing::Replace,
+        },
+        dry_run: a.dry_run,
+        delete: a.delete,
         timeout: a.session.timeout,
         tls: a.session.tls(),
         retry_for: a.retry_for,
@@ -348,6 +371,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
         interrupted,
         seconds: started.elapsed().as_secs_f64(),
         transport: transport.as_it_went(results.iter().any(|r| r.udp.is_some())),
+        dry_run: a.dry_run,
     };
     let failure = ending.failure();
     if a.json {

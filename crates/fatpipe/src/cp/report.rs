@@ -4,7 +4,7 @@
 
 use crate::progress::rate_text;
 use crate::tuning;
-use fatpipe_ftp::client::copy::FileResult;
+use fatpipe_ftp::client::copy::{FileResult, DRY_RUN};
 use fatpipe_ftp::client::failure::{Failure, NOT_BEGUN};
 use fatpipe_ftp::client::transport;
 use fatpipe_tune::size::format_size;
@@ -18,6 +18,8 @@ pub(super) struct Ending<'a> {
     pub interrupted: bool,
     pub seconds: f64,
     pub transport: transport::Choice,
+    /// `--dry-run`: the results are the plan.
+    pub dry_run: bool,
 }
 
 impl Ending<'_> {
@@ -37,6 +39,14 @@ impl Ending<'_> {
         self.results.iter().filter(|r| r.error.is_some()).count()
     }
 
+    fn left_out(&self) -> usize {
+        self.results.iter().filter(|r| r.skipped.is_some()).count()
+    }
+
+    fn copied(&self) -> usize {
+        self.results.iter().filter(|r| copied(r)).count()
+    }
+
     /// The `--json` summary.
     pub fn summary(&self) -> Summary<'_> {
         let failure = self.failure();
@@ -46,8 +56,14 @@ impl Ending<'_> {
             error: None,
             failure,
             exit_code: failure.map_or(0, Failure::exit_code),
-            files_ok: self.results.len() - failed,
+            files_ok: self.copied(),
             files_failed: failed,
+            files_left_out: self.left_out(),
+            files_deleted: self
+                .results
+                .iter()
+                .filter(|r| r.deleted && r.error.is_none())
+                .count(),
             bytes: self.bytes(),
             seconds: self.seconds,
             rate_mbit_s: self.bytes() as f64 * 8.0 / self.seconds.max(1e-9) / 1e6,
@@ -60,9 +76,13 @@ impl Ending<'_> {
     /// limits met; with `verbose` (the tuning's name) how the tuning and the streams went.
     pub fn tell(&self, quiet: bool, verbose: Option<&dyn Display>) {
         let results = self.results;
+        if self.dry_run {
+            return dry_run(results);
+        }
         for r in results.iter().filter(|r| !stopped(r)) {
             if let Some(e) = &r.error {
-                say!("fatpipe: failed: {}: {e}", r.source);
+                let name = if r.deleted { &r.destination } else { &r.source };
+                say!("fatpipe: failed: {name}: {e}");
             }
         }
         let not_begun = results
@@ -74,8 +94,8 @@ impl Ending<'_> {
             say!(
                 "fatpipe: interrupted: {} of {} file(s) copied, {partial} in part (kept), \
                  {not_begun} not begun; run the same command with --resume to continue",
-                results.len() - self.failed(),
-                results.len()
+                self.copied(),
+                results.len() - self.left_out() - deleted(results)
             );
         } else if let Some(why) = results
             .iter()
@@ -115,6 +135,46 @@ impl Ending<'_> {
     }
 }
 
+/// A `--dry-run`'s plan on standard output, one line a file: what would be copied where, what
+/// would be left out and why; then the totals on standard error.
+fn dry_run(results: &[FileResult]) {
+    let size = |r: &FileResult| r.size.map_or("size unknown".into(), format_size);
+    for r in results {
+        match r.skipped.as_deref() {
+            _ if r.deleted => out!("delete {}", r.destination),
+            Some(DRY_RUN) => out!("copy {} -> {} ({})", r.source, r.destination, size(r)),
+            Some(why) => out!("leave {} -> {}: {why}", r.source, r.destination),
+            None => {}
+        }
+    }
+    let planned: Vec<&FileResult> = results
+        .iter()
+        .filter(|r| r.skipped.as_deref() == Some(DRY_RUN))
+        .collect();
+    let bytes: u64 = planned.iter().filter_map(|r| r.size).sum();
+    let deleted = deleted(results);
+    say!(
+        "fatpipe: dry run: {} file(s), {} would be copied; {} left out; {deleted} would be \
+         deleted; nothing changed",
+        planned.len(),
+        format_size(bytes),
+        results.len() - planned.len() - deleted
+    );
+}
+
+/// Whether a file was copied (not failed, left out or a deletion).
+fn copied(r: &FileResult) -> bool {
+    r.error.is_none() && r.skipped.is_none() && !r.deleted
+}
+
+/// How many entries a `--delete` removed (or would).
+fn deleted(results: &[FileResult]) -> usize {
+    results
+        .iter()
+        .filter(|r| r.deleted && r.error.is_none())
+        .count()
+}
+
 /// Whether a file was stopped by Ctrl-C, or never begun after a disk filled: such files are
 /// told in one line, not one each.
 fn stopped(r: &FileResult) -> bool {
@@ -134,6 +194,10 @@ pub(super) struct Summary<'a> {
     pub exit_code: u8,
     pub files_ok: usize,
     pub files_failed: usize,
+    /// Files left out on purpose (`--no-clobber`, `--update`, `--dry-run`).
+    pub files_left_out: usize,
+    /// Entries `--delete` removed from the destination.
+    pub files_deleted: usize,
     pub bytes: u64,
     pub seconds: f64,
     pub rate_mbit_s: f64,
@@ -185,9 +249,24 @@ fn tune_line(results: &[FileResult]) -> Option<String> {
 /// files `stopped` (interrupted, not begun) are not counted as failed.
 fn headline(results: &[FileResult], stopped: usize, bytes: u64, seconds: f64) -> String {
     let failed = results.iter().filter(|r| r.error.is_some()).count();
-    let copied = results.len() - failed;
+    let skipped: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r.skipped.as_deref())
+        .collect();
+    let copied = results.iter().filter(|r| copied(r)).count();
+    let deletions = match deleted(results) {
+        0 => String::new(),
+        n => format!(", {n} deleted"),
+    };
     // Those stopped before or while they ran have their own line.
     let failed = failed - stopped;
+    let left_out = match skipped.first() {
+        None => String::new(),
+        Some(why) if skipped.iter().all(|w| w == why) => {
+            format!(", {} left out: {why}", skipped.len())
+        }
+        Some(_) => format!(", {} left out", skipped.len()),
+    };
     // A re-run with --resume: files found complete moved nothing.
     let complete = results
         .iter()
@@ -209,7 +288,7 @@ fn headline(results: &[FileResult], stopped: usize, bytes: u64, seconds: f64) ->
         ),
     };
     let mut line = format!(
-        "{copied} file{} copied{}{resumed}{}, {} in {seconds:.2} s ({})",
+        "{copied} file{} copied{}{resumed}{left_out}{deletions}{}, {} in {seconds:.2} s ({})",
         if copied == 1 { "" } else { "s" },
         if complete > 0 {
             format!(" ({complete} already complete)")

@@ -4,10 +4,12 @@
 use super::connection::{checksum_command, AtMost, StreamsReport};
 use super::failure::{misuse, Failure, NOT_BEGUN};
 use super::filter::Filter;
+use super::mirror;
 use super::part::{Part, Source};
 use super::plan::{self, Job};
 use super::pool;
 use super::room;
+use super::sync::{self, Existing};
 use super::verify::{
     already_there, ask_checksum, check_upload, follow, prepare_upload_check, regular_file_alg,
     remote_is_prefix, verify_alg, verify_copy,
@@ -46,6 +48,12 @@ pub struct CopyOptions {
     pub concurrency: Option<u32>,
     /// Continue partial destinations instead of replacing them (and skip complete ones).
     pub resume: bool,
+    /// What becomes of destinations that exist (`--no-clobber`, `--update`).
+    pub existing: Existing,
+    /// Plan the copy and say what it would do; change nothing (`--dry-run`).
+    pub dry_run: bool,
+    /// Remove what the source's directories do not hold from the destination's (`--delete`).
+    pub delete: bool,
     /// The most each file moves per second, over all its streams, bit/s
     /// (`--limit-rate-per-file`): this end reads or writes no faster.
     pub limit_rate: Option<u64>,
@@ -79,6 +87,36 @@ pub struct CopyOptions {
     pub udp_on_random_loss: Option<(NetStack, UdpConfig)>,
 }
 
+impl Default for CopyOptions {
+    /// One file at a time over one stream, untuned, verified where the server is a fatpipe,
+    /// nothing tried again; TLS where the server offers it.
+    fn default() -> Self {
+        CopyOptions {
+            recursive: false,
+            create_dirs: false,
+            filter: Filter::default(),
+            from: None,
+            concurrency: Some(1),
+            resume: false,
+            existing: Existing::Replace,
+            dry_run: false,
+            delete: false,
+            limit_rate: None,
+            total_rate: None,
+            timeout: Duration::from_secs(60),
+            tls: Default::default(),
+            retry_for: Duration::ZERO,
+            tune: None,
+            streams: Streams::Fixed(1),
+            first_start: None,
+            verify: Verify::Auto,
+            udp: None,
+            udp_asked: false,
+            udp_on_random_loss: None,
+        }
+    }
+}
+
 /// End-to-end checksum verification (`--verify` / `--no-verify`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verify {
@@ -107,6 +145,12 @@ pub struct FileResult {
     pub error: Option<String>,
     /// The kind of that failure (each kind has its exit code).
     pub failure: Option<Failure>,
+    /// Why the file was left out on purpose (`--no-clobber`, `--update`, `--dry-run`).
+    pub skipped: Option<String>,
+    /// The source's size, for a file left out.
+    pub size: Option<u64>,
+    /// Not a copy: `destination` was removed (`--delete`; to be, in a `--dry-run`).
+    pub deleted: bool,
     /// Peak of this end's socket buffer for the file, as the kernel accounts it (tuned copies).
     pub peak_buffer: Option<u64>,
     /// Peak buffer the server announced (fatpipe servers).
@@ -141,6 +185,9 @@ impl FileResult {
         self.error = Some(error);
     }
 }
+
+/// Why every file of a `--dry-run` is left out.
+pub const DRY_RUN: &str = "dry run";
 
 /// Files up to this size have their checksum asked for with their `RETR` (ahead).
 const ASK_AHEAD_MAX: u64 = 64 << 20;
@@ -252,19 +299,33 @@ pub fn copy(
         recursive: opts.recursive,
         create_dirs: opts.create_dirs,
         filter: &opts.filter,
+        dry_run: opts.dry_run,
     };
     let planned = match (download, dst) {
         (true, Location::Local(p)) => plan::download(&mut conn, &req, Some(p)),
         (true, _) => plan::download(&mut conn, &req, None),
         (false, _) => plan::upload(&mut conn, &req, &remote.path),
     };
-    let jobs = match planned {
-        Ok(jobs) => jobs,
+    let planned = match planned {
+        Ok(planned) => planned,
         Err(e) => {
             conn.quit();
             return Err(e);
         }
     };
+    let (jobs, mut left_out) = sync::select(&mut conn, planned.jobs, opts.existing);
+    let extras = match opts.delete {
+        true => mirror::extras(&mut conn, &planned.walked),
+        false => Vec::new(),
+    };
+    if opts.dry_run {
+        conn.quit();
+        let mut all: Vec<FileResult> = jobs.iter().map(|j| sync::left_out(j, DRY_RUN)).collect();
+        all.append(&mut left_out);
+        all.extend(extras.iter().map(mirror::deleted));
+        return Ok(all);
+    }
+    left_out.extend(mirror::remove(&mut conn, &extras, download));
     if let (true, Location::Local(d)) = (download, dst) {
         if let Err(e) = room::ensure_for_tree(d, &jobs, opts.resume) {
             conn.quit();
@@ -278,12 +339,14 @@ pub fn copy(
     if let Some(size) = jobs.first().and_then(Job::size).filter(|_| sessions == 1) {
         conn.start_cold(size);
     }
-    Ok(pool::run(conn, sessions, remote, creds, opts, obs, jobs))
+    let mut results = pool::run(conn, sessions, remote, creds, opts, obs, jobs);
+    results.append(&mut left_out);
+    Ok(results)
 }
 
 /// The server of a copy, the source paths on the side they are on, and whether it is a
 /// download; the sources must all be local, or all on the destination's other side's server.
-fn sides<'a>(
+pub(super) fn sides<'a>(
     srcs: &'a [Location],
     dst: &'a Location,
 ) -> anyhow::Result<(&'a RemoteUrl, Vec<String>, bool)> {

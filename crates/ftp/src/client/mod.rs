@@ -1,11 +1,13 @@
 //! The FTP client: a control connection ([`Connection`]), locations given on the command line
 //! ([`Location`]), and whole copies of files and trees ([`copy`]).
 
+pub mod check;
 mod connection;
 pub mod copy;
 pub mod failure;
 pub mod filter;
 mod location;
+mod mirror;
 mod part;
 pub mod path_memory;
 mod plan;
@@ -13,6 +15,7 @@ mod pool;
 pub mod relay;
 mod retry;
 mod room;
+pub mod sync;
 pub mod transport;
 mod uploads_ahead;
 mod verify;

@@ -57,6 +57,34 @@ impl Job {
     }
 }
 
+/// A copy's plan: its files, and the directories its trees walked (what `--delete` looks in).
+#[derive(Debug, Default)]
+pub struct Planned {
+    /// The files to copy, in order.
+    pub jobs: Vec<Job>,
+    /// Each destination directory a tree walk reached, with every name its source directory
+    /// holds (filtered out or not).
+    pub walked: Vec<Walked>,
+}
+
+/// A destination directory of a tree, and the names its source holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Walked {
+    /// Where the source directory's files go.
+    pub dest: Dest,
+    /// The names in the source directory.
+    pub names: BTreeSet<String>,
+}
+
+/// A directory at the destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dest {
+    /// On this machine (a download).
+    Local(PathBuf),
+    /// On the server (an upload).
+    Remote(String),
+}
+
 /// What the user named and how the copy treats it.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
@@ -70,6 +98,8 @@ pub struct Request<'a> {
     pub create_dirs: bool,
     /// Which files move.
     pub filter: &'a Filter,
+    /// Plan only: no directory is made (`--dry-run`).
+    pub dry_run: bool,
 }
 
 impl Request<'_> {
@@ -151,7 +181,7 @@ pub fn download(
     c: &mut Connection,
     req: &Request<'_>,
     dst: Option<&Path>,
-) -> anyhow::Result<Vec<Job>> {
+) -> anyhow::Result<Planned> {
     let items = req.expand(|dir| c.list(dir))?;
     let many = req.many();
     let create = req.creates(many);
@@ -161,9 +191,9 @@ pub fn download(
     // Into a directory: several files, or one named by an existing directory or a `dir/`.
     let into_dir = dst.is_some_and(|d| many || d.is_dir() || d.to_string_lossy().ends_with('/'));
     if let (Some(d), true) = (dst, into_dir) {
-        local_dir(d, create)?;
+        local_dir(d, create, req.dry_run)?;
     }
-    let mut jobs = Vec::new();
+    let mut plan = Planned::default();
     for (rpath, rel, entry) in items {
         let (kind, size, modified) = match entry {
             Some(e) => (e.kind, Some(e.size), Some(e.modified)),
@@ -190,7 +220,7 @@ pub fn download(
                 if req.walks(&rpath)? {
                     // Filters see paths below the source named (or the listed name).
                     let prefix = if many { rel.as_str() } else { "" };
-                    walk_remote(c, req.filter, &rpath, &t, prefix, 0, &mut jobs)?;
+                    walk_remote(c, req, &rpath, &t, prefix, 0, &mut plan)?;
                 }
             }
             (EntryKind::File, target) => {
@@ -198,9 +228,9 @@ pub fn download(
                     continue;
                 }
                 if let Some(parent) = target.as_deref().and_then(Path::parent) {
-                    local_dir(parent, create)?;
+                    local_dir(parent, create, req.dry_run)?;
                 }
-                jobs.push(Job::Download {
+                plan.jobs.push(Job::Download {
                     rpath,
                     target,
                     size,
@@ -210,13 +240,13 @@ pub fn download(
             _ => tracing::info!("skipping {rpath}: not a file or directory"),
         }
     }
-    Ok(jobs)
+    Ok(plan)
 }
 
-/// Makes sure the local directory `dir` exists: made with its parents when `create`, else an
-/// error that says how.
-fn local_dir(dir: &Path, create: bool) -> anyhow::Result<()> {
-    if dir.as_os_str().is_empty() || dir.is_dir() {
+/// Makes sure the local directory `dir` exists: made with its parents when `create` (not in a
+/// dry run), else an error that says how.
+fn local_dir(dir: &Path, create: bool, dry_run: bool) -> anyhow::Result<()> {
+    if dir.as_os_str().is_empty() || dir.is_dir() || (create && dry_run) {
         return Ok(());
     }
     if !create {
@@ -231,18 +261,27 @@ fn local_dir(dir: &Path, create: bool) -> anyhow::Result<()> {
 /// Walks the remote tree `rdir` into `ldir`, making the local directories.
 fn walk_remote(
     c: &mut Connection,
-    filter: &Filter,
+    req: &Request<'_>,
     rdir: &str,
     ldir: &Path,
     rel: &str,
     depth: usize,
-    jobs: &mut Vec<Job>,
+    plan: &mut Planned,
 ) -> anyhow::Result<()> {
     if depth > MAX_DEPTH {
         bail!("{rdir}: tree deeper than {MAX_DEPTH} levels");
     }
-    std::fs::create_dir_all(ldir).with_context(|| format!("cannot create {}", ldir.display()))?;
-    for e in c.list(rdir)? {
+    let filter = req.filter;
+    if !req.dry_run {
+        std::fs::create_dir_all(ldir)
+            .with_context(|| format!("cannot create {}", ldir.display()))?;
+    }
+    let entries = c.list(rdir)?;
+    plan.walked.push(Walked {
+        dest: Dest::Local(ldir.to_path_buf()),
+        names: entries.iter().map(|e| e.name.clone()).collect(),
+    });
+    for e in entries {
         if e.name.contains('/') || e.name == "." || e.name == ".." {
             continue; // never let a listing name a path outside the target
         }
@@ -251,9 +290,9 @@ fn walk_remote(
         let target = ldir.join(&e.name);
         match e.kind {
             EntryKind::Dir if filter.keeps_dir(&erel) => {
-                walk_remote(c, filter, &rpath, &target, &erel, depth + 1, jobs)?
+                walk_remote(c, req, &rpath, &target, &erel, depth + 1, plan)?
             }
-            EntryKind::File if filter.keeps_file(&erel) => jobs.push(Job::Download {
+            EntryKind::File if filter.keeps_file(&erel) => plan.jobs.push(Job::Download {
                 rpath,
                 target: Some(target),
                 size: Some(e.size),
@@ -269,13 +308,18 @@ fn walk_remote(
 }
 
 /// The files of an upload to `rdst`, with the remote directories they need already made.
-pub fn upload(c: &mut Connection, req: &Request<'_>, rdst: &str) -> anyhow::Result<Vec<Job>> {
+pub fn upload(c: &mut Connection, req: &Request<'_>, rdst: &str) -> anyhow::Result<Planned> {
     let items = req.expand(local_list)?;
     let many = req.many();
     let create = req.creates(many);
     let mut made = BTreeSet::new();
     let into_dir = if many || (rdst.ends_with('/') && rdst != "/") {
-        remote_dir(c, rdst.trim_end_matches('/'), create, &mut made)?;
+        remote_dir(
+            c,
+            rdst.trim_end_matches('/'),
+            (create, req.dry_run),
+            &mut made,
+        )?;
         true
     } else if c.is_dir(rdst)? {
         made.insert(rdst.to_string());
@@ -283,7 +327,7 @@ pub fn upload(c: &mut Connection, req: &Request<'_>, rdst: &str) -> anyhow::Resu
     } else {
         false
     };
-    let mut jobs = Vec::new();
+    let mut plan = Planned::default();
     for (path, rel, _) in items {
         let local = PathBuf::from(&path);
         let meta = std::fs::metadata(&local)
@@ -297,14 +341,14 @@ pub fn upload(c: &mut Connection, req: &Request<'_>, rdst: &str) -> anyhow::Resu
         if meta.is_dir() {
             if req.walks(&path)? {
                 let prefix = if many { rel.as_str() } else { "" };
-                walk_local(c, req.filter, &local, &target, prefix, 0, &mut jobs)?;
+                walk_local(c, req, &local, &target, prefix, 0, &mut plan)?;
             }
         } else if meta.is_file() {
             if !req.filter.keeps_file(&rel) {
                 continue;
             }
-            remote_dir(c, &parent(&target), create, &mut made)?;
-            jobs.push(Job::Upload {
+            remote_dir(c, &parent(&target), (create, req.dry_run), &mut made)?;
+            plan.jobs.push(Job::Upload {
                 local,
                 rpath: target,
                 size: meta.len(),
@@ -314,15 +358,16 @@ pub fn upload(c: &mut Connection, req: &Request<'_>, rdst: &str) -> anyhow::Resu
             tracing::info!("skipping {path}: not a file or directory");
         }
     }
-    Ok(jobs)
+    Ok(plan)
 }
 
 /// Makes sure the remote directory `dir` exists: made with its parents when `create`, else an
-/// error that says how. `made` remembers the directories already seen to exist.
+/// error that says how (a dry run makes nothing). `made` remembers the directories already
+/// seen to exist.
 fn remote_dir(
     c: &mut Connection,
     dir: &str,
-    create: bool,
+    (create, dry_run): (bool, bool),
     made: &mut BTreeSet<String>,
 ) -> anyhow::Result<()> {
     if dir.is_empty() || dir == "/" || made.contains(dir) {
@@ -332,7 +377,9 @@ fn remote_dir(
         if !create {
             bail!("remote directory {dir} does not exist (add --create-dirs to make it, or `fatpipe mkdir`)");
         }
-        c.mkdir_all(dir)?;
+        if !dry_run {
+            c.mkdir_all(dir)?;
+        }
     }
     made.insert(dir.to_string());
     Ok(())
@@ -341,26 +388,34 @@ fn remote_dir(
 /// Walks the local tree `ldir` into `rdir`, making the remote directories.
 fn walk_local(
     c: &mut Connection,
-    filter: &Filter,
+    req: &Request<'_>,
     ldir: &Path,
     rdir: &str,
     rel: &str,
     depth: usize,
-    jobs: &mut Vec<Job>,
+    plan: &mut Planned,
 ) -> anyhow::Result<()> {
     if depth > MAX_DEPTH {
         bail!("{}: tree deeper than {MAX_DEPTH} levels", ldir.display());
     }
-    c.mkdir_all(rdir)?;
-    for e in local_list(&ldir.to_string_lossy())? {
+    let filter = req.filter;
+    if !req.dry_run {
+        c.mkdir_all(rdir)?;
+    }
+    let entries = local_list(&ldir.to_string_lossy())?;
+    plan.walked.push(Walked {
+        dest: Dest::Remote(rdir.to_string()),
+        names: entries.iter().map(|e| e.name.clone()).collect(),
+    });
+    for e in entries {
         let path = ldir.join(&e.name);
         let rpath = join(rdir, &e.name);
         let erel = join(rel, &e.name);
         match e.kind {
             EntryKind::Dir if filter.keeps_dir(&erel) => {
-                walk_local(c, filter, &path, &rpath, &erel, depth + 1, jobs)?
+                walk_local(c, req, &path, &rpath, &erel, depth + 1, plan)?
             }
-            EntryKind::File if filter.keeps_file(&erel) => jobs.push(Job::Upload {
+            EntryKind::File if filter.keeps_file(&erel) => plan.jobs.push(Job::Upload {
                 local: path,
                 rpath,
                 size: e.size,
@@ -454,6 +509,7 @@ mod tests {
             recursive: false,
             create_dirs: false,
             filter: &filter,
+            dry_run: false,
         };
         let got: Vec<String> = req
             .expand(local_list)

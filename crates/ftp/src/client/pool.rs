@@ -330,29 +330,15 @@ fn retry_file<'a>(copier: &mut Copier<'a>, server: &'a Server<'a>, job: &Job) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::Streams;
     use std::time::Duration;
 
     fn options(concurrency: Option<u32>) -> CopyOptions {
         CopyOptions {
             recursive: true,
-            create_dirs: false,
-            filter: Default::default(),
-            from: None,
             concurrency,
-            limit_rate: None,
-            total_rate: None,
-            resume: false,
             timeout: Duration::from_secs(1),
-            tls: Default::default(),
-            retry_for: Duration::ZERO,
-            tune: None,
-            streams: Streams::Fixed(1),
-            first_start: None,
             verify: crate::client::copy::Verify::Off,
-            udp: None,
-            udp_asked: false,
-            udp_on_random_loss: None,
+            ..CopyOptions::default()
         }
     }
 

@@ -111,6 +111,29 @@ impl Connection {
         self.done(&Command::Rmd(path.into()), "cannot remove directory", path)
     }
 
+    /// Removes the remote tree at `dir`: its files, its subtrees, then itself (a link is
+    /// removed, never followed). Trees deeper than 64 levels are refused.
+    pub fn remove_tree(&mut self, dir: &str) -> anyhow::Result<()> {
+        self.remove_below(dir, 0)
+    }
+
+    fn remove_below(&mut self, dir: &str, depth: usize) -> anyhow::Result<()> {
+        if depth > 64 {
+            bail!("{dir}: tree deeper than 64 levels");
+        }
+        for e in self.list(dir)? {
+            if e.name.contains('/') || e.name == "." || e.name == ".." {
+                continue;
+            }
+            let path = format!("{}/{}", dir.trim_end_matches('/'), e.name);
+            match e.kind {
+                EntryKind::Dir => self.remove_below(&path, depth + 1)?,
+                _ => self.delete(&path)?,
+            }
+        }
+        self.remove_dir(dir)
+    }
+
     /// Renames (moves) a remote file or directory; the server refuses to replace one.
     pub fn rename(&mut self, from: &str, to: &str) -> anyhow::Result<()> {
         let r = self.command(&Command::Rnfr(from.into()))?;
