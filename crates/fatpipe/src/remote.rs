@@ -3,6 +3,7 @@
 use crate::credentials;
 use anyhow::bail;
 use fatpipe_ftp::client::failure::Failure;
+use fatpipe_ftp::client::plan::remote_matches;
 use fatpipe_ftp::client::{Connection, Location, RemoteUrl};
 use std::process::ExitCode;
 
@@ -22,7 +23,8 @@ pub struct MkdirArgs {
 /// Options of `fatpipe rm`.
 #[derive(clap::Args, Debug)]
 pub struct RmArgs {
-    /// ftp://[user[:password]@]host[:port]/path, one or more (on one server).
+    /// ftp://[user[:password]@]host[:port]/path, one or more (on one server); the last
+    /// component may be a glob (quote it: 'ftp://host/tmp/*.part').
     #[arg(required = true)]
     urls: Vec<String>,
     /// Remove directories and everything in them.
@@ -55,16 +57,20 @@ pub fn mkdir(a: MkdirArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Removes each file (and, with -r, each tree).
+/// Removes each file (and, with -r, each tree); a glob in a path's last component removes
+/// what it matches.
 pub fn rm(a: RmArgs) -> anyhow::Result<ExitCode> {
     each(&a.urls, &a.session, |c, path| {
-        if !c.is_dir(path)? {
-            return c.delete(path);
+        for p in remote_matches(c, path)? {
+            if !c.is_dir(&p)? {
+                c.delete(&p)?;
+            } else if a.recursive {
+                c.remove_tree(&p)?;
+            } else {
+                bail!("{p} is a directory (use -r to remove it and everything in it)");
+            }
         }
-        if !a.recursive {
-            bail!("{path} is a directory (use -r to remove it and everything in it)");
-        }
-        c.remove_tree(path)
+        Ok(())
     })
 }
 

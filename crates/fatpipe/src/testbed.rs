@@ -18,10 +18,11 @@ use std::time::Duration;
 pub enum Cmd {
     /// Build the emulated path (namespaces a and b joined by the delay line) and keep it up.
     Up(PathArgs),
-    /// Print a side's IPv4 address.
+    /// Print a side's IPv4 address; without a side, every testbed that is up with both
+    /// sides' addresses and namespaces.
     Addr {
         #[arg(value_parser = parse_side)]
-        side: Side,
+        side: Option<Side>,
         #[arg(long, default_value = "fatpipe")]
         name: String,
     },
@@ -139,9 +140,28 @@ pub fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
             daemon::hold(config(&a)?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Addr { side, name } => {
+        Cmd::Addr {
+            side: Some(side),
+            name,
+        } => {
             daemon::require_up(&name)?;
             out!("{}", Testbed::addr(side));
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Addr { side: None, .. } => {
+            let up = daemon::up();
+            if up.is_empty() {
+                say!("fatpipe: no testbed is up (start one with `fatpipe testbed up`)");
+            }
+            for name in up {
+                out!(
+                    "{name}: a = {} (netns {}), b = {} (netns {})",
+                    Testbed::addr(Side::A),
+                    namespace(&name, Side::A),
+                    Testbed::addr(Side::B),
+                    namespace(&name, Side::B)
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Exec {

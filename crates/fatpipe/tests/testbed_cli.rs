@@ -60,6 +60,12 @@ fn testbed_lifecycle_from_the_shell() {
         .trim(),
         "198.18.0.2"
     );
+    // Without a side: every testbed that is up.
+    let all = ok(run(&mut fatpipe_cmd(&["testbed", "addr"])));
+    assert!(
+        all.lines().any(|l| l.starts_with(&format!("{name}: a = 198.18.0.1"))),
+        "{all}"
+    );
     // A command in namespace a reaches b through the emulator: a TCP connect to a closed port is
     // refused by b's stack, one round trip later: 10 ms there, 30 ms back (--reverse).
     let probe = "import socket,time\nt=time.time()\ntry:\n socket.create_connection(('198.18.0.2',9),timeout=5)\nexcept ConnectionRefusedError:\n print('refused %.1f' % ((time.time()-t)*1000))\n";

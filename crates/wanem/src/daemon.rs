@@ -15,6 +15,20 @@ pub fn state_dir(name: &str) -> PathBuf {
     PathBuf::from("/run/fatpipe/testbed").join(name)
 }
 
+/// The names of the testbeds that are up, sorted.
+pub fn up() -> Vec<String> {
+    let Ok(dirs) = std::fs::read_dir("/run/fatpipe/testbed") else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = dirs
+        .filter_map(Result::ok)
+        .filter(|d| d.path().join("pid").exists())
+        .filter_map(|d| d.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
 /// Fails unless testbed `name` is up.
 pub fn require_up(name: &str) -> anyhow::Result<()> {
     if !state_dir(name).join("pid").exists() {

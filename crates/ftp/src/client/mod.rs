@@ -10,7 +10,7 @@ mod location;
 mod mirror;
 mod part;
 pub mod path_memory;
-mod plan;
+pub mod plan;
 mod pool;
 pub mod relay;
 mod retry;

@@ -243,6 +243,25 @@ pub fn download(
     Ok(plan)
 }
 
+/// The remote paths `path` names: itself, or where its last component is a glob, the entries
+/// of its directory that match (none is an error), for `ls` and `rm`.
+pub fn remote_matches(c: &mut Connection, path: &str) -> anyhow::Result<Vec<String>> {
+    let sources = [path.to_string()];
+    let req = Request {
+        sources: &sources,
+        from: None,
+        recursive: false,
+        create_dirs: false,
+        filter: &Filter::default(),
+        dry_run: true,
+    };
+    Ok(req
+        .expand(|dir| c.list(dir))?
+        .into_iter()
+        .map(|(p, ..)| p)
+        .collect())
+}
+
 /// Makes sure the local directory `dir` exists: made with its parents when `create` (not in a
 /// dry run), else an error that says how.
 fn local_dir(dir: &Path, create: bool, dry_run: bool) -> anyhow::Result<()> {

@@ -84,11 +84,12 @@ pub fn panel<DB: DrawingBackend>(
     x: (&str, f64),
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let (x_desc, t_end) = x;
+    // Headroom above the highest point for the legend (upper right), a line per series.
     let y_max = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0, f64::max)
-        * 1.1;
+        * (1.1 + 0.07 * series.len() as f64);
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 18))
         .margin(8)

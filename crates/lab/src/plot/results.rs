@@ -82,13 +82,11 @@ fn panels(results: &[CaseResult]) -> (Vec<(String, Vec<Series>)>, &'static str) 
     } else {
         let mut p = lines(&|r| Some(((0, "Throughput by RTT".into()), r.label.clone(), r.rtt_ms)));
         if let (Some((_, series)), Some(first)) = (p.first_mut(), results.first()) {
+            // Across the whole panel.
             let xs: Vec<f64> = results.iter().map(|r| r.rtt_ms).collect();
-            let (lo, hi) = xs
-                .iter()
-                .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
             series.push(Series {
                 name: "link goodput (rate x 1448/1500)".into(),
-                points: vec![(lo, first.ceiling_mbit), (hi, first.ceiling_mbit)],
+                points: vec![(0.0, first.ceiling_mbit), (x_range(&xs), first.ceiling_mbit)],
             });
         }
         (p, "RTT (ms)")
@@ -119,11 +117,11 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let x_max = panels
+    let xs: Vec<f64> = panels
         .iter()
         .flat_map(|(_, s)| s.iter().flat_map(|s| s.points.iter().map(|p| p.0)))
-        .fold(1.0, f64::max)
-        * 1.05;
+        .collect();
+    let x_max = x_range(&xs);
     for (area, (title, series)) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
         panel(area, title, "Mbit/s", series, (x_desc, x_max))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -132,9 +130,26 @@ where
     Ok(())
 }
 
+/// The x axis's end: a little past the last point; where every point has one x (a lab run
+/// at one RTT), twice it, so that the points stand mid-panel, clear of the legend.
+fn x_range(xs: &[f64]) -> f64 {
+    let hi = xs.iter().copied().fold(1.0, f64::max);
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    match hi - lo < 1e-9 {
+        true => hi * 2.0,
+        false => hi * 1.05,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_rtt_stands_mid_panel() {
+        assert_eq!(x_range(&[100.0, 100.0]), 200.0);
+        assert_eq!(x_range(&[10.0, 100.0]), 105.0);
+    }
 
     #[test]
     fn stream_counts_are_read_from_labels() {

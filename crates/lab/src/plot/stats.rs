@@ -13,19 +13,60 @@ use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// Records further apart than this belong to different copies (a file several runs shared).
+const COPY_GAP: f64 = 1.0;
+
+/// Which copy of a shared stats file was drawn, of how many, and when each began.
+pub struct Drawn {
+    /// The copy drawn, from 1.
+    pub copy: usize,
+    /// When each copy's first record was taken (Unix seconds).
+    pub starts: Vec<f64>,
+}
+
 /// Draws the stats file `stats` (only records of `tuning`, if given; `true_bdp` as
-/// TIME:BYTES steps beside the estimate) to `out`, `size` pixels.
+/// TIME:BYTES steps beside the estimate) to `out`, `size` pixels. A file that several copies
+/// wrote holds their records one after another: `copy` picks one (from 1; the last if not
+/// given), drawn from its own start.
 pub fn draw_file(
     stats: &Path,
     out: &Path,
     tuning: Option<&str>,
+    copy: Option<usize>,
     true_bdp: &[(f64, f64)],
     size: (u32, u32),
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Drawn> {
     register_font()?;
     let (recs, events) = load(stats, tuning)?;
-    let fig = figure(&recs, &events, true_bdp);
-    render(out, size, &fig)
+    let copies = copies(recs);
+    let starts: Vec<f64> = copies.iter().filter_map(|c| c.first()).map(|r| r.unix_s).collect();
+    let n = copy.unwrap_or(copies.len());
+    let Some(recs) = n.checked_sub(1).and_then(|i| copies.get(i)) else {
+        let count = copies.len();
+        bail!("{} holds {count} copies: pick one from 1 to {count}", stats.display());
+    };
+    let (from, to) = (recs[0].unix_s, recs[recs.len() - 1].unix_s);
+    let events: Vec<StreamsEvent> = events
+        .into_iter()
+        .filter(|e| e.unix_s >= from - COPY_GAP && e.unix_s <= to + COPY_GAP)
+        .collect();
+    let fig = figure(recs, &events, true_bdp);
+    render(out, size, &fig)?;
+    Ok(Drawn { copy: n, starts })
+}
+
+/// The records split into copies: in time order, a pause of more than [`COPY_GAP`] with no
+/// record from either end begins the next.
+fn copies(mut recs: Vec<Rec>) -> Vec<Vec<Rec>> {
+    recs.sort_by(|a, b| a.unix_s.total_cmp(&b.unix_s));
+    let mut out: Vec<Vec<Rec>> = Vec::new();
+    for r in recs {
+        match out.last_mut() {
+            Some(c) if c.last().is_some_and(|l| r.unix_s - l.unix_s <= COPY_GAP) => c.push(r),
+            _ => out.push(vec![r]),
+        }
+    }
+    out
 }
 
 /// Throughput is averaged over this span: a sender's bytes advance in sendfile-sized steps.
@@ -382,6 +423,24 @@ mod tests {
             capped: Vec::new(),
             kernel_pace: None,
         }
+    }
+
+    #[test]
+    fn a_shared_file_splits_into_its_copies_at_pauses() {
+        // Two copies a minute apart, their records written out of order by two processes.
+        let recs = vec![
+            rec(100.0, 0.0, Some((1, 2)), 10),
+            rec(160.0, 0.0, Some((3, 4)), 10),
+            rec(100.5, 0.5, Some((1, 2)), 20),
+            rec(161.0, 1.0, Some((3, 4)), 20),
+            rec(101.0, 1.0, Some((1, 2)), 30),
+        ];
+        let copies = copies(recs);
+        let times: Vec<Vec<f64>> = copies
+            .iter()
+            .map(|c| c.iter().map(|r| r.unix_s).collect())
+            .collect();
+        assert_eq!(times, [vec![100.0, 100.5, 101.0], vec![160.0, 161.0]]);
     }
 
     #[test]
