@@ -39,6 +39,17 @@ fn each_kind_of_failure_has_its_exit_code() {
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     let out = run(&mut fatpipe_cmd(&["cp", &s.url("d/a")]));
     assert_eq!(code(&out), 2, "{}", stderr(&out));
+    // A destination with a trailing slash names a directory: missing, it is an error (as for
+    // GNU cp), and no file takes its name.
+    let slash = format!("{dst}/not-there/");
+    let out = run(&mut fatpipe_cmd(&["cp", &s.url("d/a"), &slash]));
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(!work.path().join("not-there").exists());
+    let local = work.path().join("x");
+    std::fs::write(&local, b"x").unwrap();
+    let out = run(&mut fatpipe_cmd(&["cp", local.to_str().unwrap(), &s.url("no-dir/")]));
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(!s.path("no-dir").exists());
     // Some of the files missing, the others copied: the kind of those that failed.
     let out = run(&mut fatpipe_cmd(&["cp", &s.url("d/a"), &s.url("d/b"), dst]));
     assert_eq!(code(&out), 5, "{}", stderr(&out));

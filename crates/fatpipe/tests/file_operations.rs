@@ -265,6 +265,37 @@ fn mkdir_rm_and_mv_change_the_servers_files() {
         .success());
 }
 
+#[test]
+fn ls_and_rm_take_globs_ls_shows_sizes_for_people_and_trees() {
+    let s = FatpipeServer::start(&["--anonymous-write"]);
+    std::fs::create_dir_all(s.path("d/sub")).unwrap();
+    random_file(&s.path("d/a.tmp"), 3 << 20, 1);
+    random_file(&s.path("d/b.tmp"), 10, 2);
+    random_file(&s.path("d/keep.h5"), 10, 3);
+    random_file(&s.path("d/sub/deep.h5"), 10, 4);
+    let ls = |args: &[&str]| {
+        String::from_utf8_lossy(&run_ok(&mut fatpipe_cmd(args)).stdout).into_owned()
+    };
+    let globbed = ls(&["ls", "-h", &s.url("d/*.tmp")]);
+    let names: Vec<&str> = globbed
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(names, ["a.tmp", "b.tmp"], "{globbed}");
+    assert!(globbed.contains(" 3 MiB "), "{globbed}");
+    let tree = ls(&["ls", "-R", &s.url("d")]);
+    assert!(
+        tree.contains("/d/sub:") && tree.contains(" deep.h5"),
+        "{tree}"
+    );
+    run_ok(&mut fatpipe_cmd(&["rm", &s.url("d/*.tmp")]));
+    assert!(!s.path("d/a.tmp").exists() && !s.path("d/b.tmp").exists());
+    assert!(s.path("d/keep.h5").exists());
+    // A glob that matches nothing is an error, as a missing file is.
+    let o = run(&mut fatpipe_cmd(&["rm", &s.url("d/*.tmp")]));
+    assert_eq!(o.status.code(), Some(5));
+}
+
 /// `key` of each file of a `--json` copy's summary, in its order.
 fn each_file(o: &std::process::Output, key: &str) -> Vec<String> {
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -63,7 +63,8 @@ fn testbed_lifecycle_from_the_shell() {
     // Without a side: every testbed that is up.
     let all = ok(run(&mut fatpipe_cmd(&["testbed", "addr"])));
     assert!(
-        all.lines().any(|l| l.starts_with(&format!("{name}: a = 198.18.0.1"))),
+        all.lines()
+            .any(|l| l.starts_with(&format!("{name}: a = 198.18.0.1"))),
         "{all}"
     );
     // A command in namespace a reaches b through the emulator: a TCP connect to a closed port is

@@ -86,7 +86,10 @@ fn panels(results: &[CaseResult]) -> (Vec<(String, Vec<Series>)>, &'static str) 
             let xs: Vec<f64> = results.iter().map(|r| r.rtt_ms).collect();
             series.push(Series {
                 name: "link goodput (rate x 1448/1500)".into(),
-                points: vec![(0.0, first.ceiling_mbit), (x_range(&xs), first.ceiling_mbit)],
+                points: vec![
+                    (0.0, first.ceiling_mbit),
+                    (x_range(&xs), first.ceiling_mbit),
+                ],
             });
         }
         (p, "RTT (ms)")

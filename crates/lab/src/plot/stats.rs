@@ -39,11 +39,18 @@ pub fn draw_file(
     register_font()?;
     let (recs, events) = load(stats, tuning)?;
     let copies = copies(recs);
-    let starts: Vec<f64> = copies.iter().filter_map(|c| c.first()).map(|r| r.unix_s).collect();
+    let starts: Vec<f64> = copies
+        .iter()
+        .filter_map(|c| c.first())
+        .map(|r| r.unix_s)
+        .collect();
     let n = copy.unwrap_or(copies.len());
     let Some(recs) = n.checked_sub(1).and_then(|i| copies.get(i)) else {
         let count = copies.len();
-        bail!("{} holds {count} copies: pick one from 1 to {count}", stats.display());
+        bail!(
+            "{} holds {count} copies: pick one from 1 to {count}",
+            stats.display()
+        );
     };
     let (from, to) = (recs[0].unix_s, recs[recs.len() - 1].unix_s);
     let events: Vec<StreamsEvent> = events
