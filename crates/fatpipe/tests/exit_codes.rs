@@ -47,7 +47,11 @@ fn each_kind_of_failure_has_its_exit_code() {
     assert!(!work.path().join("not-there").exists());
     let local = work.path().join("x");
     std::fs::write(&local, b"x").unwrap();
-    let out = run(&mut fatpipe_cmd(&["cp", local.to_str().unwrap(), &s.url("no-dir/")]));
+    let out = run(&mut fatpipe_cmd(&[
+        "cp",
+        local.to_str().unwrap(),
+        &s.url("no-dir/"),
+    ]));
     assert_eq!(code(&out), 5, "{}", stderr(&out));
     assert!(!s.path("no-dir").exists());
     // Some of the files missing, the others copied: the kind of those that failed.
