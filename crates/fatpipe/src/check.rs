@@ -4,9 +4,8 @@
 use crate::credentials;
 use fatpipe_ftp::client::check::{self, Compared, Verdict};
 use fatpipe_ftp::client::copy::CopyOptions;
-use fatpipe_ftp::client::failure::{misuse, Failure};
+use fatpipe_ftp::client::failure::Failure;
 use fatpipe_ftp::client::filter::Filter;
-use fatpipe_ftp::client::{Credentials, Location};
 use std::process::ExitCode;
 
 /// Options of `fatpipe check`.
@@ -41,27 +40,7 @@ pub struct Args {
 /// exits 0 when every copy is the same, 5 when only some are missing, 10 when only some
 /// differ, 1 for both.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let (dst, srcs) = match a.paths.split_last() {
-        Some((dst, srcs)) if !srcs.is_empty() => (dst, srcs),
-        _ => {
-            return Err(misuse(
-                "name a source and its copy: fatpipe check SRC... DST",
-            ))
-        }
-    };
-    let srcs = srcs
-        .iter()
-        .map(|s| Location::parse(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let dst = Location::parse(dst)?;
-    let remote = srcs.iter().chain([&dst]).find_map(|l| match l {
-        Location::Remote(u) => Some(u),
-        _ => None,
-    });
-    let creds = match remote {
-        Some(u) => credentials::for_url(u)?,
-        None => Credentials::anonymous(),
-    };
+    let ends = credentials::Endpoints::parse(&a.paths, "fatpipe check SRC... DST")?;
     let opts = CopyOptions {
         recursive: a.recursive,
         filter: Filter::new(&a.include, &a.exclude)?,
@@ -69,7 +48,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         tls: a.session.tls(),
         ..CopyOptions::default()
     };
-    let files = check::check(&srcs, &dst, &creds, &opts, a.size_only)?;
+    let files = check::check(&ends.srcs, &ends.dst, &ends.creds, &opts, a.size_only)?;
     let failure = Failure::common(files.iter().filter_map(|f| kind(&f.verdict)));
     if a.json {
         let report = serde_json::json!({

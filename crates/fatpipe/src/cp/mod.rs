@@ -7,12 +7,12 @@ use crate::progress::{Finished, Progress};
 use crate::tuning::TuneArgs;
 use anyhow::Context;
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Verify};
-use fatpipe_ftp::client::failure::{misuse, Failure};
+use fatpipe_ftp::client::failure::Failure;
 use fatpipe_ftp::client::filter::Filter;
 use fatpipe_ftp::client::path_memory::{self, PathMemory};
 use fatpipe_ftp::client::sync::Existing;
 use fatpipe_ftp::client::transport::{self, Asked};
-use fatpipe_ftp::client::{relay, Credentials, Location, Streams};
+use fatpipe_ftp::client::{relay, Location, Streams};
 use fatpipe_net::rate_budget::RateBudget;
 use fatpipe_net::udp::{loss_in_summary, UdpConfig};
 use fatpipe_proto::udp::NetStack;
@@ -216,27 +216,9 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
 
 /// The copy itself (see [`run`]).
 fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
-    let (dst, srcs) = match a.paths.split_last() {
-        Some((dst, srcs)) if !srcs.is_empty() => (dst, srcs),
-        _ => {
-            return Err(misuse(
-                "name a source and a destination: fatpipe cp SRC... DST",
-            ))
-        }
-    };
-    let srcs = srcs
-        .iter()
-        .map(|s| Location::parse(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let dst = Location::parse(dst)?;
-    let remote = srcs.iter().chain([&dst]).find_map(|l| match l {
-        Location::Remote(u) => Some(u),
-        _ => None,
-    });
-    let creds = match remote {
-        Some(u) => credentials::for_url(u)?,
-        None => Credentials::anonymous(),
-    };
+    let ends = credentials::Endpoints::parse(&a.paths, "fatpipe cp SRC... DST")?;
+    let (srcs, dst, creds) = (&ends.srcs, &ends.dst, &ends.creds);
+    let remote = ends.remote();
     // `-p auto` remembers per server where its streams ended, for the next copy.
     let memory = match (remote, a.parallel) {
         (Some(u), CountArg::Auto) if !a.no_path_memory => {
@@ -270,7 +252,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
         tune.cc = carried.clone();
     }
     let between_servers = matches!(
-        (srcs.as_slice(), &dst),
+        (srcs.as_slice(), dst),
         ([Location::Remote(_)], Location::Remote(_))
     );
     let transport = transport::choose(
@@ -280,7 +262,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
             several,
             between_servers,
             download_to_file: matches!(
-                (srcs.as_slice(), &dst),
+                (srcs.as_slice(), dst),
                 ([Location::Remote(_)], Location::Local(_))
             ),
             cc_set: tune.cc.is_some(),
@@ -343,13 +325,13 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let results = std::thread::scope(|s| {
         s.spawn(|| progress.tick_until_done());
         let _stop = Finished(&progress.done);
-        match (srcs.as_slice(), &dst) {
+        match (srcs.as_slice(), dst) {
             // Between two servers: the data goes straight from one to the other.
             ([src @ Location::Remote(_)], Location::Remote(to)) => {
                 let to_creds = credentials::for_url(to)?;
-                relay::relay(src, &dst, (&creds, &to_creds), &opts, &progress)
+                relay::relay(src, dst, (creds, &to_creds), &opts, &progress)
             }
-            _ => copy::copy(&srcs, &dst, &creds, &opts, &progress),
+            _ => copy::copy(srcs, dst, creds, &opts, &progress),
         }
     })?;
     progress.bar.finish_and_clear();
@@ -375,7 +357,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     };
     let failure = ending.failure();
     if a.json {
-        report::print_json(&ending.summary(), dst == Location::Stdout)?;
+        report::print_json(&ending.summary(), *dst == Location::Stdout)?;
     } else {
         ending.tell(
             a.quiet,
