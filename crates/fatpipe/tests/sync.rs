@@ -147,6 +147,24 @@ fn delete_mirrors_both_ways_and_keeps_what_is_excluded() {
     for f in ["f0", "f1", "f3"] {
         assert_same(&s.path(&format!("t/{f}")), &local(f));
     }
+    // A destination directory that is a link to elsewhere: nothing is deleted there.
+    std::fs::create_dir(s.path("t/sub")).unwrap();
+    random_file(&s.path("t/sub/a"), 10, 9);
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("precious"), b"5").unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), local("sub")).unwrap();
+    run_ok(&mut fatpipe_cmd(&[
+        "cp",
+        "-r",
+        "--delete",
+        "--exclude",
+        "f2",
+        &s.url("t"),
+        dst,
+    ]));
+    assert!(elsewhere.path().join("precious").exists());
+    std::fs::remove_file(local("sub")).unwrap();
+    std::fs::remove_dir_all(s.path("t/sub")).unwrap();
     // An upload mirror removes what the server holds beyond the local tree.
     std::fs::create_dir_all(s.path("t/gone/sub")).unwrap();
     std::fs::write(s.path("t/gone/sub/y"), b"4").unwrap();

@@ -2,7 +2,8 @@
 //! reach, what the source directory does not hold goes, before the files are copied (the room
 //! it frees counts for them). A name the source holds is kept even when `--exclude` leaves it
 //! out of the copy; a part file (`NAME.fatpipe-part`) of a name the source holds is kept for
-//! `--resume`; links are removed, never followed.
+//! `--resume`; links are removed, never followed, and a destination directory that is a link
+//! is left alone.
 
 use super::copy::FileResult;
 use super::part::SUFFIX;
@@ -25,6 +26,11 @@ pub(super) fn extras(c: &mut Connection, walked: &[Walked]) -> Vec<Extra> {
     let mut out = Vec::new();
     for w in walked {
         let here = match &w.dest {
+            // A directory reached through a link is somebody else's: nothing is removed there.
+            Dest::Local(dir) if is_link(dir) => {
+                tracing::warn!("not deleting in {}: a symbolic link", dir.display());
+                Vec::new()
+            }
             Dest::Local(dir) => local_entries(dir),
             Dest::Remote(dir) => c
                 .list(dir)
@@ -50,6 +56,11 @@ pub(super) fn extras(c: &mut Connection, walked: &[Walked]) -> Vec<Extra> {
         }
     }
     out
+}
+
+/// Whether `path` is a symbolic link (not followed).
+fn is_link(path: &std::path::Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// The names in the local directory `dir`, each with whether it is a directory (a link is
