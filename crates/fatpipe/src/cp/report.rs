@@ -85,12 +85,11 @@ impl Ending<'_> {
                 say!("fatpipe: failed: {name}: {e}");
             }
         }
-        let not_begun = results
-            .iter()
-            .filter(|r| stopped(r) && r.bytes == 0)
-            .count();
+        let never = |r: &FileResult| r.error.as_deref().is_some_and(|e| e.starts_with(NOT_BEGUN));
+        let not_begun = results.iter().filter(|r| never(r)).count();
         if self.interrupted {
-            let partial = results.iter().filter(|r| stopped(r) && r.bytes > 0).count();
+            // Begun and stopped: what arrived is kept (a part file here, the server's file).
+            let partial = results.iter().filter(|r| stopped(r) && !never(r)).count();
             say!(
                 "fatpipe: interrupted: {} of {} file(s) copied, {partial} in part (kept), \
                  {not_begun} not begun; run the same command with --resume to continue",

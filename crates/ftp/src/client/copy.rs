@@ -502,7 +502,9 @@ impl Copier<'_> {
             // Counted: what the destination keeps (a download's part file), not what was read.
             Err(e) => {
                 let kept = e.downcast_ref::<KeptPart>().map_or(0, |k| k.bytes);
-                let e = match self.obs.stop_requested() {
+                // Stopped by the user while it ran: that, not how the stop broke it.
+                let began = !e.to_string().starts_with(NOT_BEGUN);
+                let e = match self.obs.stop_requested() && began {
                     true => anyhow::anyhow!("interrupted"),
                     false => e,
                 };
