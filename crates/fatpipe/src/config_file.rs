@@ -50,7 +50,9 @@ fn arguments(text: &str) -> anyhow::Result<Vec<String>> {
     let table: toml::Table = text.parse().context("not valid TOML")?;
     let mut out = Vec::new();
     for (key, value) in table {
-        if key == "config" || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        let option_like = key.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if key == "config" || !option_like {
             bail!("{key:?} is not an option of fatpipe serve");
         }
         let flag = format!("--{key}");
