@@ -1,193 +1,39 @@
 //! Whole copies as `fatpipe cp` performs them: one file or a tree, either direction, with
 //! resume, per-file results and a check that every byte arrived.
 
+mod options;
+mod result;
+
+pub use options::{CopyOptions, Verify};
+pub use result::{FileResult, DRY_RUN};
+
 use super::connection::{checksum_command, AtMost, StreamsReport};
 use super::failure::{misuse, Failure, NOT_BEGUN};
-use super::filter::Filter;
 use super::mirror;
 use super::part::{Part, Source};
 use super::plan::{self, Job};
 use super::pool;
 use super::room;
-use super::sync::{self, Existing};
+use super::sync;
 use super::verify::{
     already_there, ask_checksum, check_upload, follow, prepare_upload_check, regular_file_alg,
     remote_is_prefix, verify_alg, verify_copy,
 };
-use super::{Connection, Credentials, Location, RemoteUrl, Streams};
+use super::{Connection, Credentials, Location, RemoteUrl};
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::Follower;
-use fatpipe_net::rate_budget::RateBudget;
 use fatpipe_net::udp::UdpConfig;
-use fatpipe_net::{Pump, TuneSummary, TunerConfig};
+use fatpipe_net::{Pump, TuneSummary};
 use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::udp::NetStack;
 use fatpipe_proto::Command;
-use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-
-/// How a copy behaves.
-#[derive(Debug, Clone)]
-pub struct CopyOptions {
-    /// Copy directory trees.
-    pub recursive: bool,
-    /// Make missing directories at the destination (always for trees and several sources).
-    pub create_dirs: bool,
-    /// Which files of the sources move (`--include`, `--exclude`).
-    pub filter: Filter,
-    /// `--from`: the files to copy, named relative to the one source directory.
-    pub from: Option<Vec<String>>,
-    /// Files copied at once, each over its own control connection (`--concurrency`); `None`:
-    /// chosen from the files' sizes.
-    pub concurrency: Option<u32>,
-    /// Continue partial destinations instead of replacing them (and skip complete ones).
-    pub resume: bool,
-    /// What becomes of destinations that exist (`--no-clobber`, `--update`).
-    pub existing: Existing,
-    /// Plan the copy and say what it would do; change nothing (`--dry-run`).
-    pub dry_run: bool,
-    /// Remove what the source's directories do not hold from the destination's (`--delete`).
-    pub delete: bool,
-    /// The most each file moves per second, over all its streams, bit/s
-    /// (`--limit-rate-per-file`): this end reads or writes no faster.
-    pub limit_rate: Option<u64>,
-    /// The rate all files of the copy share, over all their streams and sessions
-    /// (`--limit-rate`).
-    pub total_rate: Option<Arc<RateBudget>>,
-    /// Limit for connecting and for any silence on a connection.
-    pub timeout: Duration,
-    /// Whether sessions are secured with TLS (`--tls`, `--ca`).
-    pub tls: super::TlsPolicy,
-    /// How long a file whose connection broke is tried again over new sessions, from its
-    /// first failure (`--retry-for`; zero: never).
-    pub retry_for: Duration,
-    /// How data connections are tuned (`None`: not at all, not even told to the server).
-    pub tune: Option<TunerConfig>,
-    /// How many data connections each file uses (`-p`).
-    pub streams: Streams,
-    /// `-p auto`: the stream count the first file starts with instead of one, and why (what an
-    /// earlier copy to the same server ended with).
-    pub first_start: Option<(u32, String)>,
-    /// Whether each file's checksum is compared with the server's after the copy.
-    pub verify: Verify,
-    /// Move the files over the UDP data channel (`--transport udp`): what the server is told,
-    /// and this end's side. One stream in MODE S; TCP when the server lacks it.
-    pub udp: Option<(NetStack, UdpConfig)>,
-    /// The UDP channel was asked for, not chosen by `--transport auto`: a server that lacks it
-    /// is worth a warning.
-    pub udp_asked: bool,
-    /// `--transport auto` on a path not known to be lossy: where a download's sending server
-    /// meets random loss, the file goes on over this UDP channel from what arrived.
-    pub udp_on_random_loss: Option<(NetStack, UdpConfig)>,
-}
-
-impl Default for CopyOptions {
-    /// One file at a time over one stream, untuned, verified where the server is a fatpipe,
-    /// nothing tried again; TLS where the server offers it.
-    fn default() -> Self {
-        CopyOptions {
-            recursive: false,
-            create_dirs: false,
-            filter: Filter::default(),
-            from: None,
-            concurrency: Some(1),
-            resume: false,
-            existing: Existing::Replace,
-            dry_run: false,
-            delete: false,
-            limit_rate: None,
-            total_rate: None,
-            timeout: Duration::from_secs(60),
-            tls: Default::default(),
-            retry_for: Duration::ZERO,
-            tune: None,
-            streams: Streams::Fixed(1),
-            first_start: None,
-            verify: Verify::Auto,
-            udp: None,
-            udp_asked: false,
-            udp_on_random_loss: None,
-        }
-    }
-}
-
-/// End-to-end checksum verification (`--verify` / `--no-verify`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verify {
-    /// When the server offers fatpipe's fast XXH3 (a fatpipe peer): free at line rate.
-    Auto,
-    /// Always, with the fastest algorithm both ends know (fails if there is none).
-    On,
-    /// Never.
-    Off,
-}
-
-/// What happened to one file.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct FileResult {
-    /// Where the file came from (path or remote path).
-    pub source: String,
-    /// Where it went.
-    pub destination: String,
-    /// Bytes moved in this run (not counting a resumed prefix).
-    pub bytes: u64,
-    /// Bytes that were already at the destination when resuming.
-    pub resumed_from: u64,
-    /// Duration of the data phase (first to last byte), without login and commands.
-    pub data_seconds: Option<f64>,
-    /// Why the file failed, if it did.
-    pub error: Option<String>,
-    /// The kind of that failure (each kind has its exit code).
-    pub failure: Option<Failure>,
-    /// Why the file was left out on purpose (`--no-clobber`, `--update`, `--dry-run`).
-    pub skipped: Option<String>,
-    /// The source's size, for a file left out.
-    pub size: Option<u64>,
-    /// Not a copy: `destination` was removed (`--delete`; to be, in a `--dry-run`).
-    pub deleted: bool,
-    /// Peak of this end's socket buffer for the file, as the kernel accounts it (tuned copies).
-    pub peak_buffer: Option<u64>,
-    /// Peak buffer the server announced (fatpipe servers).
-    pub peer_peak_buffer: Option<u64>,
-    /// System limits that held a buffer below what the tuning asked.
-    pub capped: Vec<String>,
-    /// Data connections used (MODE E copies).
-    pub streams: Option<u32>,
-    /// Of those, connections the previous file left open.
-    pub reused_streams: u32,
-    /// Why `-p auto` opened streams or stopped (when this end sent).
-    pub stream_decisions: Vec<String>,
-    /// The congestion control the sending end switched to when it met random loss.
-    pub cc_on_random_loss: Option<String>,
-    /// What the UDP data channel did (`udp: …`), when the file moved over it.
-    pub udp: Option<String>,
-    /// Whether the file's data connections were TLS (`PROT P`; the login was then too).
-    pub tls: bool,
-    /// The checksum both ends agreed on, as `ALG:hex` (verified copies).
-    pub verified: Option<String>,
-}
-
-impl FileResult {
-    /// Records that the file failed with `error`, and the failure's kind.
-    pub fn fail(&mut self, error: &anyhow::Error) {
-        self.fail_with(format!("{error:#}"));
-    }
-
-    /// Records that the file failed, saying `error`.
-    pub fn fail_with(&mut self, error: String) {
-        self.failure = Some(Failure::of(&error));
-        self.error = Some(error);
-    }
-}
-
-/// Why every file of a `--dry-run` is left out.
-pub const DRY_RUN: &str = "dry run";
 
 /// Files up to this size have their checksum asked for with their `RETR` (ahead).
 const ASK_AHEAD_MAX: u64 = 64 << 20;

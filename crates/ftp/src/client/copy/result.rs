@@ -1,0 +1,65 @@
+//! What happened to each file of a copy, as the summary, `--json` and the exit code read it.
+
+use crate::client::failure::Failure;
+use serde::Serialize;
+
+/// What happened to one file.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FileResult {
+    /// Where the file came from (path or remote path).
+    pub source: String,
+    /// Where it went.
+    pub destination: String,
+    /// Bytes moved in this run (not counting a resumed prefix).
+    pub bytes: u64,
+    /// Bytes that were already at the destination when resuming.
+    pub resumed_from: u64,
+    /// Duration of the data phase (first to last byte), without login and commands.
+    pub data_seconds: Option<f64>,
+    /// Why the file failed, if it did.
+    pub error: Option<String>,
+    /// The kind of that failure (each kind has its exit code).
+    pub failure: Option<Failure>,
+    /// Why the file was left out on purpose (`--no-clobber`, `--update`, `--dry-run`).
+    pub skipped: Option<String>,
+    /// The source's size, for a file left out.
+    pub size: Option<u64>,
+    /// Not a copy: `destination` was removed (`--delete`; to be, in a `--dry-run`).
+    pub deleted: bool,
+    /// Peak of this end's socket buffer for the file, as the kernel accounts it (tuned copies).
+    pub peak_buffer: Option<u64>,
+    /// Peak buffer the server announced (fatpipe servers).
+    pub peer_peak_buffer: Option<u64>,
+    /// System limits that held a buffer below what the tuning asked.
+    pub capped: Vec<String>,
+    /// Data connections used (MODE E copies).
+    pub streams: Option<u32>,
+    /// Of those, connections the previous file left open.
+    pub reused_streams: u32,
+    /// Why `-p auto` opened streams or stopped (when this end sent).
+    pub stream_decisions: Vec<String>,
+    /// The congestion control the sending end switched to when it met random loss.
+    pub cc_on_random_loss: Option<String>,
+    /// What the UDP data channel did (`udp: …`), when the file moved over it.
+    pub udp: Option<String>,
+    /// Whether the file's data connections were TLS (`PROT P`; the login was then too).
+    pub tls: bool,
+    /// The checksum both ends agreed on, as `ALG:hex` (verified copies).
+    pub verified: Option<String>,
+}
+
+impl FileResult {
+    /// Records that the file failed with `error`, and the failure's kind.
+    pub fn fail(&mut self, error: &anyhow::Error) {
+        self.fail_with(format!("{error:#}"));
+    }
+
+    /// Records that the file failed, saying `error`.
+    pub fn fail_with(&mut self, error: String) {
+        self.failure = Some(Failure::of(&error));
+        self.error = Some(error);
+    }
+}
+
+/// Why every file of a `--dry-run` is left out.
+pub const DRY_RUN: &str = "dry run";
