@@ -13,7 +13,10 @@
 //! estimate (the highest delivered rate of the last ten round trips, the random
 //! loss share added back), probing 25 % above it one round trip in four and draining below it
 //! the next. At a sign of congestion it falls to 90 % of what the receiver got, and the
-//! estimate starts again from there.
+//! estimate starts again from there; signs that arrive within the round trip after (reports
+//! bunched behind a loss on the feedback connection) are the same congestion. A delivered
+//! rate measured over less than half a round trip never becomes the estimate (a receiver that
+//! ran late counts a burst into a few milliseconds).
 
 use super::{bounded, Feedback, RateControl, RateLimits};
 use std::collections::VecDeque;
@@ -63,6 +66,11 @@ const OVERLOAD: f64 = 0.3;
 /// Below this share of that estimate, with the queue empty, the rate grows every round trip
 /// (the competitor left).
 const RECOVER: f64 = 0.8;
+/// A delivered rate counts toward the bottleneck estimate only when measured over at least
+/// this share of a round trip (by the receiver's clock): a receiver that ran late counts a
+/// burst of packets into a few milliseconds (1.4 Gbit/s "delivered" on a gigabit path), and the
+/// estimate, the highest of its window, kept such outliers for ten round trips.
+const SAMPLE_SPAN: f64 = 0.5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -98,6 +106,10 @@ pub struct Steady {
     /// The round trip and packet size of the latest feedback.
     rtt: Duration,
     packet: u32,
+    /// When the rate last fell on a sign of congestion: its effect shows a round trip later,
+    /// and the signs before then (reports bunched behind a loss on the feedback connection)
+    /// are the same congestion.
+    backed_off: Option<Duration>,
 }
 
 impl Steady {
@@ -120,6 +132,7 @@ impl Steady {
             capacity: 0.0,
             rtt: Duration::ZERO,
             packet: 0,
+            backed_off: None,
         }
     }
 
@@ -151,6 +164,10 @@ impl Steady {
     fn decide(&mut self, f: &Feedback) {
         let loss = f.loss();
         let (delivered, loss_floor) = self.crossed(f);
+        // A short interval's rate is noise: it may set a drain, never the estimate.
+        let counts = f.interval.as_secs_f64() >= SAMPLE_SPAN * f.rtt.as_secs_f64();
+        // The same congestion as the last back-off's, seen before its effect could show.
+        let settling = self.backed_off.is_some_and(|at| f.now < at + f.rtt);
         Self::remember(&mut self.losses, loss);
         let limit = Self::queue_limit(f.rtt);
         let before = self.bottleneck();
@@ -165,20 +182,31 @@ impl Steady {
         if self.phase == Phase::Startup && (lossy || queued) {
             // Start-up overshot by up to its gain: what reached the receiver is the
             // bottleneck, and the queue start-up built drains below it.
-            Self::remember(&mut self.delivered, delivered);
+            if counts {
+                Self::remember(&mut self.delivered, delivered);
+            }
+            let estimate = match counts {
+                true => self.bottleneck(),
+                false => self.bottleneck().max(delivered),
+            };
             self.peak = self.peak.max(self.bottleneck());
             self.phase = Phase::Drain;
             self.flat = 0;
-            self.rate = DRAIN * self.bottleneck();
+            self.rate = DRAIN * estimate;
         } else if self.phase == Phase::Drain {
-            Self::remember(&mut self.delivered, delivered);
+            if counts {
+                Self::remember(&mut self.delivered, delivered);
+            }
             self.flat += 1;
             if f.queue <= limit / 2 || self.flat >= DRAIN_ROUNDS {
                 self.phase = Phase::Cruise;
                 self.cycle = 2;
                 self.rate = self.bottleneck();
             }
+        } else if (lossy || queued) && settling {
+            // Held: the last back-off has not reached the receiver yet.
         } else if lossy || queued {
+            self.backed_off = Some(f.now);
             let mut rate = self.rate.min(delivered) * BACKOFF;
             // Loss without a queue (a policer), or most packets lost at a full one (the path
             // has far less room than the floor): the path itself has less room now. Loss at a
@@ -195,7 +223,7 @@ impl Steady {
         } else {
             // A round trip the sender had less to send than the rate allows (the tail of the
             // transfer, resends only) says nothing about the path.
-            if delivered >= 0.5 * self.rate || self.phase == Phase::Startup {
+            if counts && (delivered >= 0.5 * self.rate || self.phase == Phase::Startup) {
                 Self::remember(&mut self.delivered, delivered);
             }
             self.peak = self.peak.max(self.bottleneck());
@@ -387,6 +415,54 @@ mod tests {
         // Half the truth: start-up and cruise's probing find the rest.
         let run = with_train(0.5e9);
         assert!(run.goodput_after(1.5) > 0.9 * 0.99e9, "{:?}", run.trace);
+    }
+
+    /// A report of `ms` receiver milliseconds at `now_ms` (sender's clock) in which `mbit`
+    /// Mbit/s arrived, with `queue_ms` of queue, 1 % lost, on a 100 ms path.
+    fn report(now_ms: u64, ms: u64, mbit: f64, queue_ms: u64) -> Feedback {
+        let packets = (mbit * 1e6 * ms as f64 / 1e3 / (1442.0 * 8.0)) as u64;
+        Feedback {
+            now: Duration::from_millis(now_ms),
+            interval: Duration::from_millis(ms),
+            delivered: packets,
+            lost: packets / 100,
+            queue: Duration::from_millis(queue_ms),
+            rtt: Duration::from_millis(100),
+            packet: 1442,
+        }
+    }
+
+    #[test]
+    fn a_burst_counted_into_a_short_report_does_not_become_the_estimate() {
+        // Start-up on a gigabit path: a round trip at 600 Mbit/s, then one at the gigabit.
+        let mut c = Steady::new(limits());
+        c.on_capacity(1e9);
+        c.on_feedback(&report(200, 100, 600.0, 0));
+        c.on_feedback(&report(300, 100, 980.0, 0));
+        // A receiver that ran late counts 14 ms of packets into 10: "1.4 Gbit/s", and the
+        // queue start-up built shows: start-up ends on this short report.
+        c.on_feedback(&report(310, 10, 1400.0, 15));
+        assert_eq!(c.state(), "drain");
+        // The queue drains at the bottleneck's rate over the next round trip.
+        c.on_feedback(&report(410, 100, 980.0, 1));
+        assert_eq!(c.state(), "cruise");
+        // Cruise goes on from the gigabit the path delivered, not from the burst.
+        assert!(c.rate() < 1.05e9, "{}", c.rate());
+    }
+
+    #[test]
+    fn reports_bunched_behind_a_stalled_feedback_connection_back_off_once() {
+        let mut path = UdpPath::new(1e9, 0.1, 0.01);
+        let mut c = Steady::new(limits());
+        path.run(&mut c, 3.0);
+        // Five round trips of reports held up by a loss on the feedback connection arrive at
+        // once, each showing the queue of the same moment: one back-off (to at least 0.9 of
+        // the cruise cycle's lowest rate, 0.75 of the gigabit), not one per report (0.49).
+        for i in 0..5 {
+            c.on_feedback(&report(3_100 + i, 100, 980.0, 40));
+        }
+        assert_eq!(c.state(), "backoff");
+        assert!(c.rate() > 0.65e9, "{}", c.rate());
     }
 
     #[test]

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Two fatpipe binaries' UDP channel on one lossy path, alternating: a 1 GiB download over the
+# testbed (100 ms, 1 Gbit/s, 1-BDP queue, stock profile, as root), server and client of the same
+# binary, `--transport udp --no-verify --no-path-memory`. Prints a markdown row per run: whole
+# command and data-phase Mbit/s, and the share of packets resent (R).
+# Usage (root): bench/udp-ab.sh OLD_BINARY NEW_BINARY   (env LOSSES="0.01 0.05", ROUNDS=3)
+set -euo pipefail
+old=$1 new=$2
+tb=fpab$$ dir=$(mktemp -d)
+head -c 1G /dev/zero > "$dir/f1g"
+srv=""
+cleanup() {
+    [ -n "$srv" ] && kill "$srv" 2> /dev/null || true
+    "$new" testbed down --name $tb > /dev/null 2>&1 || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+echo "| loss | binary | s | whole Mbit/s | data Mbit/s | R % |"
+echo "|---|---|---|---|---|---|"
+for loss in ${LOSSES:-0.01 0.05}; do
+    "$new" testbed up --name $tb --rtt 100ms --rate 1gbit --loss "$loss" --profile stock > /dev/null
+    for _ in $(seq "${ROUNDS:-3}"); do
+        for v in old new; do
+            bin=$old; [ $v = new ] && bin=$new
+            "$bin" testbed exec b --name $tb -- "$bin" serve --anonymous --root "$dir" \
+                --listen 198.18.0.2:2812 > /dev/null 2>&1 &
+            srv=$!
+            sleep 1
+            "$bin" testbed exec a --name $tb -- "$bin" cp --json --transport udp --no-verify \
+                --no-path-memory ftp://198.18.0.2:2812/f1g /dev/null > "$dir/cp.json" 2> /dev/null || true
+            kill "$srv"; wait "$srv" 2> /dev/null || true; srv=""
+            python3 - "$dir/cp.json" "$loss" "$v" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+f = d["files"][0]
+m = re.search(r"R = ([0-9.]+) %", f.get("udp") or "")
+data = f["bytes"] * 8 / f["data_seconds"] / 1e6 if f.get("data_seconds") else 0
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['seconds']:.2f} | {d['rate_mbit_s']:.0f} | {data:.0f} | {m.group(1) if m else '?'} |")
+PY
+        done
+    done
+    "$new" testbed down --name $tb > /dev/null
+done
