@@ -2,27 +2,17 @@
 //! what differs (rclone's `check`, `diff -r` for a remote tree).
 
 use crate::credentials;
+use crate::selection::Selection;
 use fatpipe_ftp::client::check::{self, Compared, Verdict};
 use fatpipe_ftp::client::copy::CopyOptions;
 use fatpipe_ftp::client::failure::Failure;
-use fatpipe_ftp::client::filter::Filter;
 use std::process::ExitCode;
 
 /// Options of `fatpipe check`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Sources, then where their copies are: local paths and ftp:// URLs as for `cp`.
-    #[arg(value_name = "SRC... DST", required = true)]
-    paths: Vec<String>,
-    /// Compare directory trees.
-    #[arg(short = 'r', long)]
-    recursive: bool,
-    /// Compare only files matching GLOB (as for `cp`). Repeatable.
-    #[arg(long, value_name = "GLOB")]
-    include: Vec<String>,
-    /// Leave out files matching GLOB (as for `cp`). Repeatable.
-    #[arg(long, value_name = "GLOB")]
-    exclude: Vec<String>,
+    #[command(flatten)]
+    files: Selection,
     /// Compare sizes only, no checksums.
     #[arg(long)]
     size_only: bool,
@@ -40,10 +30,10 @@ pub struct Args {
 /// exits 0 when every copy is the same, 5 when only some are missing, 10 when only some
 /// differ, 1 for both.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let ends = credentials::Endpoints::parse(&a.paths, "fatpipe check SRC... DST")?;
+    let ends = a.files.endpoints("fatpipe check SRC... DST")?;
     let opts = CopyOptions {
-        recursive: a.recursive,
-        filter: Filter::new(&a.include, &a.exclude)?,
+        recursive: a.files.recursive,
+        filter: a.files.filter()?,
         timeout: a.session.timeout,
         tls: a.session.tls(),
         ..CopyOptions::default()

@@ -3,7 +3,6 @@
 //! talks to a server shares (`--timeout`, `--tls`, `--ca`).
 
 use anyhow::bail;
-use fatpipe_ftp::client::failure::misuse;
 use fatpipe_ftp::client::{Connection, Credentials, Location, RemoteUrl, TlsMode, TlsPolicy};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -34,49 +33,6 @@ impl SessionArgs {
 
 /// The environment variable holding the password, so it never has to be on a command line.
 pub const PASSWORD_ENV: &str = "FATPIPE_PASSWORD";
-
-/// What `cp` and `check` name: sources, then a destination (the last path), and the login
-/// for the server among them.
-pub struct Endpoints {
-    /// The sources.
-    pub srcs: Vec<Location>,
-    /// The destination.
-    pub dst: Location,
-    /// The login for the server named ([`Endpoints::remote`]); anonymous when none is.
-    pub creds: Credentials,
-}
-
-impl Endpoints {
-    /// Reads `paths` (at least two: a usage error naming `usage` otherwise).
-    pub fn parse(paths: &[String], usage: &str) -> anyhow::Result<Endpoints> {
-        let (dst, srcs) = match paths.split_last() {
-            Some((dst, srcs)) if !srcs.is_empty() => (dst, srcs),
-            _ => return Err(misuse(format!("name a source and a destination: {usage}"))),
-        };
-        let srcs = srcs
-            .iter()
-            .map(|s| Location::parse(s))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let dst = Location::parse(dst)?;
-        let mut e = Endpoints {
-            srcs,
-            dst,
-            creds: Credentials::anonymous(),
-        };
-        if let Some(u) = e.remote() {
-            e.creds = for_url(u)?;
-        }
-        Ok(e)
-    }
-
-    /// The first server named, sources first.
-    pub fn remote(&self) -> Option<&RemoteUrl> {
-        self.srcs.iter().chain([&self.dst]).find_map(|l| match l {
-            Location::Remote(u) => Some(u),
-            _ => None,
-        })
-    }
-}
 
 /// Credentials for `url`: the URL's user, or the netrc's for its host, or anonymous; the
 /// password from the URL, the environment, the netrc (for that user), or a prompt.

@@ -32,6 +32,7 @@ mod plot;
 mod plot_lab;
 mod progress;
 mod remote;
+mod selection;
 mod serve;
 mod testbed;
 mod tuning;

@@ -131,15 +131,19 @@ fn delete_mirrors_both_ways_and_keeps_what_is_excluded() {
     std::fs::write(local("f1.fatpipe-part"), b"3").unwrap();
     // Excluded from the copy, but the source holds it: kept.
     std::fs::write(local("f2"), b"mine").unwrap();
-    let out = run_ok(&mut fatpipe_cmd(&[
-        "cp",
-        "-r",
-        "--delete",
-        "--exclude",
-        "f2",
-        &s.url("t"),
-        dst,
-    ]));
+    // A download mirror, `f2` excluded.
+    let mirror = || {
+        run_ok(&mut fatpipe_cmd(&[
+            "cp",
+            "-r",
+            "--delete",
+            "--exclude",
+            "f2",
+            &s.url("t"),
+            dst,
+        ]))
+    };
+    let out = mirror();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("3 files copied, 2 deleted"), "{err}");
     assert!(!local("old").exists() && !local("stale").exists());
@@ -153,15 +157,7 @@ fn delete_mirrors_both_ways_and_keeps_what_is_excluded() {
     let elsewhere = tempfile::tempdir().unwrap();
     std::fs::write(elsewhere.path().join("precious"), b"5").unwrap();
     std::os::unix::fs::symlink(elsewhere.path(), local("sub")).unwrap();
-    run_ok(&mut fatpipe_cmd(&[
-        "cp",
-        "-r",
-        "--delete",
-        "--exclude",
-        "f2",
-        &s.url("t"),
-        dst,
-    ]));
+    mirror();
     assert!(elsewhere.path().join("precious").exists());
     std::fs::remove_file(local("sub")).unwrap();
     std::fs::remove_dir_all(s.path("t/sub")).unwrap();

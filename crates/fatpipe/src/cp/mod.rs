@@ -1,6 +1,7 @@
 //! `fatpipe cp`: copy a file or tree, with a progress bar on a terminal and a summary at the end.
 
 use crate::credentials;
+use crate::selection::Selection;
 
 mod report;
 use crate::progress::{Finished, Progress};
@@ -8,7 +9,6 @@ use crate::tuning::TuneArgs;
 use anyhow::Context;
 use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Verify};
 use fatpipe_ftp::client::failure::Failure;
-use fatpipe_ftp::client::filter::Filter;
 use fatpipe_ftp::client::path_memory::{self, PathMemory};
 use fatpipe_ftp::client::sync::Existing;
 use fatpipe_ftp::client::transport::{self, Asked};
@@ -25,26 +25,11 @@ use std::time::{Duration, Instant};
 /// Options of `fatpipe cp`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Sources, then the destination. A source is a local path or
-    /// ftp://[user[:password]@]host[:port]/path, whose last component may be a glob (quote it:
-    /// 'ftp://host/data/*.h5'); all sources are local or all on one server. The destination is
-    /// a local path, `-` for standard output, or an ftp:// URL; several sources go into it as a
-    /// directory (made if missing).
-    #[arg(value_name = "SRC... DST", required = true)]
-    paths: Vec<String>,
-    /// Copy directory trees.
-    #[arg(short = 'r', long)]
-    recursive: bool,
+    #[command(flatten)]
+    files: Selection,
     /// Make missing directories at the destination (always done with -r and several sources).
     #[arg(long)]
     create_dirs: bool,
-    /// Copy only files matching GLOB: a name (`*.h5`, matched anywhere in a tree) or a path
-    /// below the source (`run1/*.h5`; `**` spans directories). Repeatable.
-    #[arg(long, value_name = "GLOB")]
-    include: Vec<String>,
-    /// Leave out files and directories matching GLOB (as --include; wins over it). Repeatable.
-    #[arg(long, value_name = "GLOB")]
-    exclude: Vec<String>,
     /// Copy the files listed in FILE (one per line, relative to the one source directory;
     /// blank lines and lines starting with # are skipped; `-`: standard input).
     #[arg(long, value_name = "FILE")]
@@ -207,7 +192,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 transport: None,
                 files: &[],
             };
-            report::print_json(&summary, a.paths.last().is_some_and(|d| d == "-"))?;
+            report::print_json(&summary, a.files.paths.last().is_some_and(|d| d == "-"))?;
             Ok(ExitCode::from(failure.exit_code()))
         }
         Err(e) => Err(e),
@@ -216,7 +201,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
 
 /// The copy itself (see [`run`]).
 fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
-    let ends = credentials::Endpoints::parse(&a.paths, "fatpipe cp SRC... DST")?;
+    let ends = a.files.endpoints("fatpipe cp SRC... DST")?;
     let (srcs, dst, creds) = (&ends.srcs, &ends.dst, &ends.creds);
     let remote = ends.remote();
     // `-p auto` remembers per server where its streams ended, for the next copy.
@@ -237,7 +222,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
         })
     });
     let mut tune = a.tune.config("client")?;
-    let several = several_at_once(&a.paths, a.recursive || a.from.is_some());
+    let several = several_at_once(&a.files.paths, a.files.recursive || a.from.is_some());
     // The last copy to this server met random loss: this one starts on the control it took.
     let carried = match (&tune.cc, &recalled) {
         (None, Some((r, server))) if !several => r.cc.clone().inspect(|cc| {
@@ -283,9 +268,9 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
         udp_choice(a, stats.clone(), &progress, learned)
     };
     let opts = CopyOptions {
-        recursive: a.recursive,
+        recursive: a.files.recursive,
         create_dirs: a.create_dirs,
-        filter: Filter::new(&a.include, &a.exclude)?,
+        filter: a.files.filter()?,
         from: a.from.as_deref().map(read_list).transpose()?,
         concurrency: a.concurrency.fixed(),
         limit_rate: a.limit_rate_per_file,
