@@ -175,25 +175,10 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     match copy_all(&a, verbose) {
         Ok(code) => Ok(code),
         Err(e) if a.json => {
-            let failure = Failure::of_error(&e);
             say!("fatpipe: error: {e:#}");
-            let summary = report::Summary {
-                ok: false,
-                error: Some(format!("{e:#}")),
-                failure: Some(failure),
-                exit_code: failure.exit_code(),
-                files_ok: 0,
-                files_failed: 0,
-                files_left_out: 0,
-                files_deleted: 0,
-                bytes: 0,
-                seconds: 0.0,
-                rate_mbit_s: 0.0,
-                transport: None,
-                files: &[],
-            };
+            let summary = report::Summary::before_first_file(&e);
             report::print_json(&summary, a.files.paths.last().is_some_and(|d| d == "-"))?;
-            Ok(ExitCode::from(failure.exit_code()))
+            Ok(ExitCode::from(summary.exit_code))
         }
         Err(e) => Err(e),
     }

@@ -59,11 +59,7 @@ impl Ending<'_> {
             files_ok: self.copied(),
             files_failed: failed,
             files_left_out: self.left_out(),
-            files_deleted: self
-                .results
-                .iter()
-                .filter(|r| r.deleted && r.error.is_none())
-                .count(),
+            files_deleted: deleted(self.results),
             bytes: self.bytes(),
             seconds: self.seconds,
             rate_mbit_s: self.bytes() as f64 * 8.0 / self.seconds.max(1e-9) / 1e6,
@@ -85,11 +81,13 @@ impl Ending<'_> {
                 say!("fatpipe: failed: {name}: {e}");
             }
         }
-        let never = |r: &FileResult| r.error.as_deref().is_some_and(|e| e.starts_with(NOT_BEGUN));
-        let not_begun = results.iter().filter(|r| never(r)).count();
+        let not_begun = results.iter().filter(|r| never_begun(r)).count();
         if self.interrupted {
             // Begun and stopped: what arrived is kept (a part file here, the server's file).
-            let partial = results.iter().filter(|r| stopped(r) && !never(r)).count();
+            let partial = results
+                .iter()
+                .filter(|r| stopped(r) && !never_begun(r))
+                .count();
             say!(
                 "fatpipe: interrupted: {} of {} file(s) copied, {partial} in part (kept), \
                  {not_begun} not begun; run the same command with --resume to continue",
@@ -177,8 +175,12 @@ fn deleted(results: &[FileResult]) -> usize {
 /// Whether a file was stopped by Ctrl-C, or never begun after a disk filled: such files are
 /// told in one line, not one each.
 fn stopped(r: &FileResult) -> bool {
-    r.failure == Some(Failure::Interrupted)
-        || r.error.as_deref().is_some_and(|e| e.starts_with(NOT_BEGUN))
+    r.failure == Some(Failure::Interrupted) || never_begun(r)
+}
+
+/// Whether a file was never begun (the copy stopped before its turn).
+fn never_begun(r: &FileResult) -> bool {
+    r.error.as_deref().is_some_and(|e| e.starts_with(NOT_BEGUN))
 }
 
 /// The `--json` summary.
@@ -202,6 +204,28 @@ pub(super) struct Summary<'a> {
     pub rate_mbit_s: f64,
     pub transport: Option<TransportReport>,
     pub files: &'a [FileResult],
+}
+
+impl Summary<'_> {
+    /// The summary of a copy that failed before its first file, with `error`.
+    pub fn before_first_file(error: &anyhow::Error) -> Summary<'static> {
+        let failure = Failure::of_error(error);
+        Summary {
+            ok: false,
+            error: Some(format!("{error:#}")),
+            failure: Some(failure),
+            exit_code: failure.exit_code(),
+            files_ok: 0,
+            files_failed: 0,
+            files_left_out: 0,
+            files_deleted: 0,
+            bytes: 0,
+            seconds: 0.0,
+            rate_mbit_s: 0.0,
+            transport: None,
+            files: &[],
+        }
+    }
 }
 
 /// The `--json` summary's account of the transport: which, whether asked for, and why.

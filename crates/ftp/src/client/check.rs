@@ -3,8 +3,9 @@
 //! looked up, sizes compared, then checksums (the fastest algorithm both ends know; local
 //! files hashed here, remote ones by the server's `CKSM`).
 
-use super::copy::{sides, CopyOptions, Verify};
-use super::plan::{self, Job};
+use super::copy::{plan_files, sides, CopyOptions, Verify};
+use super::failure::misuse;
+use super::plan::Job;
 use super::sync::RemoteDirs;
 use super::verify::verify_copy;
 use super::{pool, Credentials, Location};
@@ -46,24 +47,18 @@ pub fn check(
     opts: &CopyOptions,
     size_only: bool,
 ) -> anyhow::Result<Vec<Compared>> {
+    if *dst == Location::Stdout {
+        return Err(misuse("check compares with a local path or an ftp:// URL"));
+    }
     let (remote, paths, download) = sides(srcs, dst)?;
     let mut c = pool::session(remote, creds, opts, false)?;
-    let req = plan::Request {
-        sources: &paths,
-        from: opts.from.as_deref(),
-        recursive: opts.recursive,
+    // Planned as the copy would be, changing nothing (a missing directory is no error).
+    let planning = CopyOptions {
         create_dirs: true,
-        filter: &opts.filter,
         dry_run: true,
+        ..opts.clone()
     };
-    let jobs = match (download, dst) {
-        (true, Location::Local(p)) => plan::download(&mut c, &req, Some(p)),
-        (false, _) => plan::upload(&mut c, &req, &remote.path),
-        _ => Err(super::failure::misuse(
-            "check compares with a local path or an ftp:// URL",
-        )),
-    };
-    let jobs = match jobs {
+    let jobs = match plan_files(&mut c, (remote, &paths, download), dst, &planning) {
         Ok(plan) => plan.jobs,
         Err(e) => {
             c.quit();

@@ -279,10 +279,14 @@ fn retry_file<'a>(copier: &mut Copier<'a>, server: &'a Server<'a>, job: &Job) {
     let first_failure = Instant::now();
     let mut pause = None;
     loop {
-        let Some(error) = copier.results.last().and_then(|r| r.error.clone()) else {
+        let Some((error, failure)) = copier
+            .results
+            .last()
+            .and_then(|r| Some((r.error.clone()?, r.failure?)))
+        else {
             return;
         };
-        if !retry::transient(&error) || copier.obs.stop_requested() {
+        if !failure.transient() || copier.obs.stop_requested() {
             return;
         }
         let wait = retry::next_pause(pause);

@@ -2,7 +2,8 @@
 //! the server restarts, silent past `--timeout`, a `421`/`425`/`426`) is tried again over a new
 //! session after a pause that doubles (1 s up to 30 s), continuing from what arrived as
 //! `--resume` does, until `--retry-for` has passed since its first failure. A refusal (a missing
-//! file, a login, a full disk, a checksum) is never retried.
+//! file, a login, a full disk, a checksum) is never retried (`Failure::transient` tells them
+//! apart).
 
 use std::time::Duration;
 
@@ -10,11 +11,6 @@ use std::time::Duration;
 pub(super) const FIRST_PAUSE: Duration = Duration::from_secs(1);
 /// The longest pause between attempts.
 pub(super) const MAX_PAUSE: Duration = Duration::from_secs(30);
-
-/// Whether a file's error (as its result records it) is a lost connection worth a new session.
-pub(super) fn transient(error: &str) -> bool {
-    super::failure::Failure::of(error).transient()
-}
 
 /// The pause after `previous` (none: the first).
 pub(super) fn next_pause(previous: Option<Duration>) -> Duration {

@@ -139,20 +139,7 @@ pub fn copy(
 ) -> anyhow::Result<Vec<FileResult>> {
     let (remote, paths, download) = sides(srcs, dst)?;
     let mut conn = pool::session(remote, creds, opts, !download)?;
-    let req = plan::Request {
-        sources: &paths,
-        from: opts.from.as_deref(),
-        recursive: opts.recursive,
-        create_dirs: opts.create_dirs,
-        filter: &opts.filter,
-        dry_run: opts.dry_run,
-    };
-    let planned = match (download, dst) {
-        (true, Location::Local(p)) => plan::download(&mut conn, &req, Some(p)),
-        (true, _) => plan::download(&mut conn, &req, None),
-        (false, _) => plan::upload(&mut conn, &req, &remote.path),
-    };
-    let planned = match planned {
+    let planned = match plan_files(&mut conn, (remote, &paths, download), dst, opts) {
         Ok(planned) => planned,
         Err(e) => {
             conn.quit();
@@ -188,6 +175,29 @@ pub fn copy(
     let mut results = pool::run(conn, sessions, remote, creds, opts, obs, jobs);
     results.append(&mut left_out);
     Ok(results)
+}
+
+/// The files of a copy of `paths` (on `remote` or here, as `sides` found them) to `dst`, as
+/// `opts` asks (a dry run makes no directory).
+pub(super) fn plan_files(
+    c: &mut Connection,
+    (remote, paths, download): (&RemoteUrl, &[String], bool),
+    dst: &Location,
+    opts: &CopyOptions,
+) -> anyhow::Result<plan::Planned> {
+    let req = plan::Request {
+        sources: paths,
+        from: opts.from.as_deref(),
+        recursive: opts.recursive,
+        create_dirs: opts.create_dirs,
+        filter: &opts.filter,
+        dry_run: opts.dry_run,
+    };
+    match (download, dst) {
+        (true, Location::Local(p)) => plan::download(c, &req, Some(p)),
+        (true, _) => plan::download(c, &req, None),
+        (false, _) => plan::upload(c, &req, &remote.path),
+    }
 }
 
 /// The server of a copy, the source paths on the side they are on, and whether it is a
