@@ -59,6 +59,16 @@ fn feat_opts_and_sbuf_answer_as_specified() {
         (200, "OPTS DRS ON;Tuning=drs-classic")
     );
     assert_eq!(c.cmd("OPTS DRS OFF").1, "OPTS DRS OFF;Tuning=drs-classic");
+    // A client that will not verify tells the server to stop hashing beside its transfers.
+    assert_eq!(
+        c.cmd("OPTS DRS Hash=off").1,
+        "OPTS DRS OFF;Tuning=drs-classic;Hash=off"
+    );
+    assert_eq!(c.cmd("OPTS DRS Hash=md5").0, 501);
+    assert_eq!(
+        c.cmd("OPTS DRS Hash=xxh3").1,
+        "OPTS DRS OFF;Tuning=drs-classic"
+    );
     assert_eq!(c.cmd("OPTS DRS Turbo=1").0, 501);
     assert_eq!(c.cmd("OPTS DRS Tuning=warp").0, 501);
     assert_eq!(c.cmd("OPTS DRS").0, 501);
@@ -211,4 +221,32 @@ fn a_cap_met_before_connecting_is_reported() {
         err.contains("limit: receive buffer capped at") && err.contains("net.core.rmem_max"),
         "{err}"
     );
+}
+
+#[test]
+fn a_copy_that_does_not_verify_tells_the_server_not_to_hash() {
+    let s = server();
+    let work = tempfile::tempdir().unwrap();
+    random_file(&s.path("f.bin"), 3 << 20, 9);
+    let log = |dst: &std::path::Path| {
+        let out = run_ok(
+            fatpipe_cmd(&["cp", "-vv", "--json"])
+                .arg(s.url("f.bin"))
+                .arg(dst),
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let verified = json["files"][0]["verified"].as_str().map(String::from);
+        (String::from_utf8_lossy(&out.stderr).into_owned(), verified)
+    };
+    let (to_null, verified) = log(std::path::Path::new("/dev/null"));
+    assert!(to_null.contains("OPTS DRS Hash=off"), "{to_null}");
+    assert_eq!(verified, None);
+    let file = work.path().join("f.bin");
+    let (to_file, verified) = log(&file);
+    assert!(!to_file.contains("Hash="), "{to_file}");
+    assert!(
+        verified.is_some_and(|v| v.starts_with("XXH3:")),
+        "{to_file}"
+    );
+    assert_same(&s.path("f.bin"), &file);
 }

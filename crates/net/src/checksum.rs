@@ -11,6 +11,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// Bytes read and hashed at a time: small enough that the copy out of the page cache is still
+/// in the core's cache when the hash reads it (a 1 GiB file from tmpfs, XXH3: 0.64 s with
+/// 1 MiB reads, 0.24 s with 256 KiB, docs/cpu-cost.md).
+const HASH_CHUNK: usize = 256 << 10;
+
 /// The lowercase hex checksum of `length` bytes of `file` from `offset` (`None`: to the end).
 pub fn checksum(
     file: &File,
@@ -27,7 +32,7 @@ pub fn checksum(
     }
     let end = length.map_or(size, |l| offset.saturating_add(l).min(size));
     let mut state = State::new(alg);
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; HASH_CHUNK];
     let mut at = offset;
     while at < end {
         let want = ((end - at) as usize).min(buf.len());
@@ -116,7 +121,7 @@ fn follow(
     ready: impl Fn() -> u64,
 ) -> io::Result<String> {
     let mut state = State::new(alg);
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; HASH_CHUNK];
     let mut at = 0u64;
     let mut wait = LOOK;
     loop {

@@ -60,6 +60,8 @@ struct Shared {
     choosing: Mutex<Option<Choosing>>,
     /// A receiver whose sending peer said it paces.
     peer_paces: AtomicBool,
+    /// Cores this process may run on.
+    cores: u32,
 }
 
 /// What a transfer's end has to tell its peer over the control channel while it runs.
@@ -130,6 +132,7 @@ impl Conductor {
             control: Mutex::default(),
             choosing: Mutex::new(choose.then(Choosing::default)),
             peer_paces: AtomicBool::new(false),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
         }))
     }
 
@@ -319,12 +322,13 @@ impl Conductor {
         }) && streams <= 1
     }
 
-    /// Every connection's `TCP_INFO`, in the order they were made, and the send buffers'
-    /// memory: what the per-transfer policies observe.
-    fn streams(&self) -> (Vec<fatpipe_tune::TcpStats>, u64) {
+    /// Every connection's `TCP_INFO` and its thread's CPU time, in the order they were made,
+    /// and the send buffers' memory: what the per-transfer policies observe.
+    fn streams(&self) -> (Vec<fatpipe_tune::TcpStats>, Vec<Option<Duration>>, u64) {
         let tuners = self.tuners();
         let streams: Vec<_> = tuners.iter().map(Tuner::tcp).collect();
-        (streams, tuners.iter().map(Tuner::send_buffer).sum())
+        let cpu: Vec<_> = tuners.iter().map(Tuner::cpu_used).collect();
+        (streams, cpu, tuners.iter().map(Tuner::send_buffer).sum())
     }
 
     /// Whether a per-transfer policy still has something to decide.
@@ -351,11 +355,13 @@ impl Conductor {
             }
             *next = now + POLICY_TICK;
         }
-        let (streams, memory) = self.streams();
+        let (streams, cpu, memory) = self.streams();
         let obs = Observation {
             now: now.saturating_duration_since(self.0.started),
             streams: &streams,
             memory,
+            cpu: &cpu,
+            cores: self.0.cores,
         };
         self.choose_cc(&obs);
         self.grow_streams(&obs);

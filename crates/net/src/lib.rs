@@ -22,6 +22,7 @@ mod sockopt;
 pub mod stall;
 pub mod tcpinfo;
 pub mod telemetry;
+pub mod thread_clock;
 pub mod tls;
 pub mod tuner;
 pub mod udp;

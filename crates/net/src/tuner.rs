@@ -109,6 +109,9 @@ pub struct Tuner {
     caps: BTreeSet<String>,
     /// Caps met at set-up, reported with the first record.
     initial_caps: Vec<String>,
+    /// The CPU clock of the thread that moves the connection's bytes (the one that started
+    /// the tuner, on the connection's callback).
+    clock: Option<crate::thread_clock::ThreadClock>,
 }
 
 impl Tuner {
@@ -151,6 +154,7 @@ impl Tuner {
             summary: TuneSummary::default(),
             caps: BTreeSet::new(),
             initial_caps: Vec::new(),
+            clock: crate::thread_clock::ThreadClock::current(),
         };
         initial.extend(t.cfg.control.apply(sock.as_fd(), &setup.after_connect)?);
         t.caps.extend(initial.iter().cloned());
@@ -240,6 +244,11 @@ impl Tuner {
     /// The connection's `TCP_INFO` now (zeros when it cannot be read).
     pub fn tcp(&self) -> fatpipe_tune::TcpStats {
         tcp_stats(self.sock.as_fd()).unwrap_or_default()
+    }
+
+    /// CPU time the thread that moves the connection's bytes has used so far.
+    pub fn cpu_used(&self) -> Option<Duration> {
+        self.clock.and_then(|c| c.used())
     }
 
     /// The send buffer as the kernel accounts it now.

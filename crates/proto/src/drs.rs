@@ -7,6 +7,9 @@
 //!   `OPTS DRS Tuning=<mode>` picks the server's tuning mode for the session, `Pacing=<law>`
 //!   how its sending connections are paced, `CC=<name>` their congestion control. Items
 //!   combine with `;`: `OPTS DRS ON;Tuning=drs;Pacing=adaptive;CC=bbr`.
+//!   `Hash=off` tells the server that the client will not ask for the checksum of the files
+//!   it moves (`--no-verify`, a copy to a device): the server stops hashing them beside their
+//!   transfers; `Hash=xxh3` (the default) asks for that again.
 //! - `OPTS DRS Paced=<name>` during an upload tells the server that the client's sending
 //!   connections run a congestion control that paces itself (bbr); `126 PACED <name>: …`
 //!   tells a client the same of a download's server.
@@ -28,6 +31,9 @@ pub struct DrsOpts {
     /// `Paced=<name>`: the client's sending connections are paced (by this self-pacing
     /// control, or `tcp`).
     pub paced: Option<String>,
+    /// `Hash=xxh3|off`: whether the server hashes each whole file it moves beside its
+    /// transfer, for the checksum the client asks next (checked by the caller).
+    pub hash: Option<String>,
 }
 
 impl DrsOpts {
@@ -44,6 +50,7 @@ impl DrsOpts {
                         "pacing" => &mut o.pacing,
                         "cc" => &mut o.cc,
                         "paced" => &mut o.paced,
+                        "hash" => &mut o.hash,
                         _ => return Err(format!("unknown DRS option {item:?}")),
                     };
                     *slot = Some(v.trim().to_string());
@@ -52,7 +59,7 @@ impl DrsOpts {
             }
         }
         if o == DrsOpts::default() {
-            return Err("OPTS DRS needs ON, OFF, Tuning=, Pacing=, CC= or Paced=".into());
+            return Err("OPTS DRS needs ON, OFF, Tuning=, Pacing=, CC=, Paced= or Hash=".into());
         }
         Ok(o)
     }
@@ -74,6 +81,7 @@ impl std::fmt::Display for DrsOpts {
             ("Pacing", &self.pacing),
             ("CC", &self.cc),
             ("Paced", &self.paced),
+            ("Hash", &self.hash),
         ] {
             if let Some(v) = v {
                 items.push(format!("{k}={v}"));
@@ -141,6 +149,10 @@ mod tests {
         assert!(DrsOpts::parse("").is_err());
         assert!(DrsOpts::parse("ON;Turbo=1").is_err());
         assert!(DrsOpts::parse("Tuning=").is_err());
+        assert_eq!(
+            DrsOpts::parse("Hash=off").map(|o| o.hash),
+            Ok(Some("off".into()))
+        );
     }
 
     proptest! {
@@ -151,8 +163,9 @@ mod tests {
             pacing in proptest::option::of("[a-z]{1,8}"),
             cc in proptest::option::of("[a-z0-9_]{1,8}"),
             paced in proptest::option::of("[a-z0-9_]{1,8}"),
+            hash in proptest::option::of("[a-z0-9]{1,8}"),
         ) {
-            let o = DrsOpts { notify, tuning: Some(t), pacing, cc, paced };
+            let o = DrsOpts { notify, tuning: Some(t), pacing, cc, paced, hash };
             let text = o.to_string();
             prop_assert_eq!(DrsOpts::parse(text.trim_start_matches("DRS ")), Ok(o));
         }

@@ -105,6 +105,7 @@ mod tests {
             now: Duration::ZERO,
             streams: &[s, s],
             memory: 0,
+            ..Observation::default()
         })
     }
 
@@ -137,6 +138,7 @@ mod tests {
                 // 20 ms path: one stream 8 % above the minimum, its siblings at it.
                 streams: &[stream(21_600, retrans), stream(20_300, retrans)],
                 memory: 0,
+                ..Observation::default()
             })
         };
         assert_eq!(look(0), None);
@@ -153,6 +155,7 @@ mod tests {
                 now: Duration::ZERO,
                 streams: &[stream(30_000, retrans), stream(0, 0)],
                 memory: 0,
+                ..Observation::default()
             };
             assert_eq!(p.observe(&o), None);
         }

@@ -207,6 +207,7 @@ pub fn run_streams(
             now: Duration::from_millis(u64::from(tick) * 100),
             streams: &obs,
             memory: (window as u64) * 2 * streams.len() as u64,
+            ..Observation::default()
         };
         if let Some(c) = p.observe(&o) {
             streams.extend((0..c.add).map(|_| (TcpStats::default(), now)));

@@ -114,6 +114,7 @@ fn look(p: &mut StreamPolicy, ms: u64, streams: &[TcpStats]) -> Option<StreamCha
         now: Duration::from_millis(ms),
         streams,
         memory: 1,
+        ..Observation::default()
     })
 }
 
@@ -454,4 +455,132 @@ fn under_bbr_a_queue_with_losses_must_stand_to_fill_the_path() {
     assert!(!p.is_settled(), "a queue seen once, losses beside it");
     assert_eq!(next(&mut p, 600), None);
     assert!(p.is_settled(), "seen twice running: it stands");
+}
+
+/// `p` sees `streams` at `ms`, their sending threads having used `cpu_ms` each so far, on a
+/// host of `cores`.
+fn look_cpu(
+    p: &mut StreamPolicy,
+    ms: u64,
+    streams: &[TcpStats],
+    cpu_ms: u64,
+    cores: u32,
+) -> Option<StreamChange> {
+    let cpu = vec![Some(Duration::from_millis(cpu_ms)); streams.len()];
+    p.observe(&Observation {
+        now: Duration::from_millis(ms),
+        streams,
+        memory: 1,
+        cpu: &cpu,
+        cores,
+    })
+}
+
+/// Loopback as measured on a 16-core host: a 30 µs path whose lone stream's smoothed RTT
+/// stands at 3.3 ms (10 900 % above the minimum), a few segments retransmitted.
+fn loopback_stream(bytes: u64, retrans: u32) -> TcpStats {
+    TcpStats {
+        bytes_acked: bytes,
+        total_retrans: retrans,
+        busy_us: 1,
+        ..stream(3_300, 30, 4 << 20)
+    }
+}
+
+#[test]
+fn a_stream_whose_thread_is_busy_gets_company_up_to_the_cores_until_the_rate_stops_growing() {
+    let mut p = StreamPolicy::new(WIDE);
+    assert_eq!(look_cpu(&mut p, 0, &[loopback_stream(0, 0)], 0, 16), None);
+    // 150 ms at 37 Gbit/s, the thread busy 95 % of it: the CPU holds the stream, not the
+    // path, whatever its RTT says.
+    let s = loopback_stream(693_750_000, 8);
+    let c = look_cpu(&mut p, 150, &[s], 142, 16).expect("a step");
+    assert_eq!(c.add, 7, "{}", c.reason);
+    assert!(c.reason.contains("95 % busy"), "{}", c.reason);
+    // The new streams are judged once they were open for a whole period.
+    let mut eight = vec![loopback_stream(1_000_000_000, 8); 8];
+    eight[0] = loopback_stream(1_200_000_000, 8);
+    assert_eq!(look_cpu(&mut p, 450, &eight, 400, 16), None);
+    // 300 ms later the eight carry 160 Gbit/s, still busy: twice as many, the cores' count.
+    let later: Vec<_> = eight
+        .iter()
+        .map(|s| TcpStats {
+            bytes_acked: s.bytes_acked + 750_000_000,
+            ..*s
+        })
+        .collect();
+    let c = look_cpu(&mut p, 750, &later, 680, 16).expect("a second step");
+    assert_eq!(c.add, 8, "{}", c.reason);
+    // Sixteen that carry no more than 10 % over the eight: the rate stopped growing.
+    let mut sixteen = later.clone();
+    sixteen.extend(vec![loopback_stream(0, 0); 8]);
+    assert_eq!(look_cpu(&mut p, 1050, &sixteen, 950, 16), None);
+    let flat: Vec<_> = sixteen
+        .iter()
+        .map(|s| TcpStats {
+            bytes_acked: s.bytes_acked + 400_000_000,
+            ..*s
+        })
+        .collect();
+    assert_eq!(look_cpu(&mut p, 1350, &flat, 1220, 16), None);
+    assert!(p.is_settled());
+    assert!(
+        p.log.last().is_some_and(|l| l.contains("stopped growing")),
+        "{:?}",
+        p.log
+    );
+}
+
+#[test]
+fn a_busy_stream_on_two_cores_gets_one_companion_and_an_idle_one_none() {
+    let mut p = StreamPolicy::new(WIDE);
+    assert_eq!(look_cpu(&mut p, 0, &[loopback_stream(0, 0)], 0, 2), None);
+    let c = look_cpu(&mut p, 150, &[loopback_stream(200_000_000, 3)], 140, 2).expect("a step");
+    assert_eq!(c.add, 1, "{}", c.reason);
+    assert!(c.reason.contains("2 cores"), "{}", c.reason);
+    // The same queue with a thread mostly idle: the path (or the peer) is the limit, as before.
+    let mut p = StreamPolicy::new(WIDE);
+    assert_eq!(look_cpu(&mut p, 0, &[loopback_stream(0, 0)], 0, 16), None);
+    assert_eq!(
+        look_cpu(&mut p, 150, &[loopback_stream(200_000_000, 3)], 40, 16),
+        None
+    );
+    assert!(p.is_settled());
+    assert!(
+        p.log.last().is_some_and(|l| l.contains("fill the path")),
+        "{:?}",
+        p.log
+    );
+}
+
+#[test]
+fn on_a_short_path_a_stream_held_by_the_peer_s_window_gets_company_on_a_long_one_not() {
+    // The receiver writes into tmpfs slower than the sender sends: the peer's window holds
+    // the stream 80 % of the time, its sending thread is 30 % busy, its RTT stretched.
+    let run = |min_rtt_us: u32, rtt_us: u32| {
+        let mut p = StreamPolicy::new(WIDE);
+        let s = TcpStats {
+            busy_us: 1,
+            ..stream(rtt_us, min_rtt_us, 4 << 20)
+        };
+        assert_eq!(look_cpu(&mut p, 0, &[s], 0, 16), None);
+        let held = TcpStats {
+            bytes_acked: 200_000_000,
+            busy_us: 150_001,
+            rwnd_limited_us: 120_000,
+            total_retrans: 2,
+            ..s
+        };
+        let c = look_cpu(&mut p, 150, &[held], 45, 16);
+        (c, p)
+    };
+    let (c, _) = run(30, 3_000);
+    // One more: a receiver that cannot keep up may be a slow disk, where streams only contend.
+    let c = c.expect("a step on loopback");
+    assert_eq!(c.add, 1);
+    assert!(c.reason.contains("receiving host"), "{}", c.reason);
+    // At 20 ms the same numbers are a full path: its queue and losses end the growth.
+    let (c, p) = run(20_000, 30_000);
+    assert_eq!(c, None);
+    assert!(p.is_settled(), "{:?}", p.log);
 }

@@ -27,6 +27,7 @@ use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::tuner::before_connect;
 use fatpipe_net::{Conductor, Moved, Mover, Pump, PumpError, TuneSummary, TunerConfig};
 use fatpipe_proto::drs::DrsOpts;
+use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{addr, Command, Reply, TransferType};
 use fatpipe_tune::{Role, Tuning};
@@ -81,6 +82,9 @@ pub struct Connection {
     drs_asked: Option<DrsOpts>,
     /// `OPTS DCREUSE ON` asked ahead, its answer not taken yet.
     reuse_asked: bool,
+    /// Whether a fatpipe server hashes the files it moves beside their transfers, as this end
+    /// last told it (`OPTS DRS Hash=`; on until told).
+    server_hashes: bool,
     last_tune: Option<TuneSummary>,
     /// MODE E transfers: the parallelism asked of the server and this end's policy limits.
     blocks: Option<Blocks>,
@@ -205,6 +209,7 @@ impl Connection {
             drs_peer: false,
             drs_asked: None,
             reuse_asked: false,
+            server_hashes: true,
             last_tune: None,
             blocks: None,
             extended: false,
@@ -261,6 +266,7 @@ impl Connection {
             pacing: cfg.pacing.map(|p| p.to_string()),
             cc: cfg.cc.clone(),
             paced: None,
+            hash: None,
         };
         self.tune = Some(cfg);
         if self.has_feature("DRS") {
@@ -270,6 +276,28 @@ impl Connection {
             return Ok(());
         }
         self.fixed_buffers(tuning)
+    }
+
+    /// Tells a fatpipe server whether this end will ask for the checksum of the files it moves
+    /// next (`OPTS DRS Hash=`, with the next command): a server that hashes them beside their
+    /// transfers reads each file a second time, which a copy that does not verify (to
+    /// /dev/null, `--no-verify`) need not cost it. Transfers already asked for keep the word
+    /// they were asked under; a server without the option just hashes.
+    pub(crate) fn verifies(&mut self, xxh3: bool) {
+        if xxh3 == self.server_hashes || !self.has_feature("DRS") {
+            return;
+        }
+        self.server_hashes = xxh3;
+        let hash = if xxh3 {
+            ChecksumAlg::Xxh3.to_string()
+        } else {
+            "off".into()
+        };
+        let opts = DrsOpts {
+            hash: Some(hash),
+            ..DrsOpts::default()
+        };
+        self.tell_ahead(Command::Opts(opts.to_string()));
     }
 
     /// What the session's settings asked ahead were answered (`OPTS DRS`, `OPTS DCREUSE`),

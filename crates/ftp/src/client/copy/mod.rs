@@ -402,6 +402,7 @@ impl Copier<'_> {
         let obs = self.obs;
         self.record(rpath.into(), "-".into(), |c, pump| {
             obs.file_started(rpath, size, 0, pump);
+            c.verifies(false);
             let mut out = AtMost::new(std::io::stdout(), size);
             let n = c.retrieve(rpath, 0, &mut out, pump)?;
             check_complete(rpath, 0, n, size).map(|_| Done::new(n, 0))
@@ -428,6 +429,7 @@ impl Copier<'_> {
             // Devices (/dev/null) and other non-files are written directly.
             if special_file(target) {
                 obs.file_started(rpath, size, 0, pump);
+                c.verifies(false);
                 let sink = OpenOptions::new()
                     .write(true)
                     .open(target)
@@ -505,6 +507,7 @@ impl Copier<'_> {
             // round trip).
             let small = size.is_some_and(|s| s <= ASK_AHEAD_MAX);
             let alg = verify_alg(c, verify, rpath, part.path()).ok().flatten();
+            c.verifies(alg == Some(ChecksumAlg::Xxh3));
             ask_checksum(c, alg, rpath, small);
             loop {
                 c.retrieve_next(std::mem::take(&mut next));
@@ -581,6 +584,7 @@ impl Copier<'_> {
             let first = have;
             let mut moved = 0;
             let alg = verify_alg(c, verify, rpath, local).ok().flatten();
+            c.verifies(alg == Some(ChecksumAlg::Xxh3));
             loop {
                 file.seek(SeekFrom::Start(have))?;
                 let hashed = prepare_upload_check(c, &file, alg, rpath, (have, len), pump);

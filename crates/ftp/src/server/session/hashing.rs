@@ -6,7 +6,7 @@ use super::Session;
 use crate::server::transfer::Running;
 use fatpipe_net::checksum::Follower;
 use fatpipe_proto::gridftp::{ChecksumAlg, Cksm};
-use fatpipe_proto::VPath;
+use fatpipe_proto::{Reply, VPath};
 
 /// The file the session's last transfer moved, hashed as it went.
 pub(super) struct Followed {
@@ -17,13 +17,29 @@ pub(super) struct Followed {
 /// The algorithm a fatpipe client verifies with by default.
 const ALG: ChecksumAlg = ChecksumAlg::Xxh3;
 
+/// Whether `OPTS DRS Hash=<value>` asks for hashing beside transfers.
+pub(super) fn parse(value: &str) -> Result<bool, Reply> {
+    if value.eq_ignore_ascii_case("off") {
+        Ok(false)
+    } else if value.eq_ignore_ascii_case(&ALG.to_string()) {
+        Ok(true)
+    } else {
+        Err(Reply::new(
+            501,
+            format!(
+                "Hash={value}: this server hashes beside transfers with {ALG} or not at all (off)"
+            ),
+        ))
+    }
+}
+
 impl Session {
     /// Hashes `path`, moved whole by the transfer just begun, beside the transfer, for a
     /// client that runs fatpipe's extensions in MODE E (`OPTS DRS ON`): it verifies with XXH3
     /// unless told not to. `reader` is a handle on the file being moved (an upload's is not
     /// under its name yet).
     pub(super) fn follow(&mut self, path: VPath, reader: std::fs::File) {
-        if !(self.drs_notify && self.extended) {
+        if !(self.drs_notify && self.extended && self.hash_beside) {
             return;
         }
         let Some(progress) = self.transfer.as_ref().and_then(Running::progress) else {

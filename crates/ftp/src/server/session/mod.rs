@@ -102,6 +102,9 @@ struct Session {
     /// client (`OPTS DRS Tuning=`, `Pacing=`, `CC=`; `SBUF`).
     tune: TunerConfig,
     drs_notify: bool,
+    /// Whole files moved in MODE E are hashed beside their transfer for the client's next
+    /// `CKSM` (`OPTS DRS Hash=`; a fatpipe client verifies unless told not to).
+    hash_beside: bool,
     /// `MODE E` in effect.
     extended: bool,
     /// `OPTS RETR Parallelism=…` for MODE E sends.
@@ -166,6 +169,7 @@ pub async fn run(
         passive_hint: id.wrapping_mul(7919),
         tune: shared.config.tune.clone(),
         drs_notify: false,
+        hash_beside: true,
         extended: false,
         parallelism: Parallelism::fixed(1),
         rest_ranges: None,
@@ -569,6 +573,7 @@ impl Session {
         if let Some(cc) = &o.cc {
             fatpipe_net::congestion::check(cc).map_err(|e| Reply::new(501, e))?;
         }
+        let hash = o.hash.as_deref().map(hashing::parse).transpose()?;
         if let Some(n) = o.notify {
             self.drs_notify = n;
         }
@@ -581,12 +586,18 @@ impl Session {
         if let Some(cc) = o.cc {
             self.tune.cc = Some(cc);
         }
+        if let Some(h) = hash {
+            self.hash_beside = h;
+        }
         let state = DrsOpts {
             notify: Some(self.drs_notify),
             tuning: Some(self.tune.tuning.to_string()),
             pacing: self.tune.pacing.map(|p| p.to_string()),
             cc: self.tune.cc.clone(),
             paced: None,
+            // Said only when changed from the default: clients that never set it see the
+            // answer they always saw.
+            hash: (!self.hash_beside).then(|| "off".into()),
         };
         Ok(Reply::new(200, format!("OPTS {state}")))
     }
