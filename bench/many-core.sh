@@ -27,8 +27,8 @@ echo "## new: $new"
 story "$new" null; story "$new" file; story "$new" null; story "$new" file
 cases=("fatpipe:-p 1" "fatpipe:-p 4" "fatpipe:-p 16" "fatpipe:" "fatpipe:--transport udp"
        "fatpipe:file" "fatpipe:file --no-verify" iperf3 curl)
-# QUICK=1: only what `-p auto` decides (the default to /dev/null and into a file) and -p 16.
-[ -n "${QUICK:-}" ] && cases=("fatpipe:-p 16" "fatpipe:" "fatpipe:file" "fatpipe:file --no-verify")
+# QUICK=1: the default to /dev/null and into a file, the UDP channel, and -p 16.
+[ -n "${QUICK:-}" ] && cases=("fatpipe:-p 16" "fatpipe:" "fatpipe:--transport udp" "fatpipe:file")
 python3 bench/cpu-cost.py "$new" "$size" "$runs" "${cases[@]}"
 if [ -n "$old" ]; then
     echo "## old: $old"

@@ -95,6 +95,12 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
     })
 }
 
+/// The path MTU the kernel keeps for the TCP connection `fd`, bytes.
+pub fn path_mtu(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    let raw: RawTcpInfo = crate::sockopt::get(fd, libc::IPPROTO_TCP, libc::TCP_INFO)?;
+    Ok(raw.pmtu)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,6 +20,8 @@ fn config(control: RateControlKind) -> UdpConfig {
         max_rate: 2e9,
         start_rate: 200e6,
         timeout: Duration::from_secs(20),
+        // The edges below are an Ethernet path's packets.
+        packet: Some(1470),
         ..UdpConfig::default()
     }
 }
@@ -29,6 +31,15 @@ fn transfer(
     data: &[u8],
     at: u64,
     control: RateControlKind,
+) -> (Result<Moved, PumpError>, Result<Moved, PumpError>, Vec<u8>) {
+    transfer_with(data, at, config(control))
+}
+
+/// [`transfer`] with both ends configured as `cfg` says.
+fn transfer_with(
+    data: &[u8],
+    at: u64,
+    cfg: UdpConfig,
 ) -> (Result<Moved, PumpError>, Result<Moved, PumpError>, Vec<u8>) {
     let mut src = tempfile::tempfile().unwrap();
     src.write_all(b"skip").unwrap();
@@ -45,7 +56,7 @@ fn transfer(
                 file: &src,
                 offset: 4,
                 length: len,
-                config: config(control),
+                config: cfg.clone(),
                 proof: None,
             });
             m.run(&Arc::new(Pump::default()), &no_links())
@@ -56,7 +67,7 @@ fn transfer(
                 file: &dst,
                 offset: at,
                 limit: u64::MAX,
-                config: config(control),
+                config: cfg.clone(),
                 proof: None,
             });
             m.run(&Arc::new(Pump::default()), &no_links())
@@ -81,6 +92,23 @@ fn pattern(n: usize) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+#[test]
+fn packets_follow_the_path_s_mtu_when_not_told() {
+    // Loopback's MTU (65 536) lets the largest packets of the range through whole.
+    let data = pattern((3 << 20) + 5);
+    let auto = UdpConfig {
+        packet: None,
+        ..config(RateControlKind::Default)
+    };
+    let (sent, got, out) = transfer_with(&data, 0, auto);
+    let udp = sent.unwrap().udp.unwrap();
+    assert!(!udp.fell_back, "{udp}");
+    assert_eq!(got.unwrap().bytes, data.len() as u64);
+    let payload = u64::from(*fatpipe_proto::udp::PACKET_RANGE.end()) - 28;
+    assert_eq!(udp.packets, (data.len() as u64).div_ceil(payload), "{udp}");
+    assert!(out == data);
 }
 
 #[test]

@@ -112,7 +112,7 @@ pub struct Args {
     #[arg(long, default_value = "default", value_parser = parse_control)]
     udp_rate_control: RateControlKind,
     /// The UDP channel's line rate: the most it sends (e.g. 1gbit, 500mbit); history and state
-    /// step by a twentieth of it. Default: 10gbit for default, 1gbit for history and state.
+    /// step by a twentieth of it. Default: 100gbit for default, 1gbit for history and state.
     #[arg(long, value_parser = fatpipe_wanem::units::parse_rate)]
     udp_rate: Option<u64>,
     #[command(flatten)]
@@ -346,10 +346,7 @@ fn udp_choice(
     learned: Option<RateMemory>,
 ) -> (NetStack, UdpConfig) {
     let control = a.udp_rate_control;
-    let line = match control {
-        RateControlKind::Default => 10e9,
-        _ => 1e9,
-    };
+    let line = control.line();
     // --limit-rate caps the controller (a UDP receiver that waited would lose packets).
     let max_rate = a
         .udp_rate

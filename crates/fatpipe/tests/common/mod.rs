@@ -558,8 +558,12 @@ pub fn interrupt(child: &std::process::Child) {
 /// Starts `fatpipe cp` of `url` into `dst` slowly and interrupts it midway (SIGINT, as
 /// Ctrl-C): a partial copy, with its record.
 pub fn cut_download(url: &str, dst: &Path) {
+    // One stream: its part file then holds a prefix, whose length is what it holds (`-p auto`
+    // would give a receiver held by its --limit-rate company on loopback).
     let mut cp = fatpipe_cmd(&[
         "cp",
+        "--max-streams",
+        "1",
         "--limit-rate",
         "16mbit",
         "--no-verify",

@@ -152,6 +152,17 @@ pub enum RateControlKind {
 }
 
 impl RateControlKind {
+    /// The most a sender of this kind sends when not told (bits/s): the default controller
+    /// follows what the path delivers, so its ceiling only has to stay out of the way (10 Gbit/s
+    /// held a loopback copy at 8 where 14 went through with the ceiling raised, docs/cpu-cost.md);
+    /// the seed's controllers step by a twentieth of theirs, which must be near the path's rate.
+    pub fn line(self) -> f64 {
+        match self {
+            RateControlKind::Default => 100e9,
+            RateControlKind::History | RateControlKind::State => 1e9,
+        }
+    }
+
     /// Reads a name as the option takes it.
     pub fn parse(s: &str) -> Option<RateControlKind> {
         match s {

@@ -44,11 +44,7 @@ impl Session {
             })?,
         };
         let c = &self.shared.config;
-        let line = if control == RateControlKind::Default {
-            10e9
-        } else {
-            1e9
-        };
+        let line = control.line();
         let config = UdpConfig {
             control,
             max_rate: n.rate.map_or(line, |r| r as f64),
