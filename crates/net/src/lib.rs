@@ -19,6 +19,7 @@ pub mod rate_budget;
 pub mod sandbox;
 pub mod socket;
 mod sockopt;
+pub mod splice;
 pub mod stall;
 pub mod tcpinfo;
 pub mod telemetry;

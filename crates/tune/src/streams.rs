@@ -14,7 +14,10 @@
 //! link), not a full path: the growth goes on. A transfer may also start with several
 //! streams (a cold start on a long path, see [`cold`]; a copy's later files start where the
 //! previous file ended); they are judged as several from the first look, and their first step
-//! goes to eight at least, as a lone stream's does.
+//! goes to eight at least, as a lone stream's does. The host can hold the streams instead of
+//! the path: sending threads busy most of the time, or on loopback or a LAN the receiver's
+//! window; its backlog then stretches the RTT as a queue would, and does not count. The count
+//! grows up to the cores, each step kept only while the streams together carry 10 % more.
 
 pub mod cold;
 

@@ -199,6 +199,11 @@ fn receive_stream(
     pump: &Pump,
 ) -> Result<bool, PumpError> {
     let mut buf = vec![0u8; 1 << 20];
+    // A plain connection's bytes go into the file in the kernel (one copy instead of two).
+    let mut splicer = match link {
+        Link::Plain(_) if crate::splice::splices_into(file) => crate::splice::SpliceIn::new().ok(),
+        _ => None,
+    };
     // A kept connection's first header may never come: the wait for it is bounded.
     let mut awaiting_first = reused;
     if awaiting_first {
@@ -245,9 +250,23 @@ fn receive_stream(
                 // byte count to see how much the window lets through per RTT.
                 while at < end {
                     let want = ((end - at) as usize).min(buf.len());
-                    let n = read_some(pump, link, &mut buf[..want])?;
-                    file.write_all_at(&buf[..n], at)
-                        .map_err(|e| pump.classify(PumpError::Write(e)))?;
+                    let n = match (splicer.as_mut(), &*link) {
+                        (Some(pipe), Link::Plain(sock)) => {
+                            match pipe.move_some(pump, sock, file, at, want)? {
+                                0 => return Err(closed_inside_a_block(pump)),
+                                n => {
+                                    pump.note_read(n);
+                                    n
+                                }
+                            }
+                        }
+                        _ => {
+                            let n = read_some(pump, link, &mut buf[..want])?;
+                            file.write_all_at(&buf[..n], at)
+                                .map_err(|e| pump.classify(PumpError::Write(e)))?;
+                            n
+                        }
+                    };
                     pump.add(n);
                     at += n as u64;
                 }
@@ -274,16 +293,19 @@ fn dropped(e: &io::Error) -> bool {
     )
 }
 
+/// The connection ended inside a block.
+fn closed_inside_a_block(pump: &Pump) -> PumpError {
+    pump.classify(PumpError::Read(io::Error::new(
+        ErrorKind::UnexpectedEof,
+        "data connection closed inside a block",
+    )))
+}
+
 /// Reads what is there (at least one byte); the connection ending here is an error.
 fn read_some(pump: &Pump, sock: &mut impl Read, buf: &mut [u8]) -> Result<usize, PumpError> {
     loop {
         match sock.read(buf) {
-            Ok(0) => {
-                return Err(pump.classify(PumpError::Read(io::Error::new(
-                    ErrorKind::UnexpectedEof,
-                    "data connection closed inside a block",
-                ))))
-            }
+            Ok(0) => return Err(closed_inside_a_block(pump)),
             Ok(n) => {
                 pump.note_read(n);
                 return Ok(n);

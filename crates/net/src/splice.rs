@@ -1,0 +1,151 @@
+//! Socket bytes into a file without passing through this process: `splice` from the TCP socket
+//! into a pipe (the kernel hands over the packets' pages) and from the pipe into the file at an
+//! offset (one copy, into the page cache), where `read` and `pwrite` copy twice.
+
+use crate::{Pump, PumpError};
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, splice, FcntlArg, OFlag, SpliceFFlags};
+use std::fs::File;
+use std::io::{self, ErrorKind};
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// The pipe's size asked for: what one pair of calls moves at most.
+const PIPE: i32 = 1 << 20;
+
+/// A pipe that carries one connection's bytes into a file.
+#[derive(Debug)]
+pub struct SpliceIn {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl SpliceIn {
+    /// A new pipe (1 MiB where the system allows, else its default).
+    pub fn new() -> io::Result<SpliceIn> {
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let _ = fcntl(write.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(PIPE));
+        Ok(SpliceIn { read, write })
+    }
+
+    /// Moves what `sock` has (waiting for at least one byte, at most `max`) into `file` at
+    /// `at` ([`splices_into`] it); how many bytes, 0 when the peer closed the connection.
+    pub fn move_some(
+        &mut self,
+        pump: &Pump,
+        sock: &TcpStream,
+        file: &File,
+        at: u64,
+        max: usize,
+    ) -> Result<usize, PumpError> {
+        let n = loop {
+            match splice(
+                sock,
+                None,
+                &self.write,
+                None,
+                max,
+                SpliceFFlags::SPLICE_F_MOVE,
+            ) {
+                Ok(n) => break n,
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(pump.classify(PumpError::Read(e.into()))),
+            }
+        };
+        let mut off = i64::try_from(at).map_err(|_| {
+            PumpError::Write(io::Error::new(ErrorKind::InvalidInput, "offset past 2^63"))
+        })?;
+        let mut left = n;
+        while left > 0 {
+            match splice(
+                &self.read,
+                None,
+                file,
+                Some(&mut off),
+                left,
+                SpliceFFlags::SPLICE_F_MOVE,
+            ) {
+                Ok(0) => return Err(PumpError::Write(io::Error::from(ErrorKind::WriteZero))),
+                Ok(m) => left -= m,
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(pump.classify(PumpError::Write(e.into()))),
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Whether bytes can be spliced into `file` at an offset: a regular file not opened for
+/// appending, or /dev/null (a pipe or another device may refuse once bytes are in the pipe,
+/// where they could not be written another way).
+pub fn splices_into(file: &File) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(m) = file.metadata() else {
+        return false;
+    };
+    let append = fcntl(file.as_raw_fd(), FcntlArg::F_GETFL).map_or(true, |f| {
+        OFlag::from_bits_truncate(f).contains(OFlag::O_APPEND)
+    });
+    let null = m.file_type().is_char_device() && m.rdev() == nix::sys::stat::makedev(1, 3);
+    (m.is_file() || null) && !append
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::net::TcpListener;
+
+    #[test]
+    fn a_connection_s_bytes_land_in_the_file_at_their_offset() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (rx, _) = l.accept().unwrap();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let writer = {
+            let data = data.clone();
+            std::thread::spawn(move || {
+                tx.write_all(&data).unwrap();
+            })
+        };
+        let mut file = tempfile::tempfile().unwrap();
+        assert!(splices_into(&file));
+        let pump = Pump::default();
+        let mut pipe = SpliceIn::new().unwrap();
+        let mut at = 5u64;
+        let end = 5 + data.len() as u64;
+        while at < end {
+            let n = pipe
+                .move_some(&pump, &rx, &file, at, (end - at) as usize)
+                .unwrap();
+            assert!(n > 0);
+            at += n as u64;
+        }
+        writer.join().unwrap();
+        // The peer closed: nothing more moves.
+        assert_eq!(pipe.move_some(&pump, &rx, &file, at, 10).unwrap(), 0);
+        let mut back = Vec::new();
+        file.seek(SeekFrom::Start(5)).unwrap();
+        file.read_to_end(&mut back).unwrap();
+        assert!(back == data);
+    }
+
+    #[test]
+    fn only_regular_files_and_dev_null_take_splices() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        assert!(splices_into(&File::create(&path).unwrap()));
+        let append = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        assert!(!splices_into(&append));
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        assert!(splices_into(&null));
+        let (_r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+        assert!(!splices_into(&File::from(w)));
+    }
+}
