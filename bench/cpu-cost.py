@@ -81,7 +81,7 @@ class Bench:
         fport = free_port()
         self.start("fatpipe", [self.bin, "serve", "--root", self.root, "--listen",
                                f"127.0.0.1:{fport}", "--anonymous"], fport)
-        if "curl" in need:
+        if need & {"curl", "vsftpd"}:
             vport = free_port()
             conf = os.path.join(self.work, "vsftpd.conf")
             os.makedirs("/var/run/vsftpd/empty", exist_ok=True)
@@ -115,7 +115,8 @@ xferlog_enable=NO
             port = self.servers["iperf3"][1]
             return ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-Z", "-n",
                     str(self.size)], "iperf3", None
-        port = self.servers["fatpipe"][1]
+        server = "vsftpd" if tool == "vsftpd" else "fatpipe"
+        port = self.servers[server][1]
         args = opts.split()
         dest = "/dev/null"
         if "file" in args:
@@ -123,7 +124,7 @@ xferlog_enable=NO
             dest = os.path.join(self.work, "copy")
         argv = [self.bin, "cp", "--quiet", "--no-path-memory", *args,
                 f"ftp://127.0.0.1:{port}/file", dest]
-        return argv, "fatpipe", None if dest == "/dev/null" else dest
+        return argv, server, None if dest == "/dev/null" else dest
 
     def run_once(self, case):
         argv, server, dest = self.command(case)
@@ -178,14 +179,15 @@ def label(case):
     opts = opts.split()
     dest = "tmpfs file" if "file" in opts else "/dev/null"
     opts = [o for o in opts if o != "file"]
-    return f"fatpipe {' '.join(opts) or '(default)'} -> {dest}"
+    source = " from vsftpd" if tool == "vsftpd" else ""
+    return f"fatpipe {' '.join(opts) or '(default)'}{source} -> {dest}"
 
 
 def main():
     binary, size_mib, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     cases = [c for c in sys.argv[4:] if c]
     missing = [t for t in ("curl", "vsftpd", "iperf3") if shutil.which(t) is None]
-    skipped = [c for c in cases if c.split(":")[0] in ("curl",) and ("curl" in missing or "vsftpd" in missing)
+    skipped = [c for c in cases if c.split(":")[0] in ("curl", "vsftpd") and ("curl" in missing or "vsftpd" in missing)
                or c.split(":")[0] == "iperf3" and "iperf3" in missing]
     for c in skipped:
         print(f"skipping {c}: {', '.join(missing)} not installed", file=sys.stderr)

@@ -2,8 +2,9 @@
 # Benchmark: CPU seconds per GiB (client + server, user + sys) and rate on loopback, fatpipe
 # against curl from vsftpd and iperf3 -Z, runs alternating, medians (bench/cpu-cost.py).
 # Usage: bench/cpu-cost.sh [SIZE_MIB=2048] [RUNS=5] [CASE...]
-#   a CASE is `curl`, `iperf3`, or `fatpipe:OPTIONS` (cp options, `file` = into a tmpfs file
-#   instead of /dev/null), e.g. "fatpipe:-p 4" "fatpipe:--transport udp" "fatpipe:file".
+#   a CASE is `curl`, `iperf3`, `fatpipe:OPTIONS` (cp options, `file` = into a tmpfs file
+#   instead of /dev/null), e.g. "fatpipe:-p 4" "fatpipe:--transport udp" "fatpipe:file", or
+#   `vsftpd:OPTIONS` (fatpipe cp from vsftpd).
 #   Env FATPIPE_BIN: a binary to measure instead of building this tree's.
 # Needs root for vsftpd (scripts/test.sh installs curl, vsftpd and iperf3).
 set -euo pipefail

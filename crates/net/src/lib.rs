@@ -4,6 +4,7 @@
 //! laws on its live sockets (the laws themselves live in `fatpipe-tune`).
 
 pub mod admission;
+pub mod at_most;
 pub mod buffers;
 pub mod checksum;
 pub mod conductor;

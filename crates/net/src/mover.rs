@@ -54,6 +54,14 @@ pub enum StreamWork<'a> {
         /// `TYPE A`.
         ascii: bool,
     },
+    /// Receives binary data into `file` from its position, `most` bytes at most (more is an
+    /// error): spliced in the kernel on a plain connection where the file takes it.
+    ReceiveFile {
+        /// Where the bytes go.
+        file: &'a File,
+        /// The size announced, if any.
+        most: Option<u64>,
+    },
 }
 
 /// MODE S: the data over one connection, whose end (the sender closing it) ends the file.
@@ -95,12 +103,20 @@ impl Mover for StreamMover<'_> {
         } = *self;
         pump.attach(&link).map_err(PumpError::Write)?;
         on_link(&link, pump, false);
-        let sending = !matches!(work, StreamWork::Receive { .. });
+        let sending = !matches!(
+            work,
+            StreamWork::Receive { .. } | StreamWork::ReceiveFile { .. }
+        );
         let fail = |e| pump.classify(PumpError::Write(e));
         let mut link = Link::new(link, secure.as_ref(), proof).map_err(fail)?;
         let bytes = match (work, &mut link) {
             (StreamWork::SendFile { file, ascii: false }, Link::Plain(s)) => {
                 pump.send_file(file, s)
+            }
+            (StreamWork::ReceiveFile { file, most }, Link::Plain(s))
+                if crate::splice::splices_into(file) =>
+            {
+                crate::splice::receive_file(pump, s, file, most)
             }
             (work, link) => carry(pump, work, link),
         }?;
@@ -141,6 +157,9 @@ fn carry(
         StreamWork::SendBytes(b) => pump.copy(&mut &b[..], link),
         StreamWork::Receive { into, ascii: false } => pump.copy(link, into),
         StreamWork::Receive { into, ascii: true } => pump.copy_from_ascii(link, into),
+        StreamWork::ReceiveFile { file, most } => {
+            pump.copy(link, &mut crate::at_most::AtMost::new(file, most))
+        }
     }
 }
 

@@ -29,13 +29,14 @@ impl SpliceIn {
     }
 
     /// Moves what `sock` has (waiting for at least one byte, at most `max`) into `file` at
-    /// `at` ([`splices_into`] it); how many bytes, 0 when the peer closed the connection.
+    /// `at`, or at its position (`None`, which then advances); `file` is one that
+    /// [`splices_into`]. How many bytes, 0 when the peer closed the connection.
     pub fn move_some(
         &mut self,
         pump: &Pump,
         sock: &TcpStream,
         file: &File,
-        at: u64,
+        at: Option<u64>,
         max: usize,
     ) -> Result<usize, PumpError> {
         let n = loop {
@@ -52,7 +53,7 @@ impl SpliceIn {
                 Err(e) => return Err(pump.classify(PumpError::Read(e.into()))),
             }
         };
-        let mut off = i64::try_from(at).map_err(|_| {
+        let mut off = at.map(i64::try_from).transpose().map_err(|_| {
             PumpError::Write(io::Error::new(ErrorKind::InvalidInput, "offset past 2^63"))
         })?;
         let mut left = n;
@@ -61,7 +62,7 @@ impl SpliceIn {
                 &self.read,
                 None,
                 file,
-                Some(&mut off),
+                off.as_mut(),
                 left,
                 SpliceFFlags::SPLICE_F_MOVE,
             ) {
@@ -73,6 +74,43 @@ impl SpliceIn {
         }
         Ok(n)
     }
+}
+
+/// MODE S into `file` from its position: what `sock` carries until the peer closes it, `most`
+/// bytes at most (more is an error, and nothing past them is written); the bytes moved.
+pub fn receive_file(
+    pump: &Pump,
+    sock: &TcpStream,
+    file: &File,
+    most: Option<u64>,
+) -> Result<u64, PumpError> {
+    let mut pipe = SpliceIn::new().map_err(PumpError::Read)?;
+    let mut total = 0u64;
+    loop {
+        pump.check()?;
+        let max = most.map_or(PIPE as u64, |m| (m - total).min(PIPE as u64)) as usize;
+        if max == 0 {
+            // At the size announced: the connection must end here.
+            return match sock.peek(&mut [0u8; 1]) {
+                Ok(0) => {
+                    pump.check()?;
+                    Ok(total)
+                }
+                Ok(_) => Err(PumpError::Write(crate::at_most::past_size())),
+                Err(e) => Err(pump.classify(PumpError::Read(e))),
+            };
+        }
+        let n = pipe.move_some(pump, sock, file, None, max)?;
+        if n == 0 {
+            break;
+        }
+        pump.note_read(n);
+        pump.add(n);
+        total += n as u64;
+    }
+    // A cancel that shut the socket down reads as a clean end of stream.
+    pump.check()?;
+    Ok(total)
 }
 
 /// Whether bytes can be spliced into `file` at an offset: a regular file not opened for
@@ -116,18 +154,56 @@ mod tests {
         let end = 5 + data.len() as u64;
         while at < end {
             let n = pipe
-                .move_some(&pump, &rx, &file, at, (end - at) as usize)
+                .move_some(&pump, &rx, &file, Some(at), (end - at) as usize)
                 .unwrap();
             assert!(n > 0);
             at += n as u64;
         }
         writer.join().unwrap();
         // The peer closed: nothing more moves.
-        assert_eq!(pipe.move_some(&pump, &rx, &file, at, 10).unwrap(), 0);
+        assert_eq!(pipe.move_some(&pump, &rx, &file, Some(at), 10).unwrap(), 0);
         let mut back = Vec::new();
         file.seek(SeekFrom::Start(5)).unwrap();
         file.read_to_end(&mut back).unwrap();
         assert!(back == data);
+    }
+
+    /// A connection that carries `data` and closes, and the receiving end.
+    fn carrying(data: Vec<u8>) -> (TcpStream, std::thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (rx, _) = l.accept().unwrap();
+        let t = std::thread::spawn(move || {
+            tx.write_all(&data).unwrap();
+        });
+        (rx, t)
+    }
+
+    #[test]
+    fn mode_s_lands_at_the_file_s_position_and_stops_at_the_announced_size() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+        let pump = Pump::default();
+        // All of it, after 3 bytes already there.
+        let (rx, t) = carrying(data.clone());
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"abc").unwrap();
+        let n = receive_file(&pump, &rx, &file, Some(data.len() as u64)).unwrap();
+        t.join().unwrap();
+        assert_eq!(n, data.len() as u64);
+        let mut back = Vec::new();
+        file.seek(SeekFrom::Start(0)).unwrap();
+        file.read_to_end(&mut back).unwrap();
+        assert_eq!(&back[..3], b"abc");
+        assert!(back[3..] == data[..]);
+        // Five bytes more than announced: an error, and nothing past the size is written.
+        let mut more = data.clone();
+        more.extend_from_slice(b"extra");
+        let (rx, t) = carrying(more);
+        let file = tempfile::tempfile().unwrap();
+        let e = receive_file(&pump, &rx, &file, Some(data.len() as u64)).unwrap_err();
+        t.join().unwrap();
+        assert!(e.to_string().contains("more bytes than"), "{e}");
+        assert_eq!(file.metadata().unwrap().len(), data.len() as u64);
     }
 
     #[test]

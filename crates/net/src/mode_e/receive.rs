@@ -252,7 +252,7 @@ fn receive_stream(
                     let want = ((end - at) as usize).min(buf.len());
                     let n = match (splicer.as_mut(), &*link) {
                         (Some(pipe), Link::Plain(sock)) => {
-                            match pipe.move_some(pump, sock, file, at, want)? {
+                            match pipe.move_some(pump, sock, file, Some(at), want)? {
                                 0 => return Err(closed_inside_a_block(pump)),
                                 n => {
                                     pump.note_read(n);

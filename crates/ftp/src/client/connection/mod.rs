@@ -22,6 +22,7 @@ pub use secure::{TlsMode, TlsPolicy};
 
 use anyhow::{anyhow, bail, Context};
 use fatpipe_net::admission::{Proof, Token};
+pub use fatpipe_net::at_most::AtMost;
 use fatpipe_net::mode_e::{Kept, Prepare};
 use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::tuner::before_connect;
@@ -114,40 +115,6 @@ pub struct Connection {
     token: Option<Token>,
     /// `DTOK` asked ahead, its answer not taken yet.
     token_asked: Option<Token>,
-}
-
-/// A sink that takes `most` bytes at most (`None`: any number): a server that sends more than
-/// it said the file holds is stopped, not followed onto the disk.
-pub struct AtMost<W> {
-    inner: W,
-    left: Option<u64>,
-}
-
-impl<W> AtMost<W> {
-    /// `inner`, taking `most` bytes at most.
-    pub fn new(inner: W, most: Option<u64>) -> AtMost<W> {
-        AtMost { inner, left: most }
-    }
-}
-
-impl<W: Write> Write for AtMost<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.left.is_some_and(|left| buf.len() as u64 > left) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "the server sent more bytes than the file's size it gave: the copy stops there",
-            ));
-        }
-        let n = self.inner.write(buf)?;
-        if let Some(left) = self.left.as_mut() {
-            *left -= n as u64;
-        }
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 /// `DTOK` with `token` (`None`: `DTOK NONE`).
@@ -568,11 +535,36 @@ impl Connection {
         sink: &mut (dyn Write + Send),
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
-        self.set_type(TransferType::Image);
         let work = StreamWork::Receive {
             into: sink,
             ascii: false,
         };
+        self.retrieve_work(path, offset, work, pump)
+    }
+
+    /// Downloads `path` from `offset` into `file` from its position, `most` bytes at most
+    /// (spliced in the kernel where the connection and the file allow).
+    pub fn retrieve_into(
+        &mut self,
+        path: &str,
+        offset: u64,
+        file: &File,
+        most: Option<u64>,
+        pump: &Arc<Pump>,
+    ) -> anyhow::Result<u64> {
+        let work = StreamWork::ReceiveFile { file, most };
+        self.retrieve_work(path, offset, work, pump)
+    }
+
+    /// A binary download of `path` from `offset`, the bytes going as `work` says.
+    fn retrieve_work(
+        &mut self,
+        path: &str,
+        offset: u64,
+        work: StreamWork<'_>,
+        pump: &Arc<Pump>,
+    ) -> anyhow::Result<u64> {
+        self.set_type(TransferType::Image);
         let retr = Command::Retr(path.into());
         self.transfer(retr, offset, Some(Role::Receiver), pump, work, |e| {
             receive_error(path, e)

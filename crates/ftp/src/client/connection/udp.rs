@@ -1,7 +1,7 @@
 //! The UDP data channel on the client side: `SITE SETNETSTACK udp` with a fatpipe server, and
 //! MODE S binary transfers whose bytes then move as UDP packets beside the data connection.
 
-use super::{receive_error, send_error, AtMost, Connection};
+use super::{receive_error, send_error, Connection};
 use anyhow::Context;
 use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
 use fatpipe_net::{Mover, Pump};
@@ -115,7 +115,7 @@ impl Connection {
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
         let Some((config, at)) = self.udp_start(file)? else {
-            return self.retrieve(path, offset, &mut AtMost::new(file, most), pump);
+            return self.retrieve_into(path, offset, file, most, pump);
         };
         let make = move |link, proof| {
             Box::new(UdpReceiver {
