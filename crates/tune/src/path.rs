@@ -64,11 +64,16 @@ pub fn queued(rtt: Duration, base: Duration) -> bool {
     stretch(rtt, base) > QUEUE
 }
 
+/// The smallest minimum RTT any of `all` saw, µs: the path's own round trip.
+pub fn min_rtt_us(all: &[TcpStats]) -> Option<u32> {
+    all.iter().map(|s| s.min_rtt_us).filter(|&r| r > 0).min()
+}
+
 /// How far the smoothed RTT of the `judged` streams (the largest) is stretched over the
 /// smallest minimum RTT any of `all` saw: a transfer's queue on its path (1.0 without data).
 pub fn queue_of(all: &[TcpStats], judged: &[TcpStats]) -> f64 {
     let us = |v: u32| Duration::from_micros(v.into());
-    let floor = all.iter().map(|s| s.min_rtt_us).filter(|&r| r > 0).min();
+    let floor = min_rtt_us(all);
     let srtt = judged.iter().map(|s| s.rtt_us).max().unwrap_or(0);
     floor.map_or(1.0, |f| stretch(us(srtt), us(f)))
 }

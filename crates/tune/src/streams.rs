@@ -244,12 +244,7 @@ impl StreamPolicy {
         // On a short path (loopback, a LAN) streams start up within milliseconds: a look every
         // 100 ms lets a copy of seconds reach the cores' count. On a longer one a lone stream
         // has nobody to catch up with: it is looked at twice as often as several.
-        let floor = o
-            .streams
-            .iter()
-            .map(|s| s.min_rtt_us)
-            .filter(|&r| r > 0)
-            .min();
+        let floor = path::min_rtt_us(o.streams);
         let short = floor.filter(|&r| r < SHORT_PATH_US);
         let (rtts, shortest) = if short.is_some() {
             SHORT_PATH_PERIOD
@@ -439,13 +434,12 @@ impl StreamPolicy {
         if !ready {
             return None;
         }
-        let to = if self.grown {
-            n * GROWTH
-        } else if lossy_first {
-            (n * GROWTH).max(LOSSY_FIRST_GROWTH)
+        let first = if lossy_first {
+            LOSSY_FIRST_GROWTH
         } else {
-            (n * GROWTH).max(FIRST_GROWTH)
+            FIRST_GROWTH
         };
+        let to = self.step_to(n, first);
         let random = if lost > 0.0 {
             format!(", {lost:.0} segments lost without a queue (random loss)")
         } else {
@@ -499,11 +493,7 @@ impl StreamPolicy {
                 "{held}, and all {cores} cores have one; staying at {n}"
             ));
         }
-        let to = if self.grown {
-            n * GROWTH
-        } else {
-            (n * GROWTH).max(first)
-        };
+        let to = self.step_to(n, first);
         let step = Step {
             from: n as usize,
             rate,
@@ -549,6 +539,15 @@ impl StreamPolicy {
         let reason = format!("{held}: opening {add} more{note}");
         self.log.push(reason.clone());
         Some(StreamChange { add, reason })
+    }
+
+    /// The count a step from `n` goes to: doubling, and the first step to `first` at least.
+    fn step_to(&self, n: u32, first: u32) -> u32 {
+        if self.grown {
+            n * GROWTH
+        } else {
+            (n * GROWTH).max(first)
+        }
     }
 
     /// Streams `--max-memory` leaves room for beside `n` holding `memory` bytes.

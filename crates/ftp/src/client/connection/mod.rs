@@ -542,22 +542,8 @@ impl Connection {
         self.retrieve_work(path, offset, work, pump)
     }
 
-    /// Downloads `path` from `offset` into `file` from its position, `most` bytes at most
-    /// (spliced in the kernel where the connection and the file allow).
-    pub fn retrieve_into(
-        &mut self,
-        path: &str,
-        offset: u64,
-        file: &File,
-        most: Option<u64>,
-        pump: &Arc<Pump>,
-    ) -> anyhow::Result<u64> {
-        let work = StreamWork::ReceiveFile { file, most };
-        self.retrieve_work(path, offset, work, pump)
-    }
-
     /// A binary download of `path` from `offset`, the bytes going as `work` says.
-    fn retrieve_work(
+    pub(super) fn retrieve_work(
         &mut self,
         path: &str,
         offset: u64,

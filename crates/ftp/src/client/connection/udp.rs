@@ -3,6 +3,7 @@
 
 use super::{receive_error, send_error, Connection};
 use anyhow::Context;
+use fatpipe_net::mover::StreamWork;
 use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
 use fatpipe_net::{Mover, Pump};
 use fatpipe_proto::gridftp::parse_transfer_notes;
@@ -115,7 +116,9 @@ impl Connection {
         pump: &Arc<Pump>,
     ) -> anyhow::Result<u64> {
         let Some((config, at)) = self.udp_start(file)? else {
-            return self.retrieve_into(path, offset, file, most, pump);
+            // Spliced in the kernel where the connection and the file allow.
+            let work = StreamWork::ReceiveFile { file, most };
+            return self.retrieve_work(path, offset, work, pump);
         };
         let make = move |link, proof| {
             Box::new(UdpReceiver {
