@@ -63,7 +63,7 @@ full; 8 the server's disk full; 9 TLS refused or untrusted; 10 checksum or size 
 enum Cmd {
     /// Serve a directory over FTP.
     #[command(args_override_self = true)]
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Copy files or trees between this machine and an FTP server.
     #[command(override_usage = "fatpipe cp [OPTIONS] SRC... DST", after_help = EXIT_CODES)]
     Cp(cp::Args),
@@ -127,7 +127,7 @@ fn main() -> ExitCode {
     };
     log::init(default, style);
     let result = match cli.command {
-        Cmd::Serve(a) => serve::run(a),
+        Cmd::Serve(a) => serve::run(*a),
         Cmd::Cp(a) => cp::run(a, cli.verbose > 0),
         Cmd::Check(a) => check::run(a),
         Cmd::Ls(a) => ls::run(a),

@@ -114,9 +114,34 @@ pub struct Args {
     /// --users file again (other options need a restart).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The HTTPS/WebDAV front-end.
+    #[command(flatten)]
+    web: HttpsArgs,
     /// Tuning of data connections unless a client picks another mode (OPTS DRS, SBUF).
     #[command(flatten)]
     tune: TuneArgs,
+}
+
+/// Options of the HTTPS front-end (`--https` and what goes with it).
+#[derive(clap::Args, Debug)]
+pub struct HttpsArgs {
+    /// Also serve the tree over HTTPS/WebDAV at ADDR (e.g. 0.0.0.0:8443), with the same
+    /// accounts, TLS identity and tuning: GET/PUT/PROPFIND/MKCOL/DELETE/MOVE/COPY, and HTTP
+    /// third-party copies (COPY with Source or Destination) with --allow-third-party.
+    #[arg(long, value_name = "ADDR", requires = "tls_cert")]
+    https: Option<SocketAddr>,
+    /// HTTPS: trust bearer tokens (WLCG JWT profile, SciTokens) from ISSUER, checked with the
+    /// public keys in JWKS_FILE (repeatable; nothing is fetched).
+    #[arg(long, value_name = "ISSUER=JWKS_FILE", requires = "https")]
+    token_issuer: Vec<String>,
+    /// HTTPS: an audience tokens may name besides the WLCG "any" audience (repeatable),
+    /// typically this endpoint's URL, https://host:port.
+    #[arg(long, value_name = "AUD", requires = "https")]
+    token_audience: Vec<String>,
+    /// HTTPS: certificates (PEM) the server trusts when it connects to another endpoint for a
+    /// third-party copy, beside the system's (default: $SSL_CERT_FILE when set).
+    #[arg(long, value_name = "FILE", requires = "https")]
+    ca: Option<PathBuf>,
 }
 
 impl Args {
@@ -146,6 +171,34 @@ fn parse_range(s: &str) -> Result<RangeInclusive<u16>, String> {
         return Err("need 0 < LOW <= HIGH".into());
     }
     Ok(lo..=hi)
+}
+
+/// The HTTPS front-end's configuration, when `--https` asks for one: the FTP server's tree,
+/// accounts, identity, third-party rules and tuning.
+fn https_config(
+    a: HttpsArgs,
+    ftp: &ServerConfig,
+) -> anyhow::Result<Option<fatpipe_http::HttpsConfig>> {
+    let (Some(listen), Some(tls)) = (a.https, ftp.tls.clone()) else {
+        return Ok(None);
+    };
+    let mut c = fatpipe_http::HttpsConfig::new(ftp.root.clone(), listen, tls);
+    c.users = ftp.users.clone();
+    c.anonymous = ftp.anonymous;
+    for spec in &a.token_issuer {
+        c.issuers
+            .add_spec(spec)
+            .map_err(|e| anyhow::anyhow!("--token-issuer {spec}: {e}"))?;
+    }
+    for aud in &a.token_audience {
+        c.issuers.add_audience(aud);
+    }
+    c.allow_third_party = ftp.allow_third_party;
+    c.third_party_networks = ftp.third_party_networks.clone();
+    c.max_file_size = ftp.max_file_size;
+    c.tune = ftp.tune.clone();
+    c.ca = a.ca;
+    Ok(Some(c))
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.
@@ -180,22 +233,44 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     config.allow_third_party = a.allow_third_party;
     config.third_party_networks = a.third_party_networks.unwrap_or_default();
     config.tls_reuse = a.tls_reuse;
+    let https = https_config(a.web, &config)?;
     let rt = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
     rt.block_on(async move {
         let root = config.root.display().to_string();
         let server = Server::bind(config).await?;
         let addr = server.local_addr()?;
+        let web = match https {
+            Some(h) => Some(fatpipe_http::HttpsServer::bind(h).await?),
+            None => None,
+        };
         // Scripts and tests read this line to learn the port (see `announced_addr`).
         out!("{}", fatpipe_ftp::server::announcement(addr, &root));
+        if let Some(w) = &web {
+            out!(
+                "{}",
+                fatpipe_http::server::announcement(w.local_addr()?, &root)
+            );
+        }
         std::io::stdout().flush()?;
+        let web_accounts = web.as_ref().map(|w| w.accounts());
+        let web_run = async move {
+            match web {
+                Some(w) => w.run().await,
+                None => std::future::pending().await,
+            }
+        };
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate())?;
         let mut hangup = signal(SignalKind::hangup())?;
         let accounts_now = server.accounts();
         let reload = async move {
             while hangup.recv().await.is_some() {
-                let again = accounts(&a.users, a.users_file.as_deref())
-                    .and_then(|u| accounts_now.replace(u));
+                let again = accounts(&a.users, a.users_file.as_deref()).and_then(|u| {
+                    if let Some(set) = &web_accounts {
+                        set(u.clone());
+                    }
+                    accounts_now.replace(u)
+                });
                 match again {
                     Ok(()) => tracing::info!("SIGHUP: accounts read again"),
                     Err(e) => tracing::warn!("SIGHUP: {e:#}; the accounts stay as they were"),
@@ -204,6 +279,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         };
         tokio::select! {
             r = server.run() => r?,
+            r = web_run => r?,
             _ = reload => {}
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted, stopping"),
             _ = term.recv() => tracing::info!("terminated, stopping"),

@@ -91,6 +91,8 @@ impl Drop for Proc {
 /// A `fatpipe serve` process on loopback with its own root directory.
 pub struct FatpipeServer {
     pub addr: SocketAddr,
+    /// The HTTPS front-end's address, when started with `--https`.
+    pub https: Option<SocketAddr>,
     pub root: tempfile::TempDir,
     pub proc: Proc,
 }
@@ -119,22 +121,28 @@ impl FatpipeServer {
 
     /// [`FatpipeServer::spawn`], its log going to `log`.
     pub fn spawn_logging(mut cmd: Command, root: tempfile::TempDir, log: Stdio) -> FatpipeServer {
+        let web = cmd.get_args().any(|a| a == "--https");
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
             .expect("start fatpipe serve");
         let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        let addr = line
-            .split("listening on ")
-            .nth(1)
-            .and_then(|r| r.split(',').next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("server did not announce its address: {line:?}"));
+        let mut lines = BufReader::new(stdout);
+        let mut announced = || {
+            let mut line = String::new();
+            lines.read_line(&mut line).unwrap();
+            line.split("listening on ")
+                .nth(1)
+                .and_then(|r| r.split(',').next())
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| panic!("server did not announce its address: {line:?}"))
+        };
+        let addr = announced();
+        let https = web.then(&mut announced);
         FatpipeServer {
             addr,
+            https,
             root,
             proc: Proc { child },
         }

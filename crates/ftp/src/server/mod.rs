@@ -6,7 +6,7 @@ mod limits;
 pub use fatpipe_net::sandbox;
 mod session;
 mod transfer;
-mod verifier;
+pub mod verifier;
 pub mod xferlog;
 
 use anyhow::Context;

@@ -1,0 +1,26 @@
+//! fatpipe's HTTPS front-end: the WebDAV subset that transfer clients use (curl, davix,
+//! rclone, gfal2), the WLCG HTTP third-party copy (`COPY` with `Source:` or `Destination:`,
+//! performance markers), and authorisation by password (Basic) or bearer token (WLCG JWT
+//! profile, SciTokens), over the same served tree and tuning as the FTP server.
+//!
+//! Map: [`server`] accepts connections and routes requests; [`auth`] and [`token`] decide
+//! who may do what where; [`dav`] answers the WebDAV methods; [`tpc`] runs third-party
+//! copies; [`range`], [`digest`], [`markers`] and [`paths`] are the pure protocol pieces.
+
+pub mod auth;
+mod body;
+pub mod dav;
+pub mod digest;
+pub mod markers;
+pub mod paths;
+mod pending;
+pub mod range;
+pub mod server;
+pub mod token;
+pub mod tpc;
+mod tuned;
+
+pub use server::{HttpsConfig, HttpsServer};
+
+#[cfg(any(test, feature = "test-issuer"))]
+pub mod testing;

@@ -1,0 +1,323 @@
+//! The HTTPS listener: TLS on every connection (the FTPS identity, reloaded when its files
+//! change), HTTP/1.1 by hyper, each request authenticated by the [`Gate`] and answered by
+//! [`crate::dav`] or [`crate::tpc`].
+
+mod answer;
+
+pub use answer::{error_status, refuse, status, Refused};
+
+use crate::auth::{Gate, Refusal};
+use crate::body::ResponseBody;
+use crate::token::Issuers;
+use crate::tuned::Tunable;
+use anyhow::Context;
+use fatpipe_ftp::server::auth::{Anonymous, Users};
+use fatpipe_net::admission::ThirdPartyNetworks;
+use fatpipe_net::sandbox::Sandbox;
+use fatpipe_net::tls::Identity;
+use fatpipe_net::TunerConfig;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// Everything the HTTPS front-end needs, with `fatpipe serve --https`'s defaults.
+#[derive(Debug, Clone)]
+pub struct HttpsConfig {
+    /// The directory served as `/` (the FTP server's).
+    pub root: PathBuf,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The certificate and key (the FTPS identity).
+    pub tls: Arc<Identity>,
+    /// Named accounts (HTTP Basic).
+    pub users: Users,
+    /// What requests without credentials may do.
+    pub anonymous: Anonymous,
+    /// Token issuers trusted, and the audiences accepted.
+    pub issuers: Issuers,
+    /// Whether `COPY` may reach another server (pull or push).
+    pub allow_third_party: bool,
+    /// Networks third-party copies may reach beside public addresses.
+    pub third_party_networks: ThirdPartyNetworks,
+    /// Largest file a PUT or a pull may make.
+    pub max_file_size: Option<u64>,
+    /// Connections served at once; more wait in the kernel's queue.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers (and to sit idle between
+    /// requests).
+    pub header_timeout: Duration,
+    /// How connections moving bodies are tuned.
+    pub tune: TunerConfig,
+    /// Certificates trusted for the server's own outgoing third-party connections besides the
+    /// system's (`--ca`, else `SSL_CERT_FILE`).
+    pub ca: Option<PathBuf>,
+}
+
+impl HttpsConfig {
+    /// A configuration serving `root` on `listen` with `tls`, no account, the defaults.
+    pub fn new(root: PathBuf, listen: SocketAddr, tls: Arc<Identity>) -> HttpsConfig {
+        HttpsConfig {
+            root,
+            listen,
+            tls,
+            users: Users::default(),
+            anonymous: Anonymous::Off,
+            issuers: Issuers::default(),
+            allow_third_party: false,
+            third_party_networks: ThirdPartyNetworks::default(),
+            max_file_size: None,
+            max_connections: 256,
+            header_timeout: Duration::from_secs(60),
+            tune: TunerConfig::untuned(),
+            ca: None,
+        }
+    }
+}
+
+/// What every request of one server shares.
+pub struct State {
+    /// The configuration.
+    pub config: HttpsConfig,
+    /// The served tree.
+    pub sandbox: Sandbox,
+    /// Who may do what.
+    pub gate: Gate,
+    /// The TLS configuration of outgoing third-party connections.
+    pub client_tls: Arc<rustls::ClientConfig>,
+}
+
+/// One client connection, as requests on it see it.
+pub struct Conn {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The address the client reached.
+    pub local: SocketAddr,
+    /// Its tuning, when the socket could be taken for it.
+    pub tunable: Option<Tunable>,
+}
+
+/// A running HTTPS front-end.
+pub struct HttpsServer {
+    listener: TcpListener,
+    state: Arc<State>,
+}
+
+impl HttpsServer {
+    /// Binds the listener and prepares the served tree; errors say what is wrong.
+    pub async fn bind(config: HttpsConfig) -> anyhow::Result<HttpsServer> {
+        if config.users.is_empty()
+            && config.anonymous == Anonymous::Off
+            && config.issuers.is_empty()
+        {
+            anyhow::bail!(
+                "no way to authenticate over HTTPS: give --user, --users, --anonymous or --token-issuer"
+            );
+        }
+        let sandbox = Sandbox::new(&config.root)
+            .with_context(|| format!("cannot serve {}", config.root.display()))?;
+        let ca = config
+            .ca
+            .clone()
+            .or_else(|| std::env::var_os("SSL_CERT_FILE").map(PathBuf::from));
+        let client_tls =
+            fatpipe_net::tls::client_config(ca.as_deref()).map_err(anyhow::Error::msg)?;
+        let socket = if config.listen.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }?;
+        socket.set_reuseaddr(true)?;
+        // Accepted connections inherit the buffers set before listen (the window scale).
+        if let Err(e) = fatpipe_net::tuner::before_connect(&config.tune, &socket) {
+            tracing::warn!("cannot set the listener's buffers: {e}");
+        }
+        socket
+            .bind(config.listen)
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let listener = socket.listen(1024)?;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let gate = Gate::new(
+            config.users.clone(),
+            config.anonymous,
+            config.issuers.clone(),
+            threads,
+        )
+        .context("cannot start the password-checking threads")?;
+        Ok(HttpsServer {
+            listener,
+            state: Arc::new(State {
+                config,
+                sandbox,
+                gate,
+                client_tls,
+            }),
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Replaces the accounts (SIGHUP).
+    pub fn set_users(&self, users: Users) {
+        self.state.gate.set_users(users);
+    }
+
+    /// A handle to replace the accounts of the running server.
+    pub fn accounts(&self) -> impl Fn(Users) + Send + Sync + 'static {
+        let state = self.state.clone();
+        move |u| state.gate.set_users(u)
+    }
+
+    /// Serves connections until the task is dropped.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let slots = Arc::new(Semaphore::new(self.state.config.max_connections.max(1)));
+        loop {
+            let (sock, peer) = match self.listener.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors and the like: pause rather than spin.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                tracing::warn!(%peer, "too many HTTPS connections; closing a new one");
+                continue;
+            };
+            let state = self.state.clone();
+            tokio::spawn(async move {
+                if let Err(e) = connection(state, sock, peer).await {
+                    tracing::debug!(%peer, "HTTPS connection ended: {e}");
+                }
+                drop(slot);
+            });
+        }
+    }
+}
+
+/// How long a client may take over the TLS handshake.
+const HANDSHAKE: Duration = Duration::from_secs(15);
+
+/// Serves one connection: TLS, then its requests.
+async fn connection(
+    state: Arc<State>,
+    sock: tokio::net::TcpStream,
+    peer: SocketAddr,
+) -> anyhow::Result<()> {
+    let _ = sock.set_nodelay(true);
+    let local = sock.local_addr()?;
+    let tunable = Tunable::new(&state.config.tune, &sock)
+        .map_err(|e| tracing::debug!("connection left untuned: {e}"))
+        .ok();
+    // One session cache for all connections: clients that reconnect resume.
+    let tls = state.config.tls.config();
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.control);
+    let stream = tokio::time::timeout(HANDSHAKE, acceptor.accept(sock))
+        .await
+        .context("TLS handshake timed out")??;
+    let header_timeout = state.config.header_timeout;
+    let conn = Arc::new(Conn {
+        peer,
+        local,
+        tunable,
+    });
+    let service = hyper::service::service_fn(move |req| {
+        let (state, conn) = (state.clone(), conn.clone());
+        async move { Ok::<_, Infallible>(request(state, conn, req).await) }
+    });
+    hyper::server::conn::http1::Builder::new()
+        // Old clients match header names case-sensitively (davix's neon: a lowercase
+        // `www-authenticate` is never answered with credentials).
+        .title_case_headers(true)
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(TokioIo::new(stream), service)
+        .await?;
+    Ok(())
+}
+
+/// Seconds since the epoch, for token times.
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Authenticates and answers one request, and logs it.
+async fn request(
+    state: Arc<State>,
+    conn: Arc<Conn>,
+    req: Request<Incoming>,
+) -> Response<ResponseBody> {
+    let method = req.method().clone();
+    let target = req.uri().path().to_string();
+    // OPTIONS says what the server speaks; it needs no credentials (clients probe with it).
+    if method == hyper::Method::OPTIONS {
+        return crate::dav::options();
+    }
+    let auth = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let grant = match state
+        .gate
+        .grant(auth.as_deref(), Instant::now(), unix_now())
+        .await
+    {
+        Ok(g) => g,
+        Err(r) => {
+            tracing::info!(peer = %conn.peer, %method, path = %target, "refused: {r}");
+            return unauthorized(&r, state.gate.takes_tokens());
+        }
+    };
+    let resp = crate::dav::answer(&state, &conn, &grant, req).await;
+    tracing::info!(
+        peer = %conn.peer, who = %grant.who(), %method, path = %target,
+        status = resp.status().as_u16(), "HTTPS request"
+    );
+    resp
+}
+
+/// 401 with the schemes the server takes, and why the credentials given were refused.
+fn unauthorized(r: &Refusal, tokens: bool) -> Response<ResponseBody> {
+    let code = match r {
+        Refusal::Busy => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::UNAUTHORIZED,
+    };
+    let mut resp = status(code, &r.to_string());
+    let h = resp.headers_mut();
+    h.append(
+        WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"fatpipe\""),
+    );
+    if tokens {
+        let bearer = match r {
+            Refusal::BadToken(e) => format!(
+                "Bearer realm=\"fatpipe\", error=\"invalid_token\", error_description=\"{}\"",
+                e.to_string().replace(['"', '\\'], "'")
+            ),
+            _ => "Bearer realm=\"fatpipe\"".to_string(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&bearer) {
+            h.append(WWW_AUTHENTICATE, v);
+        }
+    }
+    resp
+}
+
+/// The line `fatpipe serve` prints when the HTTPS front-end listens (scripts read the port).
+pub fn announcement(addr: SocketAddr, root: &str) -> String {
+    format!("fatpipe serve: HTTPS listening on {addr}, root {root}")
+}

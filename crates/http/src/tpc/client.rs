@@ -1,0 +1,140 @@
+//! The server's own outgoing connections for third-party copies: the remote endpoint resolved
+//! and held to the allow-list, a tuned TCP connection (buffers set before connecting, the
+//! plan started when a body moves), TLS, HTTP/1.1.
+
+use crate::body::ResponseBody;
+use crate::tuned::Tunable;
+use fatpipe_net::admission::ThirdPartyNetworks;
+use fatpipe_net::TunerConfig;
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{HeaderName, HeaderValue, HOST};
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long connecting (TCP and TLS) may take.
+const CONNECT: Duration = Duration::from_secs(30);
+
+/// A remote endpoint a copy may reach.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    /// The URL asked for.
+    pub url: url::Url,
+    /// The address connected to.
+    pub addr: SocketAddr,
+    host: String,
+}
+
+/// Resolves `url` (https, or davs which is the same) to an address third-party copies may
+/// reach: a public one, or one in `networks`; loopback, private and link-local ones are refused
+/// otherwise (a copy must not become a way into the server's own neighbourhood).
+pub async fn resolve(url: &url::Url, networks: &ThirdPartyNetworks) -> Result<Remote, String> {
+    if !matches!(url.scheme(), "https" | "davs") {
+        return Err(format!(
+            "{}: only https:// and davs:// endpoints are reached",
+            url.scheme()
+        ));
+    }
+    let host = url
+        .host_str()
+        .ok_or_else(|| format!("{url}: no host"))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = url.port().unwrap_or(443);
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .collect();
+    let addr = addrs
+        .iter()
+        .find(|a| networks.allows(a.ip()))
+        .copied()
+        .ok_or_else(|| {
+            format!(
+                "{host} is at {addrs:?}, which third-party copies may not reach (see --third-party-networks)"
+            )
+        })?;
+    Ok(Remote {
+        url: url.clone(),
+        addr,
+        host,
+    })
+}
+
+/// A request to `remote`'s path with `headers` (and `Host`).
+pub fn request(
+    method: Method,
+    remote: &Remote,
+    headers: &[(HeaderName, HeaderValue)],
+    body: ResponseBody,
+) -> Result<Request<ResponseBody>, String> {
+    let mut target = remote.url.path().to_string();
+    if let Some(q) = remote.url.query() {
+        target.push('?');
+        target.push_str(q);
+    }
+    let mut req = Request::builder()
+        .method(method)
+        .uri(target)
+        .body(body)
+        .map_err(|e| e.to_string())?;
+    let authority = match remote.url.port() {
+        Some(p) => format!("{}:{p}", remote.url.host_str().unwrap_or_default()),
+        None => remote.url.host_str().unwrap_or_default().to_string(),
+    };
+    let h = req.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&authority) {
+        h.insert(HOST, v);
+    }
+    for (n, v) in headers {
+        h.append(n.clone(), v.clone());
+    }
+    Ok(req)
+}
+
+/// A new connection to `remote`, ready for requests, and its tuning.
+pub async fn connect(
+    remote: &Remote,
+    tls: &Arc<rustls::ClientConfig>,
+    tune: &TunerConfig,
+) -> Result<(SendRequest<ResponseBody>, Option<Tunable>), String> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| format!("{what} {}: {e}", remote.addr);
+    let socket = if remote.addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(|e| fail("cannot open a socket to", &e))?;
+    if let Err(e) = fatpipe_net::tuner::before_connect(tune, &socket) {
+        tracing::warn!("cannot size a copy's buffers: {e}");
+    }
+    let tcp = tokio::time::timeout(CONNECT, socket.connect(remote.addr))
+        .await
+        .map_err(|_| fail("timed out connecting to", &"no answer"))?
+        .map_err(|e| fail("cannot connect to", &e))?;
+    let _ = tcp.set_nodelay(true);
+    let tunable = Tunable::new(tune, &tcp).ok();
+    let name = rustls::pki_types::ServerName::try_from(remote.host.clone())
+        .map_err(|e| fail("bad server name for", &e))?;
+    let tls = tokio::time::timeout(
+        CONNECT,
+        tokio_rustls::TlsConnector::from(tls.clone()).connect(name, tcp),
+    )
+    .await
+    .map_err(|_| fail("TLS handshake timed out with", &"no answer"))?
+    .map_err(|e| fail("TLS handshake failed with", &e))?;
+    let (sender, connection) = hyper::client::conn::http1::Builder::new()
+        .title_case_headers(true)
+        .handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| fail("HTTP failed with", &e))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!("third-party connection ended: {e}");
+        }
+    });
+    Ok((sender, tunable))
+}

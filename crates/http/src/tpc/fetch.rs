@@ -1,0 +1,289 @@
+//! The two directions of a third-party copy, once accepted: a pull (one GET, or ranged GETs
+//! over several connections into one file) and a push (one PUT), each optionally verified
+//! against the remote's adler32 (`Want-Digest`).
+
+use super::client::{self, Remote};
+use crate::body::{drain_into, from_file, full, FileSink, Piece};
+use crate::pending::Pending;
+use crate::server::State;
+use fatpipe_proto::gridftp::ChecksumAlg;
+use fatpipe_tune::Role;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::header::{HeaderName, HeaderValue, CONTENT_LENGTH, RANGE};
+use hyper::{Method, Response, StatusCode};
+use std::fs::File;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Smallest part one connection of a pull takes: below it, fewer connections.
+pub const MIN_PART: u64 = 8 << 20;
+
+/// The parts `size` bytes are fetched in over at most `streams` connections.
+pub fn parts(size: u64, streams: u32) -> Vec<Range<u64>> {
+    let n = (size / MIN_PART).clamp(1, u64::from(streams.max(1)));
+    let each = size.div_ceil(n);
+    (0..n)
+        .map(|i| (i * each).min(size)..((i + 1) * each).min(size))
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// `status: first line of the body`, for a remote's refusal.
+async fn refusal(what: &str, resp: Response<Incoming>) -> String {
+    let code = resp.status();
+    let body = http_body_util::Limited::new(resp.into_body(), 4096)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body);
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    format!("{what} answered {code} {line}").trim().to_string()
+}
+
+/// What a pull needs.
+pub struct Pull {
+    pub state: Arc<State>,
+    pub remote: Remote,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub streams: u32,
+    pub verify: bool,
+}
+
+impl Pull {
+    /// Fetches the source into `upload` and commits it.
+    pub async fn run(self, upload: Pending, progress: &Arc<AtomicU64>) -> Result<(), String> {
+        let file = upload.file().map_err(|e| e.to_string())?;
+        let check = file.try_clone().map_err(|e| e.to_string())?;
+        let sink = FileSink::new(file);
+        let size = match self.streams {
+            1 => None,
+            _ => self.size().await?,
+        };
+        let split = size.map_or_else(Vec::new, |s| parts(s, self.streams));
+        let fetched = if split.len() > 1 {
+            let all = split
+                .into_iter()
+                .map(|r| self.fetch(Some(r), &sink, progress));
+            futures_util::future::try_join_all(all).await.map(|_| ())
+        } else {
+            self.fetch(None, &sink, progress).await.map(|_| ())
+        };
+        let written = sink
+            .finish()
+            .await
+            .map_err(|e| format!("cannot write: {e}"));
+        fetched?;
+        written?;
+        if self.verify {
+            verify(&self.state, &self.remote, &self.headers, check).await?;
+        }
+        tokio::task::spawn_blocking(move || upload.commit())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("cannot keep the file: {e}"))
+    }
+
+    /// The source's size, when it serves ranges (a HEAD).
+    async fn size(&self) -> Result<Option<u64>, String> {
+        let (mut send, _) = self.connect().await?;
+        let req = client::request(Method::HEAD, &self.remote, &self.headers, full(""))?;
+        let resp = send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("HEAD {}: {e}", self.remote.url))?;
+        if resp.status() != StatusCode::OK {
+            return Err(refusal("the source", resp).await);
+        }
+        let ranges = resp
+            .headers()
+            .get("accept-ranges")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"bytes"));
+        Ok(length(&resp).filter(|_| ranges))
+    }
+
+    async fn connect(
+        &self,
+    ) -> Result<
+        (
+            hyper::client::conn::http1::SendRequest<crate::body::ResponseBody>,
+            Option<crate::tuned::Tunable>,
+        ),
+        String,
+    > {
+        client::connect(
+            &self.remote,
+            &self.state.client_tls,
+            &self.state.config.tune,
+        )
+        .await
+    }
+
+    /// One GET (of `range`, or the whole file) on a connection of its own, into `sink`.
+    async fn fetch(
+        &self,
+        range: Option<Range<u64>>,
+        sink: &FileSink,
+        progress: &Arc<AtomicU64>,
+    ) -> Result<u64, String> {
+        let (mut send, tunable) = self.connect().await?;
+        let mut headers = self.headers.clone();
+        if let Some(r) = &range {
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes={}-{}", r.start, r.end - 1)) {
+                headers.push((RANGE, v));
+            }
+        }
+        let req = client::request(Method::GET, &self.remote, &headers, full(""))?;
+        let resp = send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("GET {}: {e}", self.remote.url))?;
+        let (want, start) = match &range {
+            Some(r) => (StatusCode::PARTIAL_CONTENT, r.start),
+            None => (StatusCode::OK, 0),
+        };
+        if resp.status() != want {
+            return Err(refusal("the source", resp).await);
+        }
+        if let Some(r) = &range {
+            let cr = resp
+                .headers()
+                .get("content-range")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if !cr.starts_with(&format!("bytes {}-{}/", r.start, r.end - 1)) {
+                return Err(format!("the source sent range {cr:?} for {r:?}"));
+            }
+        }
+        let expected = match &range {
+            Some(r) => Some(r.end - r.start),
+            None => length(&resp),
+        };
+        let tuned = tunable.map(|t| t.start(Role::Receiver));
+        let seen = AtomicU64::new(0);
+        let limit = self.state.config.max_file_size.unwrap_or(u64::MAX);
+        let n = drain_into(resp.into_body(), sink, start, limit, |n| {
+            progress.fetch_add(n - seen.swap(n, Ordering::Relaxed), Ordering::Relaxed);
+            if let Some(t) = &tuned {
+                t.moved(n);
+            }
+        })
+        .await?;
+        if expected.is_some_and(|e| e != n) {
+            return Err(format!("the source sent {n} bytes of {expected:?}"));
+        }
+        Ok(n)
+    }
+}
+
+/// What a push needs.
+pub struct Push {
+    pub state: Arc<State>,
+    pub remote: Remote,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub verify: bool,
+}
+
+impl Push {
+    /// Sends `size` bytes of `file` to the destination with a PUT.
+    pub async fn run(self, file: File, size: u64, progress: &Arc<AtomicU64>) -> Result<(), String> {
+        let check = file.try_clone().map_err(|e| e.to_string())?;
+        let (mut send, tunable) = client::connect(
+            &self.remote,
+            &self.state.client_tls,
+            &self.state.config.tune,
+        )
+        .await?;
+        let mut headers = self.headers.clone();
+        headers.push((CONTENT_LENGTH, HeaderValue::from(size)));
+        let tuned = tunable.map(|t| t.start(Role::Sender));
+        let p = progress.clone();
+        let body = from_file(file, vec![Piece::File(0..size)], move |n| {
+            p.store(n, Ordering::Relaxed);
+            if let Some(t) = &tuned {
+                t.moved(n);
+            }
+        });
+        let req = client::request(Method::PUT, &self.remote, &headers, body)?;
+        let resp = send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("PUT {}: {e}", self.remote.url))?;
+        if !resp.status().is_success() {
+            return Err(refusal("the destination", resp).await);
+        }
+        if self.verify {
+            verify(&self.state, &self.remote, &self.headers, check).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The `Content-Length` of a response.
+fn length(resp: &Response<Incoming>) -> Option<u64> {
+    resp.headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Compares `local`'s adler32 with the one the remote gives for its copy.
+async fn verify(
+    state: &State,
+    remote: &Remote,
+    headers: &[(HeaderName, HeaderValue)],
+    local: File,
+) -> Result<(), String> {
+    let mine = tokio::task::spawn_blocking(move || {
+        fatpipe_net::checksum::checksum(&local, ChecksumAlg::Adler32, 0, None)
+    });
+    let (mut send, _) = client::connect(remote, &state.client_tls, &state.config.tune).await?;
+    let mut headers = headers.to_vec();
+    headers.push((
+        HeaderName::from_static("want-digest"),
+        HeaderValue::from_static("adler32"),
+    ));
+    let req = client::request(Method::HEAD, remote, &headers, full(""))?;
+    let resp = send
+        .send_request(req)
+        .await
+        .map_err(|e| format!("HEAD {}: {e}", remote.url))?;
+    if resp.status() != StatusCode::OK {
+        return Err(refusal("checksum request: the remote", resp).await);
+    }
+    let theirs = resp
+        .headers()
+        .get("digest")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|d| crate::digest::value_in(d, ChecksumAlg::Adler32))
+        .ok_or("the remote gave no adler32 to verify against")?;
+    let mine = mine
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("cannot checksum the local file: {e}"))?;
+    if mine != theirs {
+        return Err(format!(
+            "checksum mismatch: adler32 {mine} here, {theirs} there"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_cover_the_file_once() {
+        assert_eq!(parts(0, 4), Vec::<Range<u64>>::new());
+        assert_eq!(parts(100, 4), vec![0..100]);
+        let p = parts(4 * MIN_PART + 3, 4);
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[0].start, 0);
+        assert_eq!(p[3].end, 4 * MIN_PART + 3);
+        assert!(p.windows(2).all(|w| w[0].end == w[1].start));
+        assert_eq!(parts(3 * MIN_PART, 16).len(), 3);
+    }
+}

@@ -1,0 +1,207 @@
+//! WLCG HTTP third-party copy. `COPY` with `Source:` pulls into this server; `COPY` whose
+//! `Destination:` is another server pushes from it. The client gets `202 Accepted` at once
+//! and a body of performance markers (the first when the copy starts, then every 5 s) ending
+//! in `success: Created` or `failure: …`; `TransferHeader<Name>` headers go to the remote as
+//! `<Name>` (its `Authorization`). A pull may run over several connections
+//! (`X-Number-Of-Streams`), each a ranged GET tuned like any data connection.
+
+mod client;
+mod fetch;
+
+use crate::auth::{Grant, Op};
+use crate::body::{self, ResponseBody};
+use crate::dav::{check, fs, fs_failed, header, Answer};
+use crate::markers;
+use crate::pending::Pending;
+use crate::server::{refuse, Conn, Refused, State};
+use bytes::Bytes;
+use client::Remote;
+use fatpipe_net::sandbox::FsError;
+use fatpipe_proto::VPath;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::{Response, StatusCode};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Most connections one pull opens.
+pub const MAX_STREAMS: u32 = 16;
+
+/// The headers to send the remote: each `TransferHeader<Name>: v` as `<Name>: v` (hop-by-hop
+/// and length headers are the connection's own and never forwarded).
+pub fn forwarded(h: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
+    const PREFIX: &str = "transferheader";
+    h.iter()
+        .filter_map(|(n, v)| {
+            let name = n.as_str().strip_prefix(PREFIX)?;
+            let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+            let own = [
+                "host",
+                "content-length",
+                "transfer-encoding",
+                "connection",
+                "te",
+                "upgrade",
+            ];
+            (!own.contains(&name.as_str())).then(|| (name, v.clone()))
+        })
+        .collect()
+}
+
+/// What both directions check first: third-party copies allowed, the remote reachable.
+async fn remote_of(state: &State, url: &str) -> Result<Remote, Refused> {
+    if !state.config.allow_third_party {
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "third-party copies are off on this server (--allow-third-party)",
+        ));
+    }
+    let url = url::Url::parse(url.trim())
+        .map_err(|e| refuse(StatusCode::BAD_REQUEST, &format!("bad remote URL: {e}")))?;
+    client::resolve(&url, &state.config.third_party_networks)
+        .await
+        .map_err(|e| refuse(StatusCode::FORBIDDEN, &e))
+}
+
+/// `X-Number-Of-Streams`, bounded.
+fn streams_asked(h: &HeaderMap) -> u32 {
+    header(h, "x-number-of-streams")
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(1)
+        .clamp(1, MAX_STREAMS)
+}
+
+/// Whether the client asked for the copy's checksum to be compared with the source's.
+fn verify_asked(h: &HeaderMap) -> bool {
+    header(h, "requirechecksumverification").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// `COPY` with `Source: url`: this server fetches `url` into `dest`.
+pub async fn pull(
+    state: &Arc<State>,
+    _conn: &Arc<Conn>,
+    grant: &Grant,
+    dest: &VPath,
+    h: &HeaderMap,
+    source: &str,
+) -> Answer {
+    let existed = crate::dav::write_kind(state, dest)
+        .await
+        .map_err(|e| fs_failed(&e, dest))?;
+    if existed == Some(true) {
+        return Err(refuse(
+            StatusCode::CONFLICT,
+            "a collection is at the destination",
+        ));
+    }
+    check(
+        grant,
+        if existed.is_some() {
+            Op::Modify
+        } else {
+            Op::Create
+        },
+        dest,
+    )?;
+    let remote = remote_of(state, source).await?;
+    let sandbox = state.sandbox.clone();
+    let d = dest.clone();
+    let upload = fs(move || Pending::start(&sandbox, &d))
+        .await
+        .map_err(|e| match e {
+            FsError::NotFound => {
+                refuse(StatusCode::CONFLICT, "the parent collection does not exist")
+            }
+            e => fs_failed(&e, dest),
+        })?;
+    let job = fetch::Pull {
+        state: state.clone(),
+        remote,
+        headers: forwarded(h),
+        streams: streams_asked(h),
+        verify: verify_asked(h),
+    };
+    tracing::info!(dest = %dest, source = %job.remote.url, streams = job.streams, "third-party pull");
+    let progress = Arc::new(AtomicU64::new(0));
+    let p = progress.clone();
+    Ok(accepted(progress, job.streams, async move {
+        job.run(upload, &p).await
+    }))
+}
+
+/// `COPY` with a `Destination` on another server: this server sends `src` there with a PUT.
+pub async fn push(
+    state: &Arc<State>,
+    _conn: &Arc<Conn>,
+    grant: &Grant,
+    src: &VPath,
+    h: &HeaderMap,
+    dest: url::Url,
+) -> Answer {
+    check(grant, Op::Read, src)?;
+    let sandbox = state.sandbox.clone();
+    let s = src.clone();
+    let (file, meta) = fs(move || sandbox.open_read(&s))
+        .await
+        .map_err(|e| fs_failed(&e, src))?;
+    let remote = remote_of(state, dest.as_str()).await?;
+    tracing::info!(src = %src, dest = %remote.url, "third-party push");
+    let job = fetch::Push {
+        state: state.clone(),
+        remote,
+        headers: forwarded(h),
+        verify: verify_asked(h),
+    };
+    let progress = Arc::new(AtomicU64::new(0));
+    let p = progress.clone();
+    Ok(accepted(progress, 1, async move {
+        job.run(file, meta.len(), &p).await
+    }))
+}
+
+/// `202 Accepted` whose body reports `job` as it runs: a marker at once, then every
+/// [`markers::MARKER_EVERY`], then the outcome. A client that goes away cancels the job.
+fn accepted(
+    progress: Arc<AtomicU64>,
+    streams: u32,
+    job: impl Future<Output = Result<(), String>> + Send + 'static,
+) -> Response<ResponseBody> {
+    let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(4);
+    tokio::spawn(async move {
+        let marker = |p: &AtomicU64| {
+            Ok(Bytes::from(markers::marker(
+                crate::server::unix_now(),
+                p.load(Ordering::Relaxed),
+                streams,
+            )))
+        };
+        if tx.send(marker(&progress)).await.is_err() {
+            return;
+        }
+        let mut job = std::pin::pin!(job);
+        let mut every = tokio::time::interval(markers::MARKER_EVERY);
+        every.tick().await;
+        let result = loop {
+            tokio::select! {
+                r = &mut job => break r,
+                _ = every.tick() => {
+                    if tx.send(marker(&progress)).await.is_err() {
+                        tracing::info!("the client went away: third-party copy cancelled");
+                        return;
+                    }
+                }
+            }
+        };
+        if let Err(e) = &result {
+            tracing::warn!("third-party copy failed: {e}");
+        }
+        let _ = tx.send(marker(&progress)).await;
+        let _ = tx.send(Ok(Bytes::from(markers::outcome(&result)))).await;
+    });
+    let mut r = Response::new(body::channel(rx, None));
+    *r.status_mut() = StatusCode::ACCEPTED;
+    r.headers_mut()
+        .insert("Content-Type", HeaderValue::from_static("text/plain"));
+    r
+}

@@ -1,0 +1,74 @@
+//! The tuning of an HTTP connection while it moves a body: the same per-connection plan as an
+//! FTP data connection (buffer law, pacing, congestion control), sampled on the runtime.
+
+use fatpipe_net::{Pump, Tuner, TunerConfig};
+use fatpipe_tune::Role;
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::watch;
+
+/// A connection that can be tuned: its socket (a second handle) and the server's tuning.
+pub struct Tunable {
+    cfg: TunerConfig,
+    sock: TcpStream,
+}
+
+impl Tunable {
+    /// The tuning of `sock` as `cfg` says.
+    pub fn new(cfg: &TunerConfig, sock: &impl AsFd) -> io::Result<Tunable> {
+        let fd = sock.as_fd().try_clone_to_owned()?;
+        Ok(Tunable {
+            cfg: cfg.clone(),
+            sock: TcpStream::from(fd),
+        })
+    }
+
+    /// Tunes the connection for one body moved in `role` until the returned handle is
+    /// dropped; a connection the plan cannot start on moves untuned (logged).
+    pub fn start(&self, role: Role) -> Tuned {
+        let pump = Arc::new(Pump::default());
+        let (stop, mut stopped) = watch::channel(false);
+        let pacing = self.cfg.pacing.unwrap_or_default();
+        match Tuner::start(
+            self.cfg.clone(),
+            pacing,
+            role,
+            &self.sock,
+            pump.clone(),
+            Instant::now(),
+        ) {
+            Ok(mut tuner) => {
+                tokio::spawn(async move {
+                    loop {
+                        let now = Instant::now();
+                        tuner.tick(now);
+                        let wait = tuner.due_in(Instant::now());
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = stopped.changed() => break,
+                        }
+                    }
+                    tuner.final_sample(Instant::now());
+                });
+            }
+            Err(e) => tracing::warn!("cannot tune a connection: {e}"),
+        }
+        Tuned { pump, _stop: stop }
+    }
+}
+
+/// A body being moved under tuning; the tuning stops when it is dropped.
+pub struct Tuned {
+    pump: Arc<Pump>,
+    _stop: watch::Sender<bool>,
+}
+
+impl Tuned {
+    /// The body has moved `total` bytes so far.
+    pub fn moved(&self, total: u64) {
+        self.pump.reported(total);
+    }
+}
