@@ -37,27 +37,32 @@ pub const PASSWORD_ENV: &str = "FATPIPE_PASSWORD";
 /// Credentials for `url`: the URL's user, or the netrc's for its host, or anonymous; the
 /// password from the URL, the environment, the netrc (for that user), or a prompt.
 pub fn for_url(url: &RemoteUrl) -> anyhow::Result<Credentials> {
-    let entry = netrc_entry(&url.host);
-    let Some(user) = url
-        .user
-        .clone()
-        .or_else(|| entry.as_ref().map(|n| n.login.clone()))
-    else {
+    login(&url.host, url.user.clone(), url.password.clone())
+}
+
+/// Credentials for `host` from a URL's `user` and `password` (see [`for_url`]).
+fn login(
+    host: &str,
+    user: Option<String>,
+    password: Option<String>,
+) -> anyhow::Result<Credentials> {
+    let entry = netrc_entry(host);
+    let Some(user) = user.or_else(|| entry.as_ref().map(|n| n.login.clone())) else {
         return Ok(Credentials::anonymous());
     };
     let from_netrc = entry
         .filter(|n| n.login == user)
         .map(|n| n.password)
         .filter(|p| !p.is_empty());
-    let in_url = url.password.is_some();
-    let password = if let Some(p) = url.password.clone() {
+    let in_url = password.is_some();
+    let password = if let Some(p) = password {
         p
     } else if let Ok(p) = std::env::var(PASSWORD_ENV) {
         p
     } else if let Some(p) = from_netrc {
         p
     } else if std::io::stdin().is_terminal() {
-        rpassword::prompt_password(format!("Password for {user}@{}: ", url.host))?
+        rpassword::prompt_password(format!("Password for {user}@{host}: "))?
     } else {
         bail!("no password for {user}: set {PASSWORD_ENV}, add it to ~/.netrc, or run on a terminal to be asked");
     };
@@ -66,6 +71,68 @@ pub fn for_url(url: &RemoteUrl) -> anyhow::Result<Credentials> {
         password,
         in_url,
     })
+}
+
+/// The `Authorization` for an `https://`/`davs://` URL: Basic when the URL names a user
+/// (password as for FTP: the URL, `FATPIPE_PASSWORD`, the netrc, a prompt); else a bearer token
+/// (`--bearer-token FILE`, then WLCG token discovery: `BEARER_TOKEN`, `BEARER_TOKEN_FILE`,
+/// `$XDG_RUNTIME_DIR/bt_u$UID`, `/tmp/bt_u$UID`); else Basic from the netrc; else none.
+pub fn http_authorization(
+    url: &url::Url,
+    token_file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<String>> {
+    use base64::Engine;
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let user = (!url.username().is_empty()).then(|| decode(url.username()));
+    if user.is_none() {
+        if let Some(t) = bearer_token(token_file)? {
+            return Ok(Some(format!("Bearer {t}")));
+        }
+    }
+    let host = url.host_str().unwrap_or_default();
+    let c = login(host, user, url.password().map(decode))?;
+    if c.user == Credentials::anonymous().user {
+        return Ok(None);
+    }
+    let pair = format!("{}:{}", c.user, c.password);
+    Ok(Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    )))
+}
+
+/// A bearer token from `file`, or found as the WLCG Bearer Token Discovery says.
+fn bearer_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    let read = |p: &std::path::Path| -> anyhow::Result<String> {
+        let t = std::fs::read_to_string(p)
+            .map_err(|e| anyhow::anyhow!("cannot read the token in {}: {e}", p.display()))?;
+        Ok(t.trim().to_string())
+    };
+    if let Some(f) = file {
+        return read(f).map(Some);
+    }
+    if let Ok(t) = std::env::var("BEARER_TOKEN") {
+        return Ok(Some(t.trim().to_string()));
+    }
+    if let Some(f) = std::env::var_os("BEARER_TOKEN_FILE") {
+        return read(std::path::Path::new(&f)).map(Some);
+    }
+    let uid = nix::unistd::Uid::current();
+    let dirs = [
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+        Some(PathBuf::from("/tmp")),
+    ];
+    for dir in dirs.into_iter().flatten() {
+        let p = dir.join(format!("bt_u{uid}"));
+        if p.is_file() {
+            return read(&p).map(Some);
+        }
+    }
+    Ok(None)
 }
 
 /// The server and path an `ftp://` URL argument names.

@@ -287,6 +287,14 @@ fn tokens_allow_what_their_scopes_say_and_refusals_say_why() {
     random_file(&s.path("data/x"), 5000, 2);
     random_file(&s.path("secret"), 10, 2);
     let bearer = |t: &str| format!("Authorization: Bearer {t}");
+    let put = |t: &str, path: &str| {
+        let b = bearer(t);
+        curl(
+            &pki,
+            &["-H", &b, "-T", "/etc/hostname", &format!("{u}{path}")],
+        )
+        .0
+    };
     let read = pki.token("storage.read:/data", 600);
     assert_eq!(
         curl(&pki, &["-H", &bearer(&read), &format!("{u}/data/x")]).0,
@@ -295,51 +303,12 @@ fn tokens_allow_what_their_scopes_say_and_refusals_say_why() {
     // Outside the token's path, and a write with a read-only token: 403.
     let (code, body) = curl(&pki, &["-H", &bearer(&read), &format!("{u}/secret")]);
     assert_eq!(code, 403, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(
-        curl(
-            &pki,
-            &[
-                "-H",
-                &bearer(&read),
-                "-T",
-                "/etc/hostname",
-                &format!("{u}/data/y")
-            ]
-        )
-        .0,
-        403
-    );
+    assert_eq!(put(&read, "/data/y"), 403);
     assert!(!s.path("data/y").exists());
     let create = pki.token("storage.create:/data", 600);
-    assert_eq!(
-        curl(
-            &pki,
-            &[
-                "-H",
-                &bearer(&create),
-                "-T",
-                "/etc/hostname",
-                &format!("{u}/data/y")
-            ]
-        )
-        .0,
-        201
-    );
+    assert_eq!(put(&create, "/data/y"), 201);
     // Create does not overwrite; modify does.
-    assert_eq!(
-        curl(
-            &pki,
-            &[
-                "-H",
-                &bearer(&create),
-                "-T",
-                "/etc/hostname",
-                &format!("{u}/data/y")
-            ]
-        )
-        .0,
-        403
-    );
+    assert_eq!(put(&create, "/data/y"), 403);
     let modify = pki.token("storage.modify:/data", 600);
     assert_eq!(
         curl(
@@ -613,4 +582,57 @@ fn davix_and_rclone_move_files_and_trees() {
     for f in ["a/one", "a/b/two", "three"] {
         assert_same(&up.join(f), &down.join(f));
     }
+}
+
+#[test]
+fn fatpipe_cp_moves_files_over_https_and_between_servers() {
+    let pki = Pki::new();
+    let tpc = [
+        "--allow-third-party",
+        "--third-party-networks",
+        "127.0.0.1/32",
+    ];
+    let (a, b) = (pki.server(&tpc), pki.server(&tpc));
+    random_file(&a.path("x"), (9 << 20) + 1, 21);
+    let work = tempfile::tempdir().unwrap();
+    let token = work.path().join("token");
+    std::fs::write(&token, pki.token("storage.read:/ storage.modify:/", 600)).unwrap();
+    let ca = pki.ca.to_str().unwrap();
+    let cp = |args: &[&str]| {
+        let mut c = fatpipe_cmd(&["cp", "--quiet", "--ca", ca]);
+        c.args(args);
+        c
+    };
+    // Down with a token file; into a directory, the URL's name.
+    let (ua, ub) = (base(&a), base(&b));
+    let t = token.to_str().unwrap();
+    run_ok(&mut cp(&[
+        "--bearer-token",
+        t,
+        &format!("{ua}/x"),
+        work.path().to_str().unwrap(),
+    ]));
+    assert_same(&a.path("x"), &work.path().join("x"));
+    // Up with Basic: the user in the URL, the password from the environment.
+    let up = format!("https://alice@localhost:{}/up", a.https.unwrap().port());
+    run_ok(cp(&[work.path().join("x").to_str().unwrap(), &up]).env("FATPIPE_PASSWORD", "pw"));
+    assert_same(&a.path("x"), &a.path("up"));
+    // Server to server, the token from BEARER_TOKEN, two connections asked.
+    let davs =
+        |s: &FatpipeServer, p: &str| format!("davs://localhost:{}/{p}", s.https.unwrap().port());
+    let rw = std::fs::read_to_string(&token).unwrap();
+    run_ok(cp(&["-p", "2", &davs(&a, "x"), &davs(&b, "y")]).env("BEARER_TOKEN", &rw));
+    assert_same(&a.path("x"), &b.path("y"));
+    let log = std::fs::read_to_string(pki.log_of(&b)).unwrap();
+    assert!(log.contains("third-party pull"), "{log}");
+    // A refused token: a failure that says why, nothing written.
+    let out = run(
+        cp(&[&format!("{ub}/y"), work.path().join("z").to_str().unwrap()])
+            .env("BEARER_TOKEN", pki.token("storage.read:/", -600)),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("401") && err.contains("expired"), "{err}");
+    assert!(!work.path().join("z").exists());
+    let _ = ua;
 }

@@ -22,6 +22,21 @@ const CHUNK: usize = 256 << 10;
 /// Chunks read ahead of the connection.
 const AHEAD: usize = 8;
 
+impl Piece {
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Piece::Text(t) => t.len() as u64,
+            Piece::File(r) => r.end - r.start,
+        }
+    }
+}
+
+/// The length of a body made of `pieces`.
+pub fn length(pieces: &[Piece]) -> u64 {
+    pieces.iter().map(Piece::len).sum()
+}
+
 /// A body with these bytes.
 pub fn full(b: impl Into<Bytes>) -> ResponseBody {
     Full::new(b.into()).map_err(|never| match never {}).boxed()
@@ -82,13 +97,7 @@ pub fn from_file(
     pieces: Vec<Piece>,
     sent: impl Fn(u64) + Send + 'static,
 ) -> ResponseBody {
-    let total: u64 = pieces
-        .iter()
-        .map(|p| match p {
-            Piece::Text(t) => t.len() as u64,
-            Piece::File(r) => r.end - r.start,
-        })
-        .sum();
+    let total = length(&pieces);
     let (tx, rx) = mpsc::channel(AHEAD);
     tokio::task::spawn_blocking(move || {
         let mut moved = 0u64;

@@ -5,10 +5,13 @@
 //!
 //! Map: [`server`] accepts connections and routes requests; [`auth`] and [`token`] decide
 //! who may do what where; [`dav`] answers the WebDAV methods; [`tpc`] runs third-party
-//! copies; [`range`], [`digest`], [`markers`] and [`paths`] are the pure protocol pieces.
+//! copies; [`client`] is `fatpipe cp`'s side; `connect` makes the outgoing connections of
+//! both; [`range`], [`digest`], [`markers`] and [`paths`] are the pure protocol pieces.
 
 pub mod auth;
 mod body;
+pub mod client;
+mod connect;
 pub mod dav;
 pub mod digest;
 pub mod markers;

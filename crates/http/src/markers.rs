@@ -29,9 +29,75 @@ fn one_line(s: &str) -> String {
         .collect()
 }
 
+/// Longest line kept while it is incomplete; a longer one is dropped.
+const MAX_LINE: usize = 4096;
+
+/// What a third-party copy's answer body has said so far, read as it arrives in any chunks.
+#[derive(Debug, Default)]
+pub struct Reading {
+    /// Bytes moved, from the latest marker.
+    pub bytes: u64,
+    /// The outcome, once the last line came.
+    pub outcome: Option<Result<(), String>>,
+    line: Vec<u8>,
+}
+
+impl Reading {
+    /// Takes the next part of the body.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        for &b in chunk {
+            if b == b'\n' {
+                let line = String::from_utf8_lossy(&self.line).into_owned();
+                self.line.clear();
+                self.line_done(line.trim());
+            } else if self.line.len() < MAX_LINE {
+                self.line.push(b);
+            }
+        }
+    }
+
+    fn line_done(&mut self, line: &str) {
+        let Some((key, value)) = line.split_once(':') else {
+            return;
+        };
+        let value = value.trim();
+        match key.trim() {
+            "Stripe Bytes Transferred" => {
+                if let Ok(n) = value.parse::<u64>() {
+                    self.bytes = self.bytes.max(n);
+                }
+            }
+            "success" => self.outcome = Some(Ok(())),
+            "failure" => self.outcome = Some(Err(value.to_string())),
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_is_written_reads_back_in_any_chunks() {
+        let body = format!(
+            "{}{}{}",
+            marker(1, 10, 1),
+            marker(2, 4096, 1),
+            outcome(&Err("the source answered 404".into()))
+        );
+        for cut in [1, 3, 7, body.len()] {
+            let mut r = Reading::default();
+            for c in body.as_bytes().chunks(cut) {
+                r.feed(c);
+            }
+            assert_eq!(r.bytes, 4096);
+            assert_eq!(r.outcome, Some(Err("the source answered 404".into())));
+        }
+        let mut r = Reading::default();
+        r.feed(b"Perf Marker\nStripe Bytes Transferred: x\nsuccess: Created\n");
+        assert_eq!((r.bytes, r.outcome), (0, Some(Ok(()))));
+    }
 
     #[test]
     fn markers_and_outcomes_as_gfal2_reads_them() {

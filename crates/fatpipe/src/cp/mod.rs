@@ -3,6 +3,7 @@
 use crate::credentials;
 use crate::selection::Selection;
 
+mod https;
 mod report;
 use crate::progress::{Finished, Progress};
 use crate::tuning::TuneArgs;
@@ -66,6 +67,11 @@ pub struct Args {
     quiet: bool,
     #[command(flatten)]
     session: credentials::SessionArgs,
+    /// https:// and davs:// URLs: the bearer token in FILE (else the WLCG discovery:
+    /// BEARER_TOKEN, BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID); a URL with
+    /// a user name logs in with Basic instead.
+    #[arg(long, value_name = "FILE")]
+    bearer_token: Option<std::path::PathBuf>,
     /// After a connection breaks (reset, refused while the server restarts, silent past
     /// --timeout), keep trying the file over new sessions, continuing from what arrived, for
     /// this long from its first failure (0: never).
@@ -172,6 +178,9 @@ fn parse_concurrency(s: &str) -> Result<CountArg, String> {
 /// adds how the tuning and the streams went to the summary. With `--json`, a failure before
 /// the first file is a JSON object too.
 pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
+    if a.files.paths.iter().any(|p| https::is_https(p)) {
+        return https::run(&a);
+    }
     match copy_all(&a, verbose) {
         Ok(code) => Ok(code),
         Err(e) if a.json => {

@@ -9,12 +9,12 @@ mod tree;
 mod write;
 
 pub use copymove::{target, Target};
-pub(crate) use write::kind as write_kind;
+pub(crate) use write::upload_into;
 
 use crate::auth::{Grant, Op};
 use crate::body::{full, ResponseBody};
 use crate::server::{refuse, Conn, Refused, State};
-use fatpipe_net::sandbox::FsError;
+use fatpipe_net::sandbox::{FsError, Sandbox};
 use fatpipe_proto::VPath;
 use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderValue};
@@ -93,6 +93,16 @@ pub(crate) async fn fs<T: Send + 'static>(
         Ok(r) => r,
         Err(e) => Err(FsError::Io(std::io::Error::other(e.to_string()))),
     }
+}
+
+/// Runs `f` on the tree and `path` on a blocking thread.
+pub(crate) async fn on_tree<T: Send + 'static>(
+    state: &State,
+    path: &VPath,
+    f: impl FnOnce(&Sandbox, &VPath) -> Result<T, FsError> + Send + 'static,
+) -> Result<T, FsError> {
+    let (sandbox, p) = (state.sandbox.clone(), path.clone());
+    fs(move || f(&sandbox, &p)).await
 }
 
 /// The answer to a failed file-system step on `path`.

@@ -2,7 +2,7 @@
 //! as a `207 Multi-Status` (the request's body, which names properties, is read and the same
 //! live properties are always answered, as clients that list and stat expect).
 
-use super::{check, fs, fs_failed, header, small_body, Answer};
+use super::{check, fs_failed, header, on_tree, small_body, Answer};
 use crate::auth::{Grant, Op};
 use crate::body::full;
 use crate::server::{refuse, State};
@@ -103,16 +103,14 @@ pub async fn propfind(
             "the PROPFIND body is not XML",
         ));
     }
-    let sandbox = state.sandbox.clone();
-    let p = path.clone();
-    let xml = fs(move || {
-        let m = sandbox.metadata(&p)?;
+    let xml = on_tree(state, path, move |sandbox, p| {
+        let m = sandbox.metadata(p)?;
         let mut xml = String::from(
             "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:multistatus xmlns:D=\"DAV:\">\n",
         );
-        xml.push_str(&response_xml(&p, &m));
+        xml.push_str(&response_xml(p, &m));
         if deep && m.is_dir() {
-            for e in sandbox.list_dir(&p)? {
+            for e in sandbox.list_dir(p)? {
                 let c = p.join(&e.name);
                 // A link that leads nowhere is left out.
                 if let Ok(cm) = sandbox.metadata(&c) {

@@ -1,7 +1,7 @@
 //! `GET` and `HEAD`: a file whole or in ranges (several as `multipart/byteranges`), its
 //! `Digest` when asked with `Want-Digest`, or a collection's listing as a small HTML page.
 
-use super::{check, fs, fs_failed, header, Answer};
+use super::{check, fs, fs_failed, header, on_tree, Answer};
 use crate::auth::{Grant, Op};
 use crate::body::{self, full, Piece};
 use crate::range::{self, Wanted};
@@ -38,17 +38,13 @@ pub async fn get(
     with_body: bool,
 ) -> Answer {
     check(grant, if with_body { Op::Read } else { Op::Stat }, path)?;
-    let sandbox = state.sandbox.clone();
-    let p = path.clone();
-    let meta = fs(move || sandbox.metadata(&p))
+    let meta = on_tree(state, path, move |sandbox, p| sandbox.metadata(p))
         .await
         .map_err(|e| fs_failed(&e, path))?;
     if meta.is_dir() {
         return listing(state, path, with_body).await;
     }
-    let sandbox = state.sandbox.clone();
-    let p = path.clone();
-    let (file, meta) = fs(move || sandbox.open_read(&p))
+    let (file, meta) = on_tree(state, path, move |sandbox, p| sandbox.open_read(p))
         .await
         .map_err(|e| fs_failed(&e, path))?;
     let size = meta.len();
@@ -83,13 +79,7 @@ pub async fn get(
             (StatusCode::PARTIAL_CONTENT, pieces, Some(ct))
         }
     };
-    let length: u64 = pieces
-        .iter()
-        .map(|p| match p {
-            Piece::Text(t) => t.len() as u64,
-            Piece::File(r) => r.end - r.start,
-        })
-        .sum();
+    let length = body::length(&pieces);
     let single = match (&pieces[..], code) {
         ([Piece::File(r)], StatusCode::PARTIAL_CONTENT) => Some(range::content_range(r, size)),
         _ => None,
@@ -164,9 +154,7 @@ fn getrandom_fill(buf: &mut [u8]) {
 
 /// A collection's entries as a small HTML page (browsers, `curl` by hand).
 async fn listing(state: &Arc<State>, path: &VPath, with_body: bool) -> Answer {
-    let sandbox = state.sandbox.clone();
-    let p = path.clone();
-    let entries = fs(move || sandbox.list_dir(&p))
+    let entries = on_tree(state, path, move |sandbox, p| sandbox.list_dir(p))
         .await
         .map_err(|e| fs_failed(&e, path))?;
     let mut page = format!(

@@ -2,11 +2,11 @@
 //! arrived: a failed upload leaves nothing, and a replaced file stays whole until then),
 //! `DELETE` (a collection with all beneath it) and `MKCOL`.
 
-use super::{check, empty, fs, fs_failed, has_body, header, tree, Answer};
+use super::{check, empty, fs_failed, has_body, header, on_tree, tree, Answer};
 use crate::auth::{Grant, Op};
 use crate::body::{drain_into, FileSink};
 use crate::pending::Pending;
-use crate::server::{refuse, Conn, State};
+use crate::server::{refuse, Conn, Refused, State};
 use fatpipe_net::sandbox::FsError;
 use fatpipe_proto::VPath;
 use fatpipe_tune::Role;
@@ -16,9 +16,7 @@ use std::sync::Arc;
 
 /// Whether `path` exists, and is a collection; `None` when it does not exist.
 pub(crate) async fn kind(state: &Arc<State>, path: &VPath) -> Result<Option<bool>, FsError> {
-    let sandbox = state.sandbox.clone();
-    let p = path.clone();
-    match fs(move || sandbox.entry_of(&p)).await {
+    match on_tree(state, path, move |sandbox, p| sandbox.entry_of(p)).await {
         Ok(e) => Ok(Some(e.kind == fatpipe_proto::listing::EntryKind::Dir)),
         Err(FsError::NotFound) => Ok(None),
         Err(e) => Err(e),
@@ -29,6 +27,36 @@ pub(crate) async fn kind(state: &Arc<State>, path: &VPath) -> Result<Option<bool
 /// refuses when full).
 fn size_limit(state: &State) -> u64 {
     state.config.max_file_size.unwrap_or(u64::MAX)
+}
+
+/// A new upload into `path` (nothing changes before it commits), and whether it replaces a
+/// file: refused when a collection is there, the parent is missing, or `grant` does not allow
+/// creating (or, over a file, modifying) it.
+pub(crate) async fn upload_into(
+    state: &Arc<State>,
+    grant: &Grant,
+    path: &VPath,
+) -> Result<(Pending, bool), Refused> {
+    let existed = match kind(state, path).await {
+        Ok(Some(true)) => {
+            return Err(refuse(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "a collection is there",
+            ))
+        }
+        Ok(k) => k.is_some(),
+        Err(e) => return Err(fs_failed(&e, path)),
+    };
+    check(grant, if existed { Op::Modify } else { Op::Create }, path)?;
+    let upload = on_tree(state, path, Pending::start)
+        .await
+        .map_err(|e| match e {
+            FsError::NotFound => {
+                refuse(StatusCode::CONFLICT, "the parent collection does not exist")
+            }
+            e => fs_failed(&e, path),
+        })?;
+    Ok((upload, existed))
 }
 
 /// `PUT`: the body becomes the file's content; 201 when it made the file, 204 when it
@@ -52,17 +80,6 @@ pub async fn put(
             "partial PUT (Content-Range) is not supported",
         ));
     }
-    let existed = match kind(state, path).await {
-        Ok(Some(true)) => {
-            return Err(refuse(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "a collection is there",
-            ))
-        }
-        Ok(k) => k.is_some(),
-        Err(e) => return Err(fs_failed(&e, path)),
-    };
-    check(grant, if existed { Op::Modify } else { Op::Create }, path)?;
     let limit = size_limit(state);
     let announced =
         header(req.headers(), "content-length").and_then(|l| l.trim().parse::<u64>().ok());
@@ -72,16 +89,7 @@ pub async fn put(
             &format!("larger than the {limit} bytes a file may hold here"),
         ));
     }
-    let sandbox = state.sandbox.clone();
-    let p = path.clone();
-    let upload = fs(move || Pending::start(&sandbox, &p))
-        .await
-        .map_err(|e| match e {
-            FsError::NotFound => {
-                refuse(StatusCode::CONFLICT, "the parent collection does not exist")
-            }
-            e => fs_failed(&e, path),
-        })?;
+    let (upload, existed) = upload_into(state, grant, path).await?;
     let file = upload
         .file()
         .map_err(|e| fs_failed(&FsError::Io(e), path))?;
@@ -144,9 +152,7 @@ pub async fn delete(state: &Arc<State>, grant: &Grant, path: &VPath) -> Answer {
         return Err(refuse(StatusCode::FORBIDDEN, "the root cannot be deleted"));
     }
     check(grant, Op::Modify, path)?;
-    let sandbox = state.sandbox.clone();
-    let p = path.clone();
-    fs(move || tree::remove(&sandbox, &p))
+    on_tree(state, path, tree::remove)
         .await
         .map_err(|e| fs_failed(&e, path))?;
     Ok(empty(StatusCode::NO_CONTENT))
@@ -178,9 +184,7 @@ pub async fn mkcol(
         Err(FsError::NotFound) => {}
         Err(e) => return Err(fs_failed(&e, path)),
     }
-    let sandbox = state.sandbox.clone();
-    let p = path.clone();
-    match fs(move || sandbox.make_dir(&p)).await {
+    match on_tree(state, path, move |sandbox, p| sandbox.make_dir(p)).await {
         Ok(()) => Ok(empty(StatusCode::CREATED)),
         Err(FsError::NotFound) => Err(refuse(
             StatusCode::CONFLICT,

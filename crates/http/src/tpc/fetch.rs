@@ -2,16 +2,14 @@
 //! over several connections into one file) and a push (one PUT), each optionally verified
 //! against the remote's adler32 (`Want-Digest`).
 
-use super::client::{self, Remote};
 use crate::body::{drain_into, from_file, full, FileSink, Piece};
+use crate::connect::{self as client, length, refusal, Remote};
 use crate::pending::Pending;
 use crate::server::State;
 use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_tune::Role;
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue, CONTENT_LENGTH, RANGE};
-use hyper::{Method, Response, StatusCode};
+use hyper::{Method, StatusCode};
 use std::fs::File;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,19 +26,6 @@ pub fn parts(size: u64, streams: u32) -> Vec<Range<u64>> {
         .map(|i| (i * each).min(size)..((i + 1) * each).min(size))
         .filter(|r| !r.is_empty())
         .collect()
-}
-
-/// `status: first line of the body`, for a remote's refusal.
-async fn refusal(what: &str, resp: Response<Incoming>) -> String {
-    let code = resp.status();
-    let body = http_body_util::Limited::new(resp.into_body(), 4096)
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    let text = String::from_utf8_lossy(&body);
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    format!("{what} answered {code} {line}").trim().to_string()
 }
 
 /// What a pull needs.
@@ -219,14 +204,6 @@ impl Push {
         }
         Ok(())
     }
-}
-
-/// The `Content-Length` of a response.
-fn length(resp: &Response<Incoming>) -> Option<u64> {
-    resp.headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Compares `local`'s adler32 with the one the remote gives for its copy.

@@ -5,18 +5,15 @@
 //! `<Name>` (its `Authorization`). A pull may run over several connections
 //! (`X-Number-Of-Streams`), each a ranged GET tuned like any data connection.
 
-mod client;
 mod fetch;
 
 use crate::auth::{Grant, Op};
 use crate::body::{self, ResponseBody};
-use crate::dav::{check, fs, fs_failed, header, Answer};
+use crate::connect::{self as client, Remote};
+use crate::dav::{check, fs_failed, header, on_tree, Answer};
 use crate::markers;
-use crate::pending::Pending;
 use crate::server::{refuse, Conn, Refused, State};
 use bytes::Bytes;
-use client::Remote;
-use fatpipe_net::sandbox::FsError;
 use fatpipe_proto::VPath;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
@@ -86,35 +83,8 @@ pub async fn pull(
     h: &HeaderMap,
     source: &str,
 ) -> Answer {
-    let existed = crate::dav::write_kind(state, dest)
-        .await
-        .map_err(|e| fs_failed(&e, dest))?;
-    if existed == Some(true) {
-        return Err(refuse(
-            StatusCode::CONFLICT,
-            "a collection is at the destination",
-        ));
-    }
-    check(
-        grant,
-        if existed.is_some() {
-            Op::Modify
-        } else {
-            Op::Create
-        },
-        dest,
-    )?;
     let remote = remote_of(state, source).await?;
-    let sandbox = state.sandbox.clone();
-    let d = dest.clone();
-    let upload = fs(move || Pending::start(&sandbox, &d))
-        .await
-        .map_err(|e| match e {
-            FsError::NotFound => {
-                refuse(StatusCode::CONFLICT, "the parent collection does not exist")
-            }
-            e => fs_failed(&e, dest),
-        })?;
+    let (upload, _) = crate::dav::upload_into(state, grant, dest).await?;
     let job = fetch::Pull {
         state: state.clone(),
         remote,
@@ -140,9 +110,7 @@ pub async fn push(
     dest: url::Url,
 ) -> Answer {
     check(grant, Op::Read, src)?;
-    let sandbox = state.sandbox.clone();
-    let s = src.clone();
-    let (file, meta) = fs(move || sandbox.open_read(&s))
+    let (file, meta) = on_tree(state, src, |sandbox, s| sandbox.open_read(s))
         .await
         .map_err(|e| fs_failed(&e, src))?;
     let remote = remote_of(state, dest.as_str()).await?;

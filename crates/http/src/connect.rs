@@ -1,14 +1,16 @@
-//! The server's own outgoing connections for third-party copies: the remote endpoint resolved
-//! and held to the allow-list, a tuned TCP connection (buffers set before connecting, the
-//! plan started when a body moves), TLS, HTTP/1.1.
+//! Outgoing HTTPS connections, the server's for third-party copies and the client's: the remote
+//! endpoint resolved (for the server, held to the allow-list), a tuned TCP connection (buffers
+//! set before connecting, the plan started when a body moves), TLS, HTTP/1.1.
 
 use crate::body::ResponseBody;
 use crate::tuned::Tunable;
 use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::TunerConfig;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HeaderName, HeaderValue, HOST};
-use hyper::{Method, Request};
+use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,6 +33,19 @@ pub struct Remote {
 /// reach: a public one, or one in `networks`; loopback, private and link-local ones are refused
 /// otherwise (a copy must not become a way into the server's own neighbourhood).
 pub async fn resolve(url: &url::Url, networks: &ThirdPartyNetworks) -> Result<Remote, String> {
+    resolve_where(url, |ip| networks.allows(ip)).await
+}
+
+/// Resolves `url` to its first address (a client goes wherever its user says).
+pub async fn resolve_any(url: &url::Url) -> Result<Remote, String> {
+    resolve_where(url, |_| true).await
+}
+
+/// Resolves `url` to its first address that `allowed` accepts.
+async fn resolve_where(
+    url: &url::Url,
+    allowed: impl Fn(std::net::IpAddr) -> bool,
+) -> Result<Remote, String> {
     if !matches!(url.scheme(), "https" | "davs") {
         return Err(format!(
             "{}: only https:// and davs:// endpoints are reached",
@@ -50,7 +65,7 @@ pub async fn resolve(url: &url::Url, networks: &ThirdPartyNetworks) -> Result<Re
         .collect();
     let addr = addrs
         .iter()
-        .find(|a| networks.allows(a.ip()))
+        .find(|a| allowed(a.ip()))
         .copied()
         .ok_or_else(|| {
             format!(
@@ -137,4 +152,25 @@ pub async fn connect(
         }
     });
     Ok((sender, tunable))
+}
+
+/// `status: first line of the body`, for a remote's refusal.
+pub async fn refusal(what: &str, resp: Response<Incoming>) -> String {
+    let code = resp.status();
+    let body = http_body_util::Limited::new(resp.into_body(), 4096)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body);
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    format!("{what} answered {code} {line}").trim().to_string()
+}
+
+/// The `Content-Length` of a response.
+pub fn length(resp: &Response<Incoming>) -> Option<u64> {
+    resp.headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
 }

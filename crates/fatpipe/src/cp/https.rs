@@ -1,0 +1,118 @@
+//! `fatpipe cp` with `https://` or `davs://` URLs: one file down, up, or from one server to
+//! another (a third-party `COPY`: the destination pulls, the bytes never pass through here).
+
+use super::Args;
+use crate::credentials;
+use fatpipe_http::client::{Client, Endpoint};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Whether `arg` names an HTTPS endpoint.
+pub fn is_https(arg: &str) -> bool {
+    let lower = arg.to_ascii_lowercase();
+    lower.starts_with("https://") || lower.starts_with("davs://")
+}
+
+/// The endpoint `arg` names, with its authorization.
+fn endpoint(arg: &str, a: &Args) -> anyhow::Result<Endpoint> {
+    let url = url::Url::parse(arg).map_err(|e| anyhow::anyhow!("{arg}: {e}"))?;
+    let authorization = credentials::http_authorization(&url, a.bearer_token.as_deref())?;
+    Ok(Endpoint { url, authorization })
+}
+
+/// The last component of a URL's path (what a download into a directory is named).
+fn url_name(e: &Endpoint) -> anyhow::Result<String> {
+    e.url
+        .path_segments()
+        .and_then(|mut s| s.next_back())
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            percent_encoding::percent_decode_str(n)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .ok_or_else(|| anyhow::anyhow!("{}: names no file", e.url))
+}
+
+/// Copies one file as the two paths say.
+pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+    let [src, dst] = a.files.paths.as_slice() else {
+        anyhow::bail!("with https:// or davs:// URLs, give one SRC and one DST (trees: not yet)");
+    };
+    if a.files.recursive || a.from.is_some() || a.json {
+        anyhow::bail!("with https:// or davs:// URLs, -r, --from and --json are not supported yet");
+    }
+    let client = Client::new(a.session.ca.as_deref(), a.tune.config("client")?)
+        .map_err(anyhow::Error::msg)?;
+    // `-p N` asks the destination of a third-party copy for N connections; auto: its choice.
+    let streams = a.parallel.fixed().unwrap_or(1);
+    let progress = Arc::new(AtomicU64::new(0));
+    let bar = bar(a.quiet());
+    let rt = tokio::runtime::Runtime::new()?;
+    let started = Instant::now();
+    let moved = rt.block_on(async {
+        let shown = async {
+            loop {
+                bar.set_position(progress.load(Ordering::Relaxed));
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        };
+        let copy = async {
+            match (is_https(src), is_https(dst)) {
+                (true, true) => {
+                    let (s, d) = (endpoint(src, a)?, endpoint(dst, a)?);
+                    client.third_party(&s, &d, streams, &progress).await
+                }
+                (true, false) => {
+                    let s = endpoint(src, a)?;
+                    let mut target = PathBuf::from(dst);
+                    if target.is_dir() {
+                        target.push(url_name(&s)?);
+                    }
+                    client.download(&s, &target, &progress).await
+                }
+                _ => {
+                    let mut d = endpoint(dst, a)?;
+                    if d.url.path().ends_with('/') {
+                        let name = Path::new(src)
+                            .file_name()
+                            .ok_or_else(|| anyhow::anyhow!("{src}: names no file"))?;
+                        d.url = d.url.join(&name.to_string_lossy())?;
+                    }
+                    client.upload(Path::new(src), &d, &progress).await
+                }
+            }
+            .map_err(anyhow::Error::msg)
+        };
+        tokio::select! {
+            r = copy => r,
+            _ = shown => unreachable!("the progress loop never ends"),
+        }
+    });
+    bar.finish_and_clear();
+    let bytes = moved?;
+    let secs = started.elapsed().as_secs_f64();
+    if !a.quiet() {
+        out!(
+            "{src} -> {dst}: {bytes} bytes in {secs:.2} s ({})",
+            crate::progress::rate_text(bytes as f64 * 8.0 / secs.max(1e-6))
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A byte counter on standard error, hidden when quiet.
+fn bar(quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner();
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {bytes} {binary_bytes_per_sec}") {
+        bar.set_style(style);
+    }
+    bar
+}
