@@ -143,6 +143,7 @@ pub async fn connect(
     .map_err(|e| fail("TLS handshake failed with", &e))?;
     let (sender, connection) = hyper::client::conn::http1::Builder::new()
         .title_case_headers(true)
+        .max_buf_size(crate::body::READ_BUFFER)
         .handshake(TokioIo::new(tls))
         .await
         .map_err(|e| fail("HTTP failed with", &e))?;

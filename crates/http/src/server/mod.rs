@@ -240,6 +240,7 @@ async fn connection(
         // Old clients match header names case-sensitively (davix's neon: a lowercase
         // `www-authenticate` is never answered with credentials).
         .title_case_headers(true)
+        .max_buf_size(crate::body::READ_BUFFER)
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .serve_connection(TokioIo::new(stream), service)
