@@ -593,7 +593,7 @@ fn fatpipe_cp_moves_files_over_https_and_between_servers() {
         "127.0.0.1/32",
     ];
     let (a, b) = (pki.server(&tpc), pki.server(&tpc));
-    random_file(&a.path("x"), (9 << 20) + 1, 21);
+    random_file(&a.path("x"), (17 << 20) + 1, 21);
     let work = tempfile::tempdir().unwrap();
     let token = work.path().join("token");
     std::fs::write(&token, pki.token("storage.read:/ storage.modify:/", 600)).unwrap();
@@ -625,6 +625,7 @@ fn fatpipe_cp_moves_files_over_https_and_between_servers() {
     assert_same(&a.path("x"), &b.path("y"));
     let log = std::fs::read_to_string(pki.log_of(&b)).unwrap();
     assert!(log.contains("third-party pull"), "{log}");
+    assert!(log.contains("in 2 parts at once"), "{log}");
     // A refused token: a failure that says why, nothing written.
     let out = run(
         cp(&[&format!("{ub}/y"), work.path().join("z").to_str().unwrap()])

@@ -8,10 +8,10 @@ use std::time::Duration;
 /// gives up on a copy whose markers stop for its timeout).
 pub const MARKER_EVERY: Duration = Duration::from_secs(5);
 
-/// A marker: `bytes` moved by the time `unix_s`, over `streams` connections.
-pub fn marker(unix_s: u64, bytes: u64, streams: u32) -> String {
+/// A marker: `bytes` moved by the time `unix_s`.
+pub fn marker(unix_s: u64, bytes: u64) -> String {
     format!(
-        "Perf Marker\n\tTimestamp: {unix_s}\n\tStripe Index: 0\n\tStripe Bytes Transferred: {bytes}\n\tTotal Stripe Count: 1\n\tRemoteConnections: {streams}\nEnd\n"
+        "Perf Marker\n\tTimestamp: {unix_s}\n\tStripe Index: 0\n\tStripe Bytes Transferred: {bytes}\n\tTotal Stripe Count: 1\nEnd\n"
     )
 }
 
@@ -82,8 +82,8 @@ mod tests {
     fn what_is_written_reads_back_in_any_chunks() {
         let body = format!(
             "{}{}{}",
-            marker(1, 10, 1),
-            marker(2, 4096, 1),
+            marker(1, 10),
+            marker(2, 4096),
             outcome(&Err("the source answered 404".into()))
         );
         for cut in [1, 3, 7, body.len()] {
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn markers_and_outcomes_as_gfal2_reads_them() {
-        let m = marker(1700000000, 1234, 4);
+        let m = marker(1700000000, 1234);
         assert!(m.starts_with("Perf Marker\n"));
         assert!(m.contains("\tStripe Bytes Transferred: 1234\n"));
         assert!(m.ends_with("End\n"));

@@ -26,6 +26,12 @@ impl Tunable {
         })
     }
 
+    /// The connection's smallest round trip so far (its handshakes), if the kernel says.
+    pub fn round_trip(&self) -> Option<std::time::Duration> {
+        let t = fatpipe_net::tcpinfo::tcp_stats(self.sock.as_fd()).ok()?;
+        (t.min_rtt_us > 0).then(|| std::time::Duration::from_micros(u64::from(t.min_rtt_us)))
+    }
+
     /// Tunes the connection for one body moved in `role` until the returned handle is
     /// dropped; a connection the plan cannot start on moves untuned (logged).
     pub fn start(&self, role: Role) -> Tuned {

@@ -33,9 +33,16 @@ pub struct Pull {
     pub state: Arc<State>,
     pub remote: Remote,
     pub headers: Vec<(HeaderName, HeaderValue)>,
-    pub streams: u32,
+    /// The connections the client asked for; `None`: the server's choice.
+    pub streams: Option<u32>,
     pub verify: bool,
 }
+
+/// A connection to the source and its tuning.
+type Connection = (
+    hyper::client::conn::http1::SendRequest<crate::body::ResponseBody>,
+    Option<crate::tuned::Tunable>,
+);
 
 impl Pull {
     /// Fetches the source into `upload` and commits it.
@@ -43,18 +50,18 @@ impl Pull {
         let file = upload.file().map_err(|e| e.to_string())?;
         let check = file.try_clone().map_err(|e| e.to_string())?;
         let sink = FileSink::new(file);
-        let size = match self.streams {
-            1 => None,
-            _ => self.size().await?,
-        };
-        let split = size.map_or_else(Vec::new, |s| parts(s, self.streams));
+        let mut first = self.connect().await?;
+        let split = self.split(&mut first).await?;
         let fetched = if split.len() > 1 {
+            let mut first = Some(first);
             let all = split
                 .into_iter()
-                .map(|r| self.fetch(Some(r), &sink, progress));
+                .map(|r| self.fetch(first.take(), Some(r), &sink, progress));
             futures_util::future::try_join_all(all).await.map(|_| ())
         } else {
-            self.fetch(None, &sink, progress).await.map(|_| ())
+            self.fetch(Some(first), None, &sink, progress)
+                .await
+                .map(|_| ())
         };
         let written = sink
             .finish()
@@ -71,9 +78,42 @@ impl Pull {
             .map_err(|e| format!("cannot keep the file: {e}"))
     }
 
-    /// The source's size, when it serves ranges (a HEAD).
-    async fn size(&self) -> Result<Option<u64>, String> {
-        let (mut send, _) = self.connect().await?;
+    /// The parts to fetch at once: as many as the client asked, or as a `-p auto` cold start
+    /// would open at this connection's round trip with this host's buffer cap (one as root:
+    /// nothing caps its window); none to split (one GET) when one connection it is, or the
+    /// source serves no ranges.
+    async fn split(&self, first: &mut Connection) -> Result<Vec<Range<u64>>, String> {
+        let cap = self.state.config.tune.control.receive_cap();
+        if self.streams.is_none_or(|n| n == 1) && cap.is_none() {
+            return Ok(Vec::new());
+        }
+        let Some(size) = self.size(&mut first.0).await? else {
+            return Ok(Vec::new());
+        };
+        let streams =
+            match (self.streams, first.1.as_ref().and_then(|t| t.round_trip())) {
+                (Some(n), _) => n,
+                (None, Some(rtt)) => {
+                    fatpipe_tune::streams::cold::cold_start(rtt, cap, size, super::MAX_STREAMS)
+                        .map_or(1, |c| {
+                            tracing::info!("pull over {} connections {}", c.streams, c.why);
+                            c.streams
+                        })
+                }
+                (None, None) => 1,
+            };
+        let split = parts(size, streams);
+        if split.len() > 1 {
+            tracing::info!("pulling {size} bytes in {} parts at once", split.len());
+        }
+        Ok(split)
+    }
+
+    /// The source's size, when it serves ranges (a HEAD on `send`).
+    async fn size(
+        &self,
+        send: &mut hyper::client::conn::http1::SendRequest<crate::body::ResponseBody>,
+    ) -> Result<Option<u64>, String> {
         let req = client::request(Method::HEAD, &self.remote, &self.headers, full(""))?;
         let resp = send
             .send_request(req)
@@ -89,15 +129,7 @@ impl Pull {
         Ok(length(&resp).filter(|_| ranges))
     }
 
-    async fn connect(
-        &self,
-    ) -> Result<
-        (
-            hyper::client::conn::http1::SendRequest<crate::body::ResponseBody>,
-            Option<crate::tuned::Tunable>,
-        ),
-        String,
-    > {
+    async fn connect(&self) -> Result<Connection, String> {
         client::connect(
             &self.remote,
             &self.state.client_tls,
@@ -106,14 +138,18 @@ impl Pull {
         .await
     }
 
-    /// One GET (of `range`, or the whole file) on a connection of its own, into `sink`.
+    /// One GET (of `range`, or the whole file) into `sink`, on `open` or a new connection.
     async fn fetch(
         &self,
+        open: Option<Connection>,
         range: Option<Range<u64>>,
         sink: &FileSink,
         progress: &Arc<AtomicU64>,
     ) -> Result<u64, String> {
-        let (mut send, tunable) = self.connect().await?;
+        let (mut send, tunable) = match open {
+            Some(c) => c,
+            None => self.connect().await?,
+        };
         let mut headers = self.headers.clone();
         if let Some(r) = &range {
             if let Ok(v) = HeaderValue::from_str(&format!("bytes={}-{}", r.start, r.end - 1)) {

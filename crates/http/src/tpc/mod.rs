@@ -61,12 +61,11 @@ async fn remote_of(state: &State, url: &str) -> Result<Remote, Refused> {
         .map_err(|e| refuse(StatusCode::FORBIDDEN, &e))
 }
 
-/// `X-Number-Of-Streams`, bounded.
-fn streams_asked(h: &HeaderMap) -> u32 {
+/// `X-Number-Of-Streams`, bounded; `None` when the client left it to the server.
+fn streams_asked(h: &HeaderMap) -> Option<u32> {
     header(h, "x-number-of-streams")
         .and_then(|s| s.trim().parse::<u32>().ok())
-        .unwrap_or(1)
-        .clamp(1, MAX_STREAMS)
+        .map(|n| n.clamp(1, MAX_STREAMS))
 }
 
 /// Whether the client asked for the copy's checksum to be compared with the source's.
@@ -92,12 +91,10 @@ pub async fn pull(
         streams: streams_asked(h),
         verify: verify_asked(h),
     };
-    tracing::info!(dest = %dest, source = %job.remote.url, streams = job.streams, "third-party pull");
+    tracing::info!(dest = %dest, source = %job.remote.url, "third-party pull");
     let progress = Arc::new(AtomicU64::new(0));
     let p = progress.clone();
-    Ok(accepted(progress, job.streams, async move {
-        job.run(upload, &p).await
-    }))
+    Ok(accepted(progress, async move { job.run(upload, &p).await }))
 }
 
 /// `COPY` with a `Destination` on another server: this server sends `src` there with a PUT.
@@ -123,7 +120,7 @@ pub async fn push(
     };
     let progress = Arc::new(AtomicU64::new(0));
     let p = progress.clone();
-    Ok(accepted(progress, 1, async move {
+    Ok(accepted(progress, async move {
         job.run(file, meta.len(), &p).await
     }))
 }
@@ -132,7 +129,6 @@ pub async fn push(
 /// [`markers::MARKER_EVERY`], then the outcome. A client that goes away cancels the job.
 fn accepted(
     progress: Arc<AtomicU64>,
-    streams: u32,
     job: impl Future<Output = Result<(), String>> + Send + 'static,
 ) -> Response<ResponseBody> {
     let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(4);
@@ -141,7 +137,6 @@ fn accepted(
             Ok(Bytes::from(markers::marker(
                 crate::server::unix_now(),
                 p.load(Ordering::Relaxed),
-                streams,
             )))
         };
         if tx.send(marker(&progress)).await.is_err() {
