@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 # servers; tcpdump captures the FTPS test's traffic); unshare/setpriv
 # (util-linux) for the full-disk and unreadable-file tests; iproute2 and iperf3 for the lab; fonts-dejavu-core for `fatpipe plot`;
 # clang, libelf-dev, zlib1g-dev and pkg-config to build the BPF congestion control (the `bpf` feature);
-# for the HTTPS front-end: litmus, davix, rclone, gfal2's HTTP plugin, openssl (CA directories).
+# for the HTTPS front-end: litmus, davix, rclone, gfal2's HTTP plugin, openssl (CA directories),
+# XRootD's server with XrdHttp and XrdTpc (third-party copies both ways).
 packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates tcpdump globus-gass-copy-progs globus-gridftp-server-progs gfal2-util-scripts gfal2-plugin-gridftp fonts-dejavu-core
           clang libelf-dev zlib1g-dev pkg-config
-          litmus davix rclone gfal2-plugin-http openssl)
+          litmus davix rclone gfal2-plugin-http openssl xrootd-server xrootd-server-plugins)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -637,3 +637,130 @@ fn fatpipe_cp_moves_files_over_https_and_between_servers() {
     assert!(!work.path().join("z").exists());
     let _ = ua;
 }
+
+/// XRootD's HTTPS server with its third-party-copy handler (XrdHttp, XrdTpc), anonymous, as
+/// user nobody (xrootd refuses to run as root), on a tree of its own.
+struct Xrootd {
+    port: u16,
+    dir: tempfile::TempDir,
+    _proc: Proc,
+}
+
+impl Xrootd {
+    fn start(pki: &Pki) -> Xrootd {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for sub in ["data", "admin", "run", "tls"] {
+            std::fs::create_dir(d.join(sub)).unwrap();
+        }
+        // Its TLS files: the key readable by nobody alone, the CA directory not writable.
+        std::fs::copy(&pki.chain, d.join("tls/chain.pem")).unwrap();
+        std::fs::copy(&pki.key, d.join("tls/key.pem")).unwrap();
+        run_ok(
+            Command::new("cp")
+                .arg("-r")
+                .arg(pki.cadir())
+                .arg(d.join("tls/cadir")),
+        );
+        run_ok(Command::new("chown").args(["-R", "nobody"]).arg(d));
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(d, 0o755);
+        mode(&d.join("tls/key.pem"), 0o600);
+        mode(&d.join("tls/cadir"), 0o755);
+        let port = free_port();
+        let cfg = format!(
+            "xrd.port {xport}\nxrd.protocol XrdHttp:{port} libXrdHttp.so\n\
+             xrd.tls {d}/tls/chain.pem {d}/tls/key.pem\nxrd.tlsca certdir {d}/tls/cadir\n\
+             all.export /\noss.localroot {d}/data\nall.adminpath {d}/admin\nall.pidpath {d}/run\n\
+             xrootd.chksum adler32\nhttp.exthandler xrdtpc libXrdHttpTPC.so\n",
+            d = d.display(),
+            xport = free_port(),
+        );
+        let cfg_file = d.join("xrd.cfg");
+        std::fs::write(&cfg_file, cfg).unwrap();
+        let log = std::fs::File::create(d.join("xrootd.log")).unwrap();
+        let child = Command::new("xrootd")
+            .args(["-R", "nobody", "-c"])
+            .arg(&cfg_file)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let proc = Proc { child };
+        wait_for_port(port);
+        Xrootd {
+            port,
+            dir,
+            _proc: proc,
+        }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join("data").join(rel)
+    }
+}
+
+#[test]
+fn third_party_copies_both_ways_with_xrootd() {
+    require("xrootd");
+    let pki = Pki::new();
+    let tpc = [
+        "--allow-third-party",
+        "--third-party-networks",
+        "127.0.0.1/32",
+    ];
+    let f = pki.server(&tpc);
+    let x = Xrootd::start(&pki);
+    random_file(&f.path("x"), (5 << 20) + 9, 31);
+    std::fs::copy(f.path("x"), x.path("x")).unwrap();
+    run_ok(Command::new("chown").arg("nobody").arg(x.path("x")));
+    let uf = format!("davs://localhost:{}", f.https.unwrap().port());
+    let ux = format!("davs://localhost:{}", x.port);
+    let rw = pki.token("storage.read:/ storage.modify:/", 600);
+    for (src, dst, mode, name) in [
+        (&uf, &ux, "pull", "from-fatpipe-pull"),
+        (&uf, &ux, "push", "from-fatpipe-push"),
+        (&ux, &uf, "pull", "from-xrootd-pull"),
+        (&ux, &uf, "push", "from-xrootd-push"),
+    ] {
+        let out = gfal2(
+            &pki,
+            &[
+                &format!("{src}/x"),
+                &format!("{dst}/{name}"),
+                src,
+                dst,
+                &rw,
+                &rw,
+                mode,
+            ],
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.starts_with("copied "),
+            "{name}: {text}\n{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(x.dir.path().join("xrootd.log")).unwrap_or_default()
+        );
+        let landed = if dst == &ux {
+            x.path(name)
+        } else {
+            f.path(name)
+        };
+        assert_same(&f.path("x"), &landed);
+    }
+    // Each copy went between the servers: fatpipe ran its two, and served XRootD's GET and
+    // PUT with the token gfal2 handed XRootD to forward.
+    let log = std::fs::read_to_string(pki.log_of(&f)).unwrap();
+    for line in [
+        "third-party push src=/x dest=https://localhost",
+        "third-party pull dest=/from-xrootd-pull",
+        "who=token:tester method=GET path=/x status=200",
+        "who=token:tester method=PUT path=/from-xrootd-push status=201",
+    ] {
+        assert!(log.contains(line), "{line}: {log}");
+    }
+}
