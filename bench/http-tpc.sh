@@ -6,10 +6,13 @@
 #   http-pull-4  the same with X-Number-Of-Streams: 4
 #   ftp-3rd      fatpipe cp ftp://B/x ftp://A/y (server to server, MODE E, -p auto), cold
 #   ftp-get      fatpipe cp ftp://B/x into A's tree from namespace a (client download), cold
+#   xrootd-pull  the same COPY between two XRootD servers (XrdHttp + XrdTpc, anonymous, as
+#                nobody) on the same addresses, port 9443
 # HTTPS is TLS end to end; the FTP copies run in clear (--tls off: GridFTP's data channel is not
 # encrypted by default either), so the FTP rows carry no TLS cost.
 # Prints one markdown row per run: seconds of the whole command and Mbit/s.
-# Usage (root): bench/http-tpc.sh   (env SIZE=4G, ROUNDS=2, CASES="http-pull http-pull-4 ftp-3rd ftp-get",
+# Usage (root): bench/http-tpc.sh   (env SIZE=4G, ROUNDS=2,
+#               CASES="http-pull http-pull-4 ftp-3rd ftp-get xrootd-pull",
 #               LOSS=0, RTT=100ms, RATE=1gbit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +55,35 @@ serve() { # side root address
 }
 serve b "$dir/src" 198.18.0.2
 serve a "$dir/dst" 198.18.0.1
+
+# XRootD on the same addresses and trees; it runs as nobody, with its key and CA its own way.
+xrootd_on() { # side root address
+    local x=$dir/xrootd-$1
+    mkdir -p "$x/admin" "$x/run" "$x/cadir"
+    cp "$pki/chain.pem" "$pki/key.pem" "$x/"
+    cp "$pki/ca.pem" "$x/cadir/"
+    openssl rehash "$x/cadir"
+    cat > "$x/xrd.cfg" <<CFG
+xrd.port 9094
+xrd.protocol XrdHttp:9443 libXrdHttp.so
+xrd.tls $x/chain.pem $x/key.pem
+xrd.tlsca certdir $x/cadir
+all.export /
+oss.localroot $2
+all.adminpath $x/admin
+all.pidpath $x/run
+http.exthandler xrdtpc libXrdHttpTPC.so
+CFG
+    chown -R nobody "$x" "$2"
+    chmod 600 "$x/key.pem"
+    chmod 755 "$dir" "$x" "$x/cadir"
+    "$bin" testbed exec "$1" --name $tb -- xrootd -R nobody -c "$x/xrd.cfg" > "$x/log" 2>&1 &
+    pids+=($!)
+}
+if [[ " ${CASES:-xrootd-pull} " == *" xrootd-pull "* ]] && command -v xrootd > /dev/null; then
+    xrootd_on b "$dir/src" 198.18.0.2
+    xrootd_on a "$dir/dst" 198.18.0.1
+fi
 sleep 1
 basic=$(printf alice:pw | base64)
 
@@ -64,6 +96,11 @@ run_case() {
                 -X COPY -H "Source: https://198.18.0.2:8443/x" \
                 -H "TransferHeaderAuthorization: Basic $basic" \
                 -H "X-Number-Of-Streams: $streams" https://198.18.0.1:8443/y > "$dir/out"
+            tail -1 "$dir/out" | grep -q "success: Created" ;;
+        xrootd-pull)
+            "$bin" testbed exec a --name $tb -- curl -sS --cacert "$pki/ca.pem" \
+                -X COPY -H "Source: https://198.18.0.2:9443/x" \
+                https://198.18.0.1:9443/y > "$dir/out"
             tail -1 "$dir/out" | grep -q "success: Created" ;;
         ftp-3rd)
             rm -rf "$dir/cache"; mkdir "$dir/cache"
@@ -81,7 +118,7 @@ run_case() {
 echo "| case | s | Mbit/s |"
 echo "|---|---|---|"
 for _ in $(seq "${ROUNDS:-2}"); do
-    for c in ${CASES:-http-pull http-pull-4 ftp-3rd ftp-get}; do
+    for c in ${CASES:-http-pull http-pull-4 ftp-3rd ftp-get xrootd-pull}; do
         rm -f "$dir/dst/y"
         t0=$(date +%s.%N)
         if run_case "$c" && [ "$(stat -c %s "$dir/dst/y" 2> /dev/null)" = "$size" ]; then

@@ -508,6 +508,21 @@ fn third_party_copies_are_refused_without_scope_or_towards_loopback() {
         "{body}"
     );
     assert_same(&a.path("x"), &b.path("pushed"));
+    // Nobody in particular may not make a server fetch or send: anonymous requests are refused
+    // third-party copies even where anonymous writes are allowed.
+    let anon = pki.server(&["--anonymous-write", tpc[0], tpc[1], tpc[2]]);
+    let (code, body) = curl(
+        &pki,
+        &[
+            "-X",
+            "COPY",
+            "-H",
+            &format!("Source: {ua}/x"),
+            &format!("{}/y", base(&anon)),
+        ],
+    );
+    assert_eq!(code, 403, "{}", String::from_utf8_lossy(&body));
+    assert!(!anon.path("y").exists());
     // A source that fails is reported in the body, and nothing is left at the destination.
     let (code, body) = pull(&ub, &rw, &format!("{ua}/missing"));
     assert_eq!(code, 202);

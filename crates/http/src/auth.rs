@@ -43,6 +43,11 @@ impl Grant {
         }
     }
 
+    /// Whether nobody in particular: a request without credentials on an anonymous server.
+    pub fn is_anonymous(&self) -> bool {
+        matches!(self, Grant::Account(l) if l.user == ANONYMOUS)
+    }
+
     /// Who, for the logs.
     pub fn who(&self) -> String {
         match self {
@@ -71,6 +76,9 @@ pub enum Refusal {
     #[error("too many logins at once; try again")]
     Busy,
 }
+
+/// The account name of anonymous requests (as FTP's anonymous logins have it).
+const ANONYMOUS: &str = "anonymous";
 
 /// How long a checked password is remembered (Basic sends it with every request; argon2
 /// takes tens of milliseconds a check).
@@ -127,7 +135,7 @@ impl Gate {
             return match self.anonymous {
                 Anonymous::Off => Err(Refusal::Missing),
                 a => Ok(Grant::Account(Login {
-                    user: "anonymous".into(),
+                    user: ANONYMOUS.into(),
                     writable: a == Anonymous::ReadWrite,
                 })),
             };
@@ -236,6 +244,7 @@ mod tests {
         );
         let ro = gate(Anonymous::ReadOnly);
         let anon = ro.grant(None, now, 0).await.unwrap();
+        assert!(anon.is_anonymous() && !ok.is_anonymous());
         assert!(anon.allows(Op::Read, &VPath::root()));
         assert!(!anon.allows(Op::Create, &VPath::root()));
     }

@@ -46,12 +46,20 @@ pub fn forwarded(h: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
         .collect()
 }
 
-/// What both directions check first: third-party copies allowed, the remote reachable.
-async fn remote_of(state: &State, url: &str) -> Result<Remote, Refused> {
+/// What both directions check first: third-party copies allowed, asked by a named account or
+/// a token (never anonymously, as for FTP: the server is nobody's free proxy), the remote
+/// reachable.
+async fn remote_of(state: &State, grant: &Grant, url: &str) -> Result<Remote, Refused> {
     if !state.config.allow_third_party {
         return Err(refuse(
             StatusCode::FORBIDDEN,
             "third-party copies are off on this server (--allow-third-party)",
+        ));
+    }
+    if grant.is_anonymous() {
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "anonymous requests may not start third-party copies",
         ));
     }
     let url = url::Url::parse(url.trim())
@@ -82,7 +90,7 @@ pub async fn pull(
     h: &HeaderMap,
     source: &str,
 ) -> Answer {
-    let remote = remote_of(state, source).await?;
+    let remote = remote_of(state, grant, source).await?;
     let (upload, _) = crate::dav::upload_into(state, grant, dest).await?;
     let job = fetch::Pull {
         state: state.clone(),
@@ -110,7 +118,7 @@ pub async fn push(
     let (file, meta) = on_tree(state, src, |sandbox, s| sandbox.open_read(s))
         .await
         .map_err(|e| fs_failed(&e, src))?;
-    let remote = remote_of(state, dest.as_str()).await?;
+    let remote = remote_of(state, grant, dest.as_str()).await?;
     tracing::info!(src = %src, dest = %remote.url, "third-party push");
     let job = fetch::Push {
         state: state.clone(),
