@@ -248,3 +248,54 @@ fn a_third_party_listener_gives_nothing_to_a_connection_without_the_token() {
     assert_eq!(c.reply().0, 226);
     assert_eq!(got, std::fs::read(s.path("secret")).unwrap());
 }
+
+/// A copy between servers across an emulated WAN (100 ms), its client beside the receiving
+/// server as an FTS3 node often is: the receiver sizes its buffers for the data's path, not for
+/// its client's few microseconds (it once took the control connection's RTT for the path's and
+/// held every window near 80 KB: 104 Mbit/s where a download made 908).
+#[test]
+fn the_receiving_server_sizes_its_buffers_for_the_data_path_not_for_its_client() {
+    let tb = Testbed::up("fp3rdwan", &["--rtt", "100ms", "--rate", "1gbit"]);
+    let stats = tempfile::tempdir().unwrap();
+    let start = |side: &str, ip: &str| {
+        let root = tempfile::tempdir().unwrap();
+        let listen = format!("{ip}:0");
+        let file = stats.path().join(format!("{side}.jsonl"));
+        let mut args = vec![
+            "serve",
+            "--root",
+            root.path().to_str().unwrap(),
+            "--listen",
+            &listen,
+        ];
+        args.extend(["--user", "alice:pw", "--stats", file.to_str().unwrap()]);
+        args.extend([
+            "--allow-third-party",
+            "--third-party-networks",
+            "198.18.0.0/15",
+        ]);
+        FatpipeServer::spawn(tb.fatpipe(side, &args), root)
+    };
+    let (src, dst) = (start("b", "198.18.0.2"), start("a", "198.18.0.1"));
+    random_file(&src.path("x"), 48 << 20, 41);
+    let at = |s: &FatpipeServer, p: &str| format!("ftp://alice@{}/{p}", s.addr);
+    run_ok(
+        tb.fatpipe("a", &["cp", "--tls", "off", "--no-path-memory", "-p", "1"])
+            .args([at(&src, "x"), at(&dst, "y")])
+            .env("FATPIPE_PASSWORD", "pw"),
+    );
+    assert_same(&src.path("x"), &dst.path("y"));
+    let peak = std::fs::read_to_string(stats.path().join("a.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["role"] == "receiver")
+        .filter_map(|r| r["rcvbuf"].as_u64())
+        .max()
+        .unwrap_or(0);
+    // The path's BDP is 12.5 MB; a buffer sized for the client's RTT stays near 150 KB.
+    assert!(
+        peak > 4 << 20,
+        "the receiver's buffer peaked at {peak} bytes"
+    );
+}

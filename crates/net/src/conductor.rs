@@ -238,16 +238,31 @@ impl Conductor {
         result
     }
 
+    /// The control connection's RTT, when it stands for the data path's: its peer is the host
+    /// the data comes from. In a copy between two servers the control peer is the client,
+    /// often beside this server (a few microseconds away) while the data crosses the WAN: its
+    /// RTT would size every buffer for a LAN.
+    fn control_rtt(&self) -> Option<Duration> {
+        let (peer, stats) = {
+            let control = lock(&self.0.control);
+            let fd = control.as_ref()?;
+            let peer = socket2::SockRef::from(fd)
+                .peer_addr()
+                .ok()?
+                .as_socket()?
+                .ip();
+            (peer, tcp_stats(fd.as_fd()).ok()?)
+        };
+        let data_peer = self.tuners().first().and_then(Tuner::peer_ip);
+        (data_peer == Some(peer) && stats.min_rtt_us > 0)
+            .then(|| Duration::from_micros(stats.min_rtt_us.into()))
+    }
+
     /// Samples every connection that is due and runs the stream policy when it is due;
     /// returns a buffer size to announce, if one changed.
     fn tick(&self, now: Instant) -> Option<u64> {
         if self.0.role == Role::Receiver {
-            let rtt = lock(&self.0.control)
-                .as_ref()
-                .and_then(|fd| tcp_stats(fd.as_fd()).ok())
-                .filter(|s| s.min_rtt_us > 0)
-                .map(|s| Duration::from_micros(s.min_rtt_us.into()));
-            if let Some(r) = rtt {
+            if let Some(r) = self.control_rtt() {
                 self.on_probe_rtt(r);
             }
         }

@@ -269,6 +269,11 @@ impl Tuner {
         }
     }
 
+    /// The address of the connection's peer.
+    pub fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        self.sock.peer_addr().ok().map(|a| a.ip())
+    }
+
     /// Samples now, due or not (the transfer has ended).
     pub fn final_sample(&mut self, now: Instant) {
         self.next_at = self.next_at.min(now);
