@@ -3,7 +3,7 @@
 //! connection. A download lands under a temporary name beside its destination and takes the
 //! name only when complete.
 
-use crate::body::{drain_into, from_file, full, FileSink, Piece};
+use crate::body::{drain_into, full, FileSink};
 use crate::connect::{self, length, refusal, Remote};
 use crate::markers::Reading;
 use crate::tuned::Tunable;
@@ -11,7 +11,7 @@ use fatpipe_net::TunerConfig;
 use fatpipe_tune::Role;
 use http_body_util::BodyExt;
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_LENGTH};
+use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use hyper::{Method, StatusCode};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -136,21 +136,16 @@ impl Client {
         let file = std::fs::File::open(src).map_err(|e| format!("{}: {e}", src.display()))?;
         let size = file.metadata().map_err(|e| e.to_string())?.len();
         let (mut send, tunable, remote) = self.open(dst).await?;
-        let mut headers = dst.headers();
-        headers.push((CONTENT_LENGTH, HeaderValue::from(size)));
-        let tuned = tunable.map(|t| t.start(Role::Sender));
-        let p = progress.clone();
-        let body = from_file(file, vec![Piece::File(0..size)], move |n| {
-            p.store(n, Ordering::Relaxed);
-            if let Some(t) = &tuned {
-                t.moved(n);
-            }
-        });
-        let req = connect::request(Method::PUT, &remote, &headers, body)?;
-        let resp = send
-            .send_request(req)
-            .await
-            .map_err(|e| format!("PUT {}: {e}", dst.url))?;
+        let resp = connect::put_file(
+            &mut send,
+            &remote,
+            &dst.headers(),
+            file,
+            size,
+            tunable,
+            progress,
+        )
+        .await?;
         if !resp.status().is_success() {
             return Err(refusal("the server", resp).await);
         }

@@ -175,3 +175,30 @@ pub fn length(resp: &Response<Incoming>) -> Option<u64> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok())
 }
+
+/// PUTs `size` bytes of `file` on `send` with `headers` (and its length), the connection tuned
+/// as a sender, `progress` following the bytes sent; the remote's answer.
+pub async fn put_file(
+    send: &mut SendRequest<ResponseBody>,
+    remote: &Remote,
+    headers: &[(HeaderName, HeaderValue)],
+    file: std::fs::File,
+    size: u64,
+    tunable: Option<Tunable>,
+    progress: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+) -> Result<Response<Incoming>, String> {
+    let mut headers = headers.to_vec();
+    headers.push((hyper::header::CONTENT_LENGTH, HeaderValue::from(size)));
+    let tuned = tunable.map(|t| t.start(fatpipe_tune::Role::Sender));
+    let p = progress.clone();
+    let body = crate::body::from_file(file, vec![crate::body::Piece::File(0..size)], move |n| {
+        p.store(n, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = &tuned {
+            t.moved(n);
+        }
+    });
+    let req = request(Method::PUT, remote, &headers, body)?;
+    send.send_request(req)
+        .await
+        .map_err(|e| format!("PUT {}: {e}", remote.url))
+}

@@ -2,13 +2,13 @@
 //! over several connections into one file) and a push (one PUT), each optionally verified
 //! against the remote's adler32 (`Want-Digest`).
 
-use crate::body::{drain_into, from_file, full, FileSink, Piece};
+use crate::body::{drain_into, full, FileSink};
 use crate::connect::{self as client, length, refusal, Remote};
 use crate::pending::Pending;
 use crate::server::State;
 use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_tune::Role;
-use hyper::header::{HeaderName, HeaderValue, CONTENT_LENGTH, RANGE};
+use hyper::header::{HeaderName, HeaderValue, RANGE};
 use hyper::{Method, StatusCode};
 use std::fs::File;
 use std::ops::Range;
@@ -217,21 +217,16 @@ impl Push {
             &self.state.config.tune,
         )
         .await?;
-        let mut headers = self.headers.clone();
-        headers.push((CONTENT_LENGTH, HeaderValue::from(size)));
-        let tuned = tunable.map(|t| t.start(Role::Sender));
-        let p = progress.clone();
-        let body = from_file(file, vec![Piece::File(0..size)], move |n| {
-            p.store(n, Ordering::Relaxed);
-            if let Some(t) = &tuned {
-                t.moved(n);
-            }
-        });
-        let req = client::request(Method::PUT, &self.remote, &headers, body)?;
-        let resp = send
-            .send_request(req)
-            .await
-            .map_err(|e| format!("PUT {}: {e}", self.remote.url))?;
+        let resp = client::put_file(
+            &mut send,
+            &self.remote,
+            &self.headers,
+            file,
+            size,
+            tunable,
+            progress,
+        )
+        .await?;
         if !resp.status().is_success() {
             return Err(refusal("the destination", resp).await);
         }
