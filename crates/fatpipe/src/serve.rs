@@ -197,6 +197,7 @@ fn https_config(
     c.third_party_networks = ftp.third_party_networks.clone();
     c.max_file_size = ftp.max_file_size;
     c.tune = ftp.tune.clone();
+    c.stall_timeout = ftp.data_timeout;
     c.ca = a.ca;
     Ok(Some(c))
 }

@@ -767,3 +767,52 @@ fn third_party_copies_both_ways_with_xrootd() {
         assert!(log.contains(line), "{line}: {log}");
     }
 }
+
+/// A remote that takes the connection and then never answers (`openssl s_server`: TLS, no
+/// HTTP) fails the copy after `--data-timeout` without progress, instead of holding it open.
+#[test]
+fn a_silent_remote_fails_the_copy_after_the_data_timeout() {
+    require("openssl");
+    let pki = Pki::new();
+    let a = pki.server(&[TPC[0], TPC[1], TPC[2], "--data-timeout", "2s"]);
+    random_file(&a.path("x"), 1 << 20, 51);
+    let port = free_port();
+    let silent = Command::new("openssl")
+        .args([
+            "s_server",
+            "-quiet",
+            "-accept",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("-cert")
+        .arg(&pki.chain)
+        .arg("-key")
+        .arg(&pki.key)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _silent = Proc { child: silent };
+    wait_for_port(port);
+    let token = format!("Authorization: Bearer {}", pki.token("storage.read:/", 600));
+    let dest = format!("Destination: https://localhost:{port}/y");
+    let (code, body) = curl(
+        &pki,
+        &[
+            "-X",
+            "COPY",
+            "-H",
+            &token,
+            "-H",
+            &dest,
+            &format!("{}/x", base(&a)),
+        ],
+    );
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(code, 202);
+    assert!(
+        body.contains("failure: the remote moved nothing for 2 s"),
+        "{body}"
+    );
+}

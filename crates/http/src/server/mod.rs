@@ -56,6 +56,8 @@ pub struct HttpsConfig {
     pub header_timeout: Duration,
     /// How connections moving bodies are tuned.
     pub tune: TunerConfig,
+    /// A third-party copy whose remote moves no byte this long fails (`--data-timeout`).
+    pub stall_timeout: Duration,
     /// Certificates trusted for the server's own outgoing third-party connections besides the
     /// system's (`--ca`, else `SSL_CERT_FILE`).
     pub ca: Option<PathBuf>,
@@ -77,6 +79,7 @@ impl HttpsConfig {
             max_connections: 256,
             header_timeout: Duration::from_secs(60),
             tune: TunerConfig::untuned(),
+            stall_timeout: Duration::from_secs(60),
             ca: None,
         }
     }

@@ -14,12 +14,14 @@ use crate::dav::{check, fs_failed, header, on_tree, Answer};
 use crate::markers;
 use crate::server::{refuse, Conn, Refused, State};
 use bytes::Bytes;
+use fatpipe_net::stall::StallWatch;
 use fatpipe_proto::VPath;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::mpsc;
 
 /// Most connections one pull opens.
@@ -102,7 +104,9 @@ pub async fn pull(
     tracing::info!(dest = %dest, source = %job.remote.url, "third-party pull");
     let progress = Arc::new(AtomicU64::new(0));
     let p = progress.clone();
-    Ok(accepted(progress, async move { job.run(upload, &p).await }))
+    Ok(accepted(progress, state.config.stall_timeout, async move {
+        job.run(upload, &p).await
+    }))
 }
 
 /// `COPY` with a `Destination` on another server: this server sends `src` there with a PUT.
@@ -128,15 +132,17 @@ pub async fn push(
     };
     let progress = Arc::new(AtomicU64::new(0));
     let p = progress.clone();
-    Ok(accepted(progress, async move {
+    Ok(accepted(progress, state.config.stall_timeout, async move {
         job.run(file, meta.len(), &p).await
     }))
 }
 
 /// `202 Accepted` whose body reports `job` as it runs: a marker at once, then every
-/// [`markers::MARKER_EVERY`], then the outcome. A client that goes away cancels the job.
+/// [`markers::MARKER_EVERY`], then the outcome. A client that goes away cancels the job, and so
+/// does a remote that moves nothing for `stall` (`--data-timeout`, as for FTP transfers).
 fn accepted(
     progress: Arc<AtomicU64>,
+    stall: std::time::Duration,
     job: impl Future<Output = Result<(), String>> + Send + 'static,
 ) -> Response<ResponseBody> {
     let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(4);
@@ -151,12 +157,16 @@ fn accepted(
             return;
         }
         let mut job = std::pin::pin!(job);
-        let mut every = tokio::time::interval(markers::MARKER_EVERY);
+        let mut every = tokio::time::interval(markers::MARKER_EVERY.min(stall));
         every.tick().await;
+        let mut watch = StallWatch::new(stall, Instant::now());
         let result = loop {
             tokio::select! {
                 r = &mut job => break r,
                 _ = every.tick() => {
+                    if watch.stalled(Instant::now(), progress.load(Ordering::Relaxed)) {
+                        break Err(format!("the remote moved nothing for {} s", stall.as_secs()));
+                    }
                     if tx.send(marker(&progress)).await.is_err() {
                         tracing::info!("the client went away: third-party copy cancelled");
                         return;
