@@ -2,6 +2,8 @@
 //! making test files, hashing, and a raw control-channel client for protocol-level checks.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod https;
+
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
