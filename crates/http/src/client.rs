@@ -3,16 +3,15 @@
 //! connection. A download lands under a temporary name beside its destination and takes the
 //! name only when complete.
 
-use crate::body::{drain_into, full, FileSink};
-use crate::connect::{self, length, refusal, Remote};
+use crate::body::{full, FileSink};
+use crate::connect::{self, refusal, Remote};
 use crate::markers::Reading;
 use crate::tuned::Tunable;
 use fatpipe_net::TunerConfig;
-use fatpipe_tune::Role;
 use http_body_util::BodyExt;
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION};
-use hyper::{Method, StatusCode};
+use hyper::Method;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -88,15 +87,6 @@ impl Client {
         progress: &Arc<AtomicU64>,
     ) -> Result<u64, String> {
         let (mut send, tunable, remote) = self.open(src).await?;
-        let req = connect::request(Method::GET, &remote, &src.headers(), full(""))?;
-        let resp = send
-            .send_request(req)
-            .await
-            .map_err(|e| format!("GET {}: {e}", src.url))?;
-        if resp.status() != StatusCode::OK {
-            return Err(refusal("the server", resp).await);
-        }
-        let expected = length(&resp);
         let dir = dst
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
@@ -107,20 +97,24 @@ impl Client {
             .map_err(|e| format!("cannot write into {}: {e}", dir.display()))?;
         let file = part.as_file().try_clone().map_err(|e| e.to_string())?;
         let sink = FileSink::new(file);
-        let tuned = tunable.map(|t| t.start(Role::Receiver));
-        let got = drain_into(resp.into_body(), &sink, 0, u64::MAX, |n| {
-            progress.store(n, Ordering::Relaxed);
-            if let Some(t) = &tuned {
-                t.moved(n);
-            }
-        })
+        let into = connect::Landing {
+            sink: &sink,
+            limit: u64::MAX,
+            progress,
+        };
+        let got = connect::get_into(
+            &mut send,
+            &remote,
+            &src.headers(),
+            None,
+            tunable,
+            into,
+            "the server",
+        )
         .await;
         let written = sink.finish().await;
         let n = got?;
         written.map_err(|e| format!("cannot write {}: {e}", dst.display()))?;
-        if expected.is_some_and(|e| e != n) {
-            return Err(format!("{n} bytes arrived of {expected:?}; nothing kept"));
-        }
         part.persist(dst)
             .map_err(|e| format!("cannot name {}: {e}", dst.display()))?;
         Ok(n)

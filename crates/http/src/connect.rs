@@ -202,3 +202,76 @@ pub async fn put_file(
         .await
         .map_err(|e| format!("PUT {}: {e}", remote.url))
 }
+
+/// Where a GET's body goes: `sink` from the part's start (0 for a whole file), at most `limit`
+/// bytes, what arrives added to `progress`.
+pub struct Landing<'a> {
+    /// The file's writer.
+    pub sink: &'a crate::body::FileSink,
+    /// Most bytes taken.
+    pub limit: u64,
+    /// The copy's byte count, shared by its connections.
+    pub progress: &'a std::sync::atomic::AtomicU64,
+}
+
+/// GETs `range` (or the whole file) on `send` into `into`, the connection tuned as a receiver:
+/// the answer must be 206 with the range asked (200 for a whole file) and hold as many bytes as
+/// it says; `who` names the remote in errors. Returns the bytes written.
+pub async fn get_into(
+    send: &mut SendRequest<ResponseBody>,
+    remote: &Remote,
+    headers: &[(HeaderName, HeaderValue)],
+    range: Option<std::ops::Range<u64>>,
+    tunable: Option<Tunable>,
+    into: Landing<'_>,
+    who: &str,
+) -> Result<u64, String> {
+    use hyper::StatusCode;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let mut headers = headers.to_vec();
+    if let Some(r) = &range {
+        if let Ok(v) = HeaderValue::from_str(&format!("bytes={}-{}", r.start, r.end - 1)) {
+            headers.push((hyper::header::RANGE, v));
+        }
+    }
+    let req = request(Method::GET, remote, &headers, crate::body::full(""))?;
+    let resp = send
+        .send_request(req)
+        .await
+        .map_err(|e| format!("GET {}: {e}", remote.url))?;
+    let (want, start) = match &range {
+        Some(r) => (StatusCode::PARTIAL_CONTENT, r.start),
+        None => (StatusCode::OK, 0),
+    };
+    if resp.status() != want {
+        return Err(refusal(who, resp).await);
+    }
+    if let Some(r) = &range {
+        let cr = resp
+            .headers()
+            .get("content-range")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !cr.starts_with(&format!("bytes {}-{}/", r.start, r.end - 1)) {
+            return Err(format!("{who} sent range {cr:?} for {r:?}"));
+        }
+    }
+    let expected = match &range {
+        Some(r) => Some(r.end - r.start),
+        None => length(&resp),
+    };
+    let tuned = tunable.map(|t| t.start(fatpipe_tune::Role::Receiver));
+    let seen = AtomicU64::new(0);
+    let n = crate::body::drain_into(resp.into_body(), into.sink, start, into.limit, |n| {
+        let new = n - seen.swap(n, Ordering::Relaxed);
+        into.progress.fetch_add(new, Ordering::Relaxed);
+        if let Some(t) = &tuned {
+            t.moved(n);
+        }
+    })
+    .await?;
+    if expected.is_some_and(|e| e != n) {
+        return Err(format!("{who} sent {n} bytes of {expected:?}"));
+    }
+    Ok(n)
+}

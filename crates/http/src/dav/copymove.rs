@@ -5,7 +5,7 @@
 use super::write::kind;
 use super::{check, empty, fs, fs_failed, header, tree, Answer};
 use crate::auth::{Grant, Op};
-use crate::server::{refuse, Conn, State};
+use crate::server::{refuse, State};
 use fatpipe_proto::VPath;
 use hyper::body::Incoming;
 use hyper::header::HeaderMap;
@@ -49,7 +49,6 @@ pub fn target(destination: &str, host: Option<&str>) -> Result<Target, String> {
 /// `COPY` (`is_move` false) or `MOVE` of `path`.
 pub async fn copy_or_move(
     state: &Arc<State>,
-    conn: &Arc<Conn>,
     grant: &Grant,
     path: &VPath,
     req: Request<Incoming>,
@@ -59,7 +58,7 @@ pub async fn copy_or_move(
     if !is_move {
         if let Some(source) = header(h, "source") {
             let source = source.to_string();
-            return crate::tpc::pull(state, conn, grant, path, req.headers(), &source).await;
+            return crate::tpc::pull(state, grant, path, req.headers(), &source).await;
         }
     }
     let dest = header(h, "destination")
@@ -67,7 +66,7 @@ pub async fn copy_or_move(
     let to = match target(dest, header(h, "host")) {
         Ok(Target::Local(v)) => v,
         Ok(Target::Remote(url)) if !is_move => {
-            return crate::tpc::push(state, conn, grant, path, req.headers(), url).await;
+            return crate::tpc::push(state, grant, path, req.headers(), url).await;
         }
         Ok(Target::Remote(_)) => {
             return Err(refuse(

@@ -54,8 +54,8 @@ pub async fn answer(
         "DELETE" => write::delete(state, grant, &path).await,
         "MKCOL" => write::mkcol(state, grant, &path, req).await,
         "PROPFIND" => propfind::propfind(state, grant, &path, req).await,
-        "MOVE" => copymove::copy_or_move(state, conn, grant, &path, req, true).await,
-        "COPY" => copymove::copy_or_move(state, conn, grant, &path, req, false).await,
+        "MOVE" => copymove::copy_or_move(state, grant, &path, req, true).await,
+        "COPY" => copymove::copy_or_move(state, grant, &path, req, false).await,
         _ => Err(not_allowed()),
     };
     r.unwrap_or_else(Refused::into_response)

@@ -2,17 +2,16 @@
 //! over several connections into one file) and a push (one PUT), each optionally verified
 //! against the remote's adler32 (`Want-Digest`).
 
-use crate::body::{drain_into, full, FileSink};
+use crate::body::{full, FileSink};
 use crate::connect::{self as client, length, refusal, Remote};
 use crate::pending::Pending;
 use crate::server::State;
 use fatpipe_proto::gridftp::ChecksumAlg;
-use fatpipe_tune::Role;
-use hyper::header::{HeaderName, HeaderValue, RANGE};
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, StatusCode};
 use std::fs::File;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// Smallest part one connection of a pull takes: below it, fewer connections.
@@ -84,8 +83,10 @@ impl Pull {
     /// source serves no ranges.
     async fn split(&self, first: &mut Connection) -> Result<Vec<Range<u64>>, String> {
         let cap = self.state.config.tune.control.receive_cap();
-        if self.streams.is_none_or(|n| n == 1) && cap.is_none() {
-            return Ok(Vec::new());
+        // One connection asked for, or left to a cold start that opens one (no cap): no HEAD.
+        match (self.streams, cap) {
+            (Some(1), _) | (None, None) => return Ok(Vec::new()),
+            _ => {}
         }
         let Some(size) = self.size(&mut first.0).await? else {
             return Ok(Vec::new());
@@ -144,58 +145,27 @@ impl Pull {
         open: Option<Connection>,
         range: Option<Range<u64>>,
         sink: &FileSink,
-        progress: &Arc<AtomicU64>,
+        progress: &AtomicU64,
     ) -> Result<u64, String> {
         let (mut send, tunable) = match open {
             Some(c) => c,
             None => self.connect().await?,
         };
-        let mut headers = self.headers.clone();
-        if let Some(r) = &range {
-            if let Ok(v) = HeaderValue::from_str(&format!("bytes={}-{}", r.start, r.end - 1)) {
-                headers.push((RANGE, v));
-            }
-        }
-        let req = client::request(Method::GET, &self.remote, &headers, full(""))?;
-        let resp = send
-            .send_request(req)
-            .await
-            .map_err(|e| format!("GET {}: {e}", self.remote.url))?;
-        let (want, start) = match &range {
-            Some(r) => (StatusCode::PARTIAL_CONTENT, r.start),
-            None => (StatusCode::OK, 0),
+        let into = client::Landing {
+            sink,
+            limit: self.state.config.max_file_size.unwrap_or(u64::MAX),
+            progress,
         };
-        if resp.status() != want {
-            return Err(refusal("the source", resp).await);
-        }
-        if let Some(r) = &range {
-            let cr = resp
-                .headers()
-                .get("content-range")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            if !cr.starts_with(&format!("bytes {}-{}/", r.start, r.end - 1)) {
-                return Err(format!("the source sent range {cr:?} for {r:?}"));
-            }
-        }
-        let expected = match &range {
-            Some(r) => Some(r.end - r.start),
-            None => length(&resp),
-        };
-        let tuned = tunable.map(|t| t.start(Role::Receiver));
-        let seen = AtomicU64::new(0);
-        let limit = self.state.config.max_file_size.unwrap_or(u64::MAX);
-        let n = drain_into(resp.into_body(), sink, start, limit, |n| {
-            progress.fetch_add(n - seen.swap(n, Ordering::Relaxed), Ordering::Relaxed);
-            if let Some(t) = &tuned {
-                t.moved(n);
-            }
-        })
-        .await?;
-        if expected.is_some_and(|e| e != n) {
-            return Err(format!("the source sent {n} bytes of {expected:?}"));
-        }
-        Ok(n)
+        client::get_into(
+            &mut send,
+            &self.remote,
+            &self.headers,
+            range,
+            tunable,
+            into,
+            "the source",
+        )
+        .await
     }
 }
 

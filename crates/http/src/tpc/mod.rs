@@ -12,7 +12,7 @@ use crate::body::{self, ResponseBody};
 use crate::connect::{self as client, Remote};
 use crate::dav::{check, fs_failed, header, on_tree, Answer};
 use crate::markers;
-use crate::server::{refuse, Conn, Refused, State};
+use crate::server::{refuse, Refused, State};
 use bytes::Bytes;
 use fatpipe_net::stall::StallWatch;
 use fatpipe_proto::VPath;
@@ -86,7 +86,6 @@ fn verify_asked(h: &HeaderMap) -> bool {
 /// `COPY` with `Source: url`: this server fetches `url` into `dest`.
 pub async fn pull(
     state: &Arc<State>,
-    _conn: &Arc<Conn>,
     grant: &Grant,
     dest: &VPath,
     h: &HeaderMap,
@@ -112,7 +111,6 @@ pub async fn pull(
 /// `COPY` with a `Destination` on another server: this server sends `src` there with a PUT.
 pub async fn push(
     state: &Arc<State>,
-    _conn: &Arc<Conn>,
     grant: &Grant,
     src: &VPath,
     h: &HeaderMap,
