@@ -12,7 +12,7 @@ use crate::{TuneSummary, Tuner, TunerConfig};
 use fatpipe_tune::congestion::{CongestionPolicy, FOR_RANDOM_LOSS};
 use fatpipe_tune::streams::{Observation, StreamPolicy};
 use fatpipe_tune::{Pacing, Role};
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -54,8 +54,9 @@ struct Shared {
     /// When the per-transfer policies look at the connections next.
     next_look: Mutex<Instant>,
     growing: Mutex<Option<Growing>>,
-    /// The control connection, whose RTT a receiving end without probes of its own uses.
-    control: Mutex<Option<OwnedFd>>,
+    /// The control connection, whose RTT a receiving end without probes of its own uses, and
+    /// the address of its peer (read once: it does not change).
+    control: Mutex<Option<(OwnedFd, Option<IpAddr>)>>,
     /// A sender whose user chose no congestion control: the policy that may choose one.
     choosing: Mutex<Option<Choosing>>,
     /// A receiver whose sending peer said it paces.
@@ -195,7 +196,12 @@ impl Conductor {
     /// A receiving end that sends no RTT probes of its own (drsFTP's server: it can only
     /// answer them) takes the control connection's RTT as the path's.
     pub fn watch_control(&self, control: OwnedFd) {
-        *lock(&self.0.control) = Some(control);
+        let peer = socket2::SockRef::from(&control)
+            .peer_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .map(|a| a.ip());
+        *lock(&self.0.control) = Some((control, peer));
     }
 
     /// Runs `work` (the mover) in a thread of its own and drives the transfer on this one until
@@ -245,15 +251,10 @@ impl Conductor {
     fn control_rtt(&self) -> Option<Duration> {
         let (peer, stats) = {
             let control = lock(&self.0.control);
-            let fd = control.as_ref()?;
-            let peer = socket2::SockRef::from(fd)
-                .peer_addr()
-                .ok()?
-                .as_socket()?
-                .ip();
-            (peer, tcp_stats(fd.as_fd()).ok()?)
+            let (fd, peer) = control.as_ref()?;
+            ((*peer)?, tcp_stats(fd.as_fd()).ok()?)
         };
-        let data_peer = self.tuners().first().and_then(Tuner::peer_ip);
+        let data_peer = self.tuners().first().map(Tuner::peer_ip);
         (data_peer == Some(peer) && stats.min_rtt_us > 0)
             .then(|| Duration::from_micros(stats.min_rtt_us.into()))
     }

@@ -99,6 +99,8 @@ pub struct Tuner {
     sock: TcpStream,
     /// This end's and the peer's port of the data connection, for the records.
     ports: (u16, u16),
+    /// The peer's address.
+    peer: std::net::IpAddr,
     pump: Arc<Pump>,
     started: Instant,
     next_at: Instant,
@@ -139,12 +141,14 @@ impl Tuner {
                 .filter(|_| setup.after_connect.sndbuf.is_none()),
         };
         let mut initial = shortfalls(&kept, accounted(sock.as_fd())?);
+        let peer = sock.peer_addr()?;
         let mut t = Tuner {
             plan,
             cfg,
             role,
             sock: sock.try_clone()?,
-            ports: (sock.local_addr()?.port(), sock.peer_addr()?.port()),
+            ports: (sock.local_addr()?.port(), peer.port()),
+            peer: peer.ip(),
             pump,
             started: now,
             next_at: now,
@@ -270,8 +274,8 @@ impl Tuner {
     }
 
     /// The address of the connection's peer.
-    pub fn peer_ip(&self) -> Option<std::net::IpAddr> {
-        self.sock.peer_addr().ok().map(|a| a.ip())
+    pub fn peer_ip(&self) -> std::net::IpAddr {
+        self.peer
     }
 
     /// Samples now, due or not (the transfer has ended).
