@@ -101,8 +101,6 @@ pub struct State {
 pub struct Conn {
     /// The client's address.
     pub peer: SocketAddr,
-    /// The address the client reached.
-    pub local: SocketAddr,
     /// Its tuning, when the socket could be taken for it.
     pub tunable: Option<Tunable>,
 }
@@ -170,11 +168,6 @@ impl HttpsServer {
         self.listener.local_addr()
     }
 
-    /// Replaces the accounts (SIGHUP).
-    pub fn set_users(&self, users: Users) {
-        self.state.gate.set_users(users);
-    }
-
     /// A handle to replace the accounts of the running server.
     pub fn accounts(&self) -> impl Fn(Users) + Send + Sync + 'static {
         let state = self.state.clone();
@@ -219,7 +212,6 @@ async fn connection(
     peer: SocketAddr,
 ) -> anyhow::Result<()> {
     let _ = sock.set_nodelay(true);
-    let local = sock.local_addr()?;
     let tunable = Tunable::new(&state.config.tune, &sock)
         .map_err(|e| tracing::debug!("connection left untuned: {e}"))
         .ok();
@@ -230,11 +222,7 @@ async fn connection(
         .await
         .context("TLS handshake timed out")??;
     let header_timeout = state.config.header_timeout;
-    let conn = Arc::new(Conn {
-        peer,
-        local,
-        tunable,
-    });
+    let conn = Arc::new(Conn { peer, tunable });
     let service = hyper::service::service_fn(move |req| {
         let (state, conn) = (state.clone(), conn.clone());
         async move { Ok::<_, Infallible>(request(state, conn, req).await) }
