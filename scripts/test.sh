@@ -25,6 +25,9 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# One build from scratch: incremental state would only add gigabytes to target/.
+export CARGO_INCREMENTAL=0
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy (the default build, and with every feature: the BPF program)"
