@@ -88,9 +88,6 @@ const SLOW: f64 = 0.4;
 /// From this RTT on, a lone stream held by a peer window that still grows gets company at once
 /// (a step's slow start costs 0.8 s or more); below it the policy waits for that window's cap.
 const LONG_RTT: u32 = 100_000;
-/// The queue a model-based sender (bbr) keeps by itself: its probing sends a quarter above
-/// the rate it measured.
-const MODEL_QUEUE: f64 = 1.25;
 /// A stream whose sending thread was busy this share of the period is held by the CPU: a
 /// core, not the path, sets its rate (a queue it shows is the host's own: on loopback at
 /// 16 cores a lone stream's RTT stood 10 900 % above its minimum). Where the receiving threads
@@ -216,7 +213,7 @@ impl StreamPolicy {
         if self.losses_say_full {
             self.lossy_first_step = !self.grown && !self.settled;
         }
-        self.queue_mark = MODEL_QUEUE;
+        self.queue_mark = path::queue::MODEL_QUEUE;
         self.losses_say_full = false;
     }
 

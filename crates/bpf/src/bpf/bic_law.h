@@ -55,7 +55,8 @@
  * "Taming the elephants", 2011), whose signal pacing makes clean. */
 #define SS_LOW_WINDOW 16	 /* not below this window, segments */
 #define SS_SAMPLES 8		 /* the first RTT samples of a round it judges by */
-#define SS_DELAY_MIN_US 4000	 /* the rise that ends slow start: an eighth of the least RTT, */
+#define SS_DELAY_SHARE 8	 /* the rise that ends slow start: the least RTT / this, */
+#define SS_DELAY_MIN_US 4000
 #define SS_DELAY_MAX_US 16000 /* within these bounds */
 
 /* TCP's congestion-avoidance states (enum tcp_ca_state). */
@@ -104,7 +105,7 @@ static __always_inline __u32 fp_max_u32(__u32 a, __u32 b) { return a > b ? a : b
 /* The delay above the least RTT that counts as a queue: an eighth of it, 4 to 16 ms. */
 static __always_inline __u32 queue_delay_us(__u32 min_rtt_us)
 {
-	return fp_min_u32(fp_max_u32(min_rtt_us / 8, SS_DELAY_MIN_US), SS_DELAY_MAX_US);
+	return fp_min_u32(fp_max_u32(min_rtt_us / SS_DELAY_SHARE, SS_DELAY_MIN_US), SS_DELAY_MAX_US);
 }
 
 /* An RTT sample at any time: the least RTT seen. */

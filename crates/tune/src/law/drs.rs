@@ -33,6 +33,7 @@ use super::trains::{outlasts_two_spans, train_span, TrainRates, Trains};
 use super::window::History;
 use super::{rate, Decision, Law, Setup};
 use crate::mode::{Params, STOCK_BUFFER};
+use crate::path::queue::{DROPPING_QUEUE, LONGER_ROUTE, STARTUP_QUEUE, UNQUEUED};
 use crate::path::{lowest_rtt, stretch, PathEstimate};
 use crate::sample::{Role, Sample, TcpStats};
 use std::time::Duration;
@@ -48,9 +49,6 @@ const HOLE_RTTS: f64 = 1.5;
 /// 100 ms, 1 % loss, saw a 14.8 MB "BDP" on a 12.5 MB path and its window followed it). Its
 /// rate is then the mean over this many RTTs, where one burst adds at most a fifth.
 const HOLE_SPAN_RTTS: u32 = 8;
-/// An RTT this far above the base beside holes: a queue full enough to drop (a model-based
-/// sender's probing adds up to a quarter, and random loss goes on under it).
-const DROPPING_QUEUE: f64 = 1.25;
 /// On a lossy path, a rate this many times the last one marked is still growing ...
 const RAMP: f64 = 1.25;
 /// ... when it got there within this many RTTs.
@@ -61,11 +59,6 @@ const GROWTH_GAIN: f64 = 4.0;
 const GENTLE_GAIN: f64 = 1.25;
 /// "Most of the window" for the receiver's window-limited test.
 const FULL: f64 = 0.9;
-/// An RTT within this factor of the base: no queue, so a full window is what limits the rate.
-const UNQUEUED: f64 = 1.04;
-/// An RTT this far above the base, with room on the path and no trial under way, is a longer
-/// route (the steady window's queue and a trial's add at most 1.1 x 1.25).
-const LONGER_ROUTE: f64 = 1.5;
 /// Trains this much faster than the rate come from an unpaced sender (a paced one's arrive at
 /// its pacing rate, about twice its rate in slow start).
 const UNPACED: f64 = 2.5;
@@ -92,9 +85,6 @@ const MAX_UNSENT_TIME: Duration = Duration::from_millis(16);
 const DRY_LOOKS: u32 = 3;
 const LOOKS: u32 = 30;
 const LEAST_UNSENT: u64 = 64 << 10;
-/// During start-up a smaller stretch already ends the doubling (each RTT of delay doubles the
-/// overshoot).
-const STARTUP_QUEUE: f64 = 1.08;
 /// A shrink waits until the estimate has stayed low this long (and at least 4 RTTs).
 const SHRINK_HOLD: Duration = Duration::from_secs(1);
 /// RTTs after a growth by which the rate must have risen.

@@ -28,19 +28,22 @@
 //! own exit (cubic's HyStart) sees the delay a round late, after one more doubling.
 
 use super::{Pace, Paced, PacingLaw};
+use crate::path::queue::queue_delay;
 use crate::sample::Sample;
 use std::time::Duration;
 
 /// `tcpi_ca_state` values (linux/tcp.h).
 const CA_CWR: u8 = 2;
 const CA_LOSS: u8 = 4;
-/// EABP starts when the CWP rate is this share of the last `eab`.
-const NEAR_EAB: f64 = 0.9;
+/// EABP starts when the CWP rate is this share of the last `eab` (`fatpipe_bic` runs the same
+/// law in the kernel: these four are in its `bic_law.h` too).
+pub const NEAR_EAB: f64 = 0.9;
 /// Two `eab`s this close (relative) mean a stable path.
-const STABLE: f64 = 0.1;
-/// The first EABP period, and the longest one doubling reaches.
-const FIRST_EABP: Duration = Duration::from_secs(1);
-const LONGEST_EABP: Duration = Duration::from_secs(64);
+pub const STABLE: f64 = 0.1;
+/// The first EABP period ...
+pub const FIRST_EABP: Duration = Duration::from_secs(1);
+/// ... and the longest one doubling reaches.
+pub const LONGEST_EABP: Duration = Duration::from_secs(64);
 /// A new rate is set only when it differs from the one set by this share (or the state
 /// changed); below every growth step of the law (CWP_B's 1/64), or the step is never set.
 const RESET: f64 = 1.0 / 128.0;
@@ -50,12 +53,6 @@ const RESET: f64 = 1.0 / 128.0;
 /// small queue (an eighth of the least RTT) and grows an eighth per round trip while there is
 /// none.
 const QUEUED_GROWTH: f64 = 0.125;
-
-/// How far above the least RTT the smoothed RTT says the queue is reached (HyStart's delay
-/// increase: an eighth of the least RTT, within 4–16 ms).
-fn queue_threshold(min_rtt: Duration) -> Duration {
-    (min_rtt / 8).clamp(Duration::from_millis(4), Duration::from_millis(16))
-}
 
 /// After an EABP period, the pacing rate is at most the delivery rate and this share of it:
 /// where the path has room it grows by that share per sample (about a round trip); where the
@@ -190,7 +187,7 @@ impl PacingLaw for Adaptive {
         }
         let delivered = tcp.delivery_rate as f64;
         let min_rtt = Duration::from_micros(tcp.min_rtt_us.into());
-        let queue = !min_rtt.is_zero() && rtt >= min_rtt + queue_threshold(min_rtt);
+        let queue = !min_rtt.is_zero() && rtt >= min_rtt + queue_delay(min_rtt);
         if self.eabp && self.eab.is_none() && !self.queued && delivered > 0.0 && queue {
             self.queued = true;
             note = Some(format!(

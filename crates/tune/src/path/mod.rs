@@ -1,15 +1,15 @@
 //! The path estimate that every law and policy reads: the path's base RTT (the lowest of the
 //! last ten seconds), its delivery rate (the highest of the last second), their product (the
 //! BDP), and whether a standing queue stretches the RTT. Defined once so that the buffer laws
-//! and the stream policy agree on what "a queue" is.
+//! and the stream policy agree on what "a queue" is; its thresholds are in [`queue`].
 
 use crate::law::window::Extreme;
 use crate::sample::{Sample, TcpStats};
 use std::time::Duration;
 
-/// An RTT above the base RTT by this factor means a standing queue on the path: `drs`'s steady
-/// window (1.1 x BDP) keeps one of a tenth of the RTT, the sign that the path is full.
-pub const QUEUE: f64 = 1.06;
+pub mod queue;
+
+pub use queue::QUEUE;
 
 /// How long the lowest RTT is remembered: long enough to span the queue's drain after a
 /// growth, short enough to follow a route change.
@@ -113,7 +113,7 @@ mod tests {
     }
 
     #[test]
-    fn a_queue_is_a_stretch_beyond_fifteen_percent() {
+    fn a_queue_is_a_stretch_beyond_six_percent() {
         assert!(!queued(MS(106), MS(100)));
         assert!(queued(MS(107), MS(100)));
         assert_eq!(stretch(MS(50), Duration::ZERO), 1.0);
