@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """CPU cost per byte on loopback: fatpipe (TCP by stream count, the UDP channel, into a file
 verified or not) against curl from vsftpd and iperf3 -Z, runs alternating, medians printed.
+With FATPIPE_PKI=DIR (chain.pem, key.pem, ca.pem in it) the fatpipe server also has TLS: cases
+`fatpipe:--tls off` (clear), `fatpipe:` (FTPS, data encrypted), `https:` (`fatpipe cp https://`,
+one TLS connection) and `curl-https` (curl from fatpipe's HTTPS front-end) compare TLS costs.
 
 For each run: the whole command's wall clock, the client's CPU (user + sys, from wait4) and the
 server's (its /proc/PID/stat, children it reaped included: vsftpd forks a process per session).
@@ -79,8 +82,17 @@ class Bench:
     def start_servers(self):
         need = {c.split(":")[0] for c in self.cases}
         fport = free_port()
-        self.start("fatpipe", [self.bin, "serve", "--root", self.root, "--listen",
-                               f"127.0.0.1:{fport}", "--anonymous"], fport)
+        argv = [self.bin, "serve", "--root", self.root, "--listen", f"127.0.0.1:{fport}",
+                "--anonymous"]
+        self.pki = os.environ.get("FATPIPE_PKI")
+        if self.pki:
+            self.https = free_port()
+            argv += ["--tls-cert", os.path.join(self.pki, "chain.pem"),
+                     "--tls-key", os.path.join(self.pki, "key.pem"),
+                     "--https", f"127.0.0.1:{self.https}"]
+        elif need & {"https", "curl-https"}:
+            sys.exit("the https cases need FATPIPE_PKI")
+        self.start("fatpipe", argv, fport)
         if need & {"curl", "vsftpd"}:
             vport = free_port()
             conf = os.path.join(self.work, "vsftpd.conf")
@@ -111,6 +123,9 @@ xferlog_enable=NO
             port = self.servers["vsftpd"][1]
             return ["curl", "-s", "--fail", "-o", "/dev/null",
                     f"ftp://127.0.0.1:{port}/file"], "vsftpd", None
+        if tool == "curl-https":
+            return ["curl", "-s", "--fail", "--cacert", os.path.join(self.pki, "ca.pem"),
+                    "-o", "/dev/null", f"https://127.0.0.1:{self.https}/file"], "fatpipe", None
         if tool == "iperf3":
             port = self.servers["iperf3"][1]
             return ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-Z", "-n",
@@ -122,8 +137,12 @@ xferlog_enable=NO
         if "file" in args:
             args.remove("file")
             dest = os.path.join(self.work, "copy")
-        argv = [self.bin, "cp", "--quiet", "--no-path-memory", *args,
-                f"ftp://127.0.0.1:{port}/file", dest]
+        url = f"ftp://127.0.0.1:{port}/file"
+        if tool == "https":
+            url = f"https://127.0.0.1:{self.https}/file"
+        if self.pki:
+            args += ["--ca", os.path.join(self.pki, "ca.pem")]
+        argv = [self.bin, "cp", "--quiet", "--no-path-memory", *args, url, dest]
         return argv, server, None if dest == "/dev/null" else dest
 
     def run_once(self, case):
@@ -169,6 +188,7 @@ xferlog_enable=NO
 LABELS = {
     "curl": "curl from vsftpd",
     "iperf3": "iperf3 -Z (memory to memory)",
+    "curl-https": "curl from fatpipe's HTTPS front-end",
 }
 
 
@@ -179,7 +199,7 @@ def label(case):
     opts = opts.split()
     dest = "tmpfs file" if "file" in opts else "/dev/null"
     opts = [o for o in opts if o != "file"]
-    source = " from vsftpd" if tool == "vsftpd" else ""
+    source = {"vsftpd": " from vsftpd", "https": " over https://"}.get(tool, "")
     return f"fatpipe {' '.join(opts) or '(default)'}{source} -> {dest}"
 
 
@@ -188,6 +208,7 @@ def main():
     cases = [c for c in sys.argv[4:] if c]
     missing = [t for t in ("curl", "vsftpd", "iperf3") if shutil.which(t) is None]
     skipped = [c for c in cases if c.split(":")[0] in ("curl", "vsftpd") and ("curl" in missing or "vsftpd" in missing)
+               or c.split(":")[0] == "curl-https" and "curl" in missing
                or c.split(":")[0] == "iperf3" and "iperf3" in missing]
     for c in skipped:
         print(f"skipping {c}: {', '.join(missing)} not installed", file=sys.stderr)
