@@ -350,6 +350,27 @@ fn fatpipe_cp_moves_files_over_https_and_between_servers() {
         work.path().to_str().unwrap(),
     ]));
     assert_same(&a.path("x"), &work.path().join("x"));
+    // Into a pipe (as into /dev/null): written straight in, the pipe left a pipe.
+    let fifo = work.path().join("fifo");
+    run_ok(std::process::Command::new("mkfifo").arg(&fifo));
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    run_ok(&mut cp(&[
+        "--bearer-token",
+        t,
+        &format!("{ua}/x"),
+        fifo.to_str().unwrap(),
+    ]));
+    // (Asked first: had the pipe been replaced, its reader would wait for ever.)
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    let through = reader.join().unwrap();
+    assert!(
+        through == std::fs::read(a.path("x")).unwrap(),
+        "other bytes through the pipe"
+    );
     // Up with Basic: the user in the URL, the password from the environment.
     let up = format!("https://alice@localhost:{}/up", a.https.unwrap().port());
     run_ok(cp(&[work.path().join("x").to_str().unwrap(), &up]).env("FATPIPE_PASSWORD", "pw"));

@@ -153,12 +153,24 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// A sink into `file`.
-    pub fn new(file: File) -> FileSink {
+    /// A sink into `file`: written at each piece's offset, or, where it cannot seek (a pipe, a
+    /// device), in order, each piece where the last ended.
+    pub fn new(mut file: File) -> FileSink {
         let (tx, mut rx) = mpsc::channel::<(u64, Bytes)>(AHEAD);
+        let seeks = file.metadata().is_ok_and(|m| m.is_file());
         let handle = tokio::task::spawn_blocking(move || {
+            let mut next = 0;
             while let Some((at, b)) = rx.blocking_recv() {
-                file.write_all_at(&b, at)?;
+                if seeks {
+                    file.write_all_at(&b, at)?;
+                } else if at == next {
+                    io::Write::write_all(&mut file, &b)?;
+                    next += b.len() as u64;
+                } else {
+                    return Err(io::Error::other(format!(
+                        "bytes from offset {at} would land at {next}: not a file that seeks"
+                    )));
+                }
             }
             Ok(())
         });

@@ -79,7 +79,8 @@ impl Client {
         Ok((send, tunable, remote))
     }
 
-    /// Downloads `src` into the file `dst`; returns the bytes moved.
+    /// Downloads `src` into the file `dst` (through a partial file renamed when complete;
+    /// straight into a device or a pipe, `/dev/null` stays a device); returns the bytes moved.
     pub async fn download(
         &self,
         src: &Endpoint,
@@ -87,15 +88,24 @@ impl Client {
         progress: &Arc<AtomicU64>,
     ) -> Result<u64, String> {
         let (mut send, tunable, remote) = self.open(src).await?;
-        let dir = dst
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let part = tempfile::Builder::new()
-            .prefix(".fatpipe-part-")
-            .tempfile_in(dir)
-            .map_err(|e| format!("cannot write into {}: {e}", dir.display()))?;
-        let file = part.as_file().try_clone().map_err(|e| e.to_string())?;
+        let (file, part) = if fatpipe_ftp::client::copy::special_file(dst) {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dst)
+                .map_err(|e| format!("cannot write {}: {e}", dst.display()))?;
+            (file, None)
+        } else {
+            let dir = dst
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let part = tempfile::Builder::new()
+                .prefix(".fatpipe-part-")
+                .tempfile_in(dir)
+                .map_err(|e| format!("cannot write into {}: {e}", dir.display()))?;
+            let file = part.as_file().try_clone().map_err(|e| e.to_string())?;
+            (file, Some(part))
+        };
         let sink = FileSink::new(file);
         let into = connect::Landing {
             sink: &sink,
@@ -115,8 +125,10 @@ impl Client {
         let written = sink.finish().await;
         let n = got?;
         written.map_err(|e| format!("cannot write {}: {e}", dst.display()))?;
-        part.persist(dst)
-            .map_err(|e| format!("cannot name {}: {e}", dst.display()))?;
+        if let Some(part) = part {
+            part.persist(dst)
+                .map_err(|e| format!("cannot name {}: {e}", dst.display()))?;
+        }
         Ok(n)
     }
 

@@ -687,8 +687,8 @@ fn held_with(held: &RangeSet, state: &Mutex<Reassembly>) -> RangeSet {
 }
 
 /// Whether `path` is there and not a regular file (`/dev/null`, a pipe): a download writes it
-/// directly, never through a partial copy.
-fn special_file(path: &Path) -> bool {
+/// directly, never through a partial copy (which would replace the device when renamed).
+pub fn special_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| !m.is_file())
 }
 
