@@ -4,7 +4,7 @@ use fatpipe_net::buffers::BufferControl;
 use fatpipe_net::telemetry::StatsFile;
 use fatpipe_net::TunerConfig;
 use fatpipe_tune::size::format_size;
-use fatpipe_tune::{Pacing, Params, Tuning};
+use fatpipe_tune::{CongestionControl, Pacing, Params, Tuning};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ pub struct TuneArgs {
     /// net.ipv4.tcp_available_congestion_control lists; unprivileged processes only those in
     /// tcp_allowed_congestion_control). Default: the system's. A download asks the server.
     #[arg(long, value_name = "NAME")]
-    pub cc: Option<String>,
+    pub cc: Option<CongestionControl>,
 }
 
 impl TuneArgs {

@@ -9,7 +9,7 @@
 use crate::mode_e::{growth, Grow, OnStream, Requests};
 use crate::tcpinfo::tcp_stats;
 use crate::{TuneSummary, Tuner, TunerConfig};
-use fatpipe_tune::congestion::{CongestionPolicy, FOR_RANDOM_LOSS};
+use fatpipe_tune::congestion::{CongestionControl, CongestionPolicy};
 use fatpipe_tune::streams::{Observation, StreamPolicy};
 use fatpipe_tune::{Pacing, Role};
 use std::net::{IpAddr, TcpStream};
@@ -40,7 +40,7 @@ struct Growing {
 struct Choosing {
     policy: CongestionPolicy,
     /// The control chosen, once chosen: new connections start with it.
-    chosen: Option<&'static str>,
+    chosen: Option<CongestionControl>,
     log: Vec<String>,
 }
 
@@ -151,8 +151,8 @@ impl Conductor {
                 return;
             }
             let mut cfg = s.cfg.clone().unwrap_or_else(TunerConfig::untuned);
-            if let Some(cc) = lock(&s.choosing).as_ref().and_then(|c| c.chosen) {
-                cfg.cc = Some(cc.to_string());
+            if let Some(cc) = lock(&s.choosing).as_ref().and_then(|c| c.chosen.clone()) {
+                cfg.cc = Some(cc);
             }
             match Tuner::start(
                 cfg,
@@ -299,13 +299,15 @@ impl Conductor {
         if self.0.role != Role::Sender || self.tuners().is_empty() {
             return None;
         }
-        let chosen = lock(&self.0.choosing).as_ref().and_then(|c| c.chosen);
-        let asked = self.0.cfg.as_ref().and_then(|c| c.cc.as_deref());
+        let chosen = lock(&self.0.choosing)
+            .as_ref()
+            .and_then(|c| c.chosen.clone());
+        let asked = self.0.cfg.as_ref().and_then(|c| c.cc.clone());
         let together = lock(&self.0.growing).as_ref().is_some_and(|g| g.together);
         chosen
             .or(asked)
-            .filter(|cc| matches!(*cc, "bbr" | "bic"))
-            .map(str::to_string)
+            .filter(CongestionControl::paces_itself)
+            .map(|cc| cc.user_name().to_string())
             .or_else(|| (together && self.0.pacing != Pacing::Off).then(|| "tcp".to_string()))
     }
 
@@ -393,12 +395,12 @@ impl Conductor {
         let Some(change) = ch.policy.observe(obs) else {
             return;
         };
-        self.tuners().iter_mut().for_each(|t| t.set_cc(change.name));
-        ch.chosen = Some(change.name);
+        self.tuners().iter_mut().for_each(|t| t.set_cc(&change.cc));
+        ch.chosen = Some(change.cc.clone());
         tracing::info!("{}", change.reason);
         if let Some(cfg) = &self.0.cfg {
             if let Some(stats) = &cfg.stats {
-                stats.cc(cfg.end, change.name, &change.reason);
+                stats.cc(cfg.end, change.cc.kernel_name(), &change.reason);
             }
         }
         ch.log.push(change.reason);
@@ -408,7 +410,7 @@ impl Conductor {
     fn model_based(&self) -> bool {
         lock(&self.0.choosing)
             .as_ref()
-            .is_some_and(|c| c.chosen == Some(FOR_RANDOM_LOSS))
+            .is_some_and(|c| c.chosen == Some(CongestionControl::FOR_RANDOM_LOSS))
     }
 
     /// The stream policy's decision: more streams when it says so, and its decisions to the
@@ -483,8 +485,10 @@ impl Conductor {
     }
 
     /// The congestion control the senders switched to on random loss, if they did.
-    pub fn chosen_cc(&self) -> Option<&'static str> {
-        lock(&self.0.choosing).as_ref().and_then(|c| c.chosen)
+    pub fn chosen_cc(&self) -> Option<CongestionControl> {
+        lock(&self.0.choosing)
+            .as_ref()
+            .and_then(|c| c.chosen.clone())
     }
 
     /// How the stream count and the congestion control were chosen, for the transfer's

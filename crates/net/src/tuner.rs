@@ -10,7 +10,7 @@ use crate::telemetry::{unix_now, StatsFile};
 use crate::Pump;
 use fatpipe_tune::law::Buffers;
 use fatpipe_tune::telemetry::{Event, Record};
-use fatpipe_tune::{Pacing, Params, Plan, Role, Sample, Tuning};
+use fatpipe_tune::{CongestionControl, Pacing, Params, Plan, Role, Sample, Tuning};
 use std::collections::BTreeSet;
 use std::io;
 use std::net::TcpStream;
@@ -36,7 +36,7 @@ pub struct TunerConfig {
     pub pacing: Option<Pacing>,
     /// The congestion control of a sending connection (`TCP_CONGESTION`); `None`: the
     /// system's default.
-    pub cc: Option<String>,
+    pub cc: Option<CongestionControl>,
     /// Where each connection leaves its latest sample for a progress line, if anywhere.
     pub live: Option<Arc<Live>>,
 }
@@ -71,7 +71,7 @@ pub struct TuneSummary {
     /// Why a connection could not be paced as its pacing law asked, if one could not.
     pub unpaced: Option<String>,
     /// The congestion control the sending connections ran (the first one's).
-    pub cc: Option<String>,
+    pub cc: Option<CongestionControl>,
 }
 
 impl TuneSummary {
@@ -166,7 +166,7 @@ impl Tuner {
         if role == Role::Sender {
             t.summary.cc = crate::congestion::choose(
                 sock.as_fd(),
-                t.cfg.cc.as_deref(),
+                t.cfg.cc.as_ref(),
                 t.cfg.pacing,
                 &mut t.caps,
             );
@@ -180,7 +180,7 @@ impl Tuner {
     /// Applies a pacing; a failure is logged and kept for the summary. A connection running
     /// fatpipe's BPF congestion control is left alone: the program paces it itself.
     fn pace(&mut self, pace: fatpipe_tune::Pace) {
-        if self.summary.cc.as_deref() == Some(crate::congestion::BIC_PACED) {
+        if self.summary.cc == Some(CongestionControl::Bic { paced: true }) {
             return;
         }
         if let Err(e) = crate::pacing::apply(self.sock.as_fd(), pace) {
@@ -197,11 +197,11 @@ impl Tuner {
         }
     }
 
-    /// Switches the connection to congestion control `name` (a refusal is kept for the
+    /// Switches the connection to congestion control `cc` (a refusal is kept for the
     /// summary).
-    pub fn set_cc(&mut self, name: &str) {
+    pub fn set_cc(&mut self, cc: &CongestionControl) {
         self.summary.cc =
-            crate::congestion::choose(self.sock.as_fd(), Some(name), None, &mut self.caps);
+            crate::congestion::choose(self.sock.as_fd(), Some(cc), None, &mut self.caps);
     }
 
     /// Starts the law at `bytes` (a `setsockopt` size) and applies it at once if the law
@@ -363,7 +363,7 @@ impl Tuner {
                 capped,
                 kernel_pace: crate::congestion::kernel_pace(
                     self.sock.as_fd(),
-                    self.summary.cc.as_deref(),
+                    self.summary.cc.as_ref(),
                 ),
             };
             if let Err(e) = stats.write(&Event::Sample(Box::new(record))) {

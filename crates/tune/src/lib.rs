@@ -19,6 +19,7 @@ pub mod telemetry;
 #[cfg(test)]
 mod testing;
 
+pub use congestion::CongestionControl;
 pub use law::{Decision, Law, Setup};
 pub use mode::{Params, Tuning};
 pub use pacing::{Pace, Pacing};

@@ -83,7 +83,7 @@ pub struct Record {
     pub pace: Option<crate::pacing::Pace>,
     /// The congestion control a sending connection runs.
     #[serde(default)]
-    pub cc: Option<String>,
+    pub cc: Option<crate::CongestionControl>,
     /// Why, when the law changed something.
     pub note: Option<String>,
     /// System limits that held a buffer below what the law asked.
@@ -113,7 +113,8 @@ pub struct CcEvent {
     pub unix_s: f64,
     /// `client` or `server`.
     pub end: String,
-    /// The congestion control from now on.
+    /// The congestion control from now on (its kernel name), or `tcp` where the sending peer
+    /// said TCP's own pacing spaces its streams.
     pub cc: String,
     /// Why.
     pub reason: String,

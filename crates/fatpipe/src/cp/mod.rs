@@ -18,6 +18,7 @@ use fatpipe_net::rate_budget::RateBudget;
 use fatpipe_net::udp::{loss_in_summary, UdpConfig};
 use fatpipe_proto::udp::NetStack;
 use fatpipe_tune::rate::{RateControlKind, RateMemory};
+use fatpipe_tune::CongestionControl;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -323,9 +324,9 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
             .rev()
             .find_map(|r| r.udp.as_deref())
             .and_then(loss_in_summary);
-        let chosen = results.iter().find_map(|r| r.cc_on_random_loss.as_deref());
-        let cc = transport::remembered_loss(several, udp_loss, chosen, carried.as_deref());
-        remember_streams(path, server, &results, cc, udp);
+        let chosen = results.iter().find_map(|r| r.cc_on_random_loss.clone());
+        let cc = transport::remembered_loss(several, udp_loss, chosen, carried);
+        remember_streams(path, server, &results, cc.as_ref(), udp);
     }
     let ending = report::Ending {
         results: &results,
@@ -418,7 +419,7 @@ fn remember_streams(
     path: &std::path::Path,
     server: &str,
     results: &[FileResult],
-    cc: Option<&str>,
+    cc: Option<&CongestionControl>,
     udp: Option<RateMemory>,
 ) {
     let udp = udp.filter(|u| u.rate.is_some());

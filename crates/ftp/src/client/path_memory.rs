@@ -7,6 +7,7 @@
 //! metrics.
 
 use fatpipe_tune::rate::RateMemory;
+use fatpipe_tune::CongestionControl;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io;
@@ -28,7 +29,7 @@ struct Learned {
     streams: u32,
     /// The congestion control chosen on random loss, if one was.
     #[serde(default)]
-    cc: Option<String>,
+    cc: Option<CongestionControl>,
     /// What the UDP channel's sender learned, if a copy used it.
     #[serde(default)]
     udp: Option<RateMemory>,
@@ -42,7 +43,7 @@ pub struct Recalled {
     /// The stream count it ended with.
     pub streams: u32,
     /// The congestion control its senders switched to on random loss, if they did.
-    pub cc: Option<String>,
+    pub cc: Option<CongestionControl>,
     /// What the UDP channel's sender learned, if a copy used it.
     pub udp: Option<RateMemory>,
     /// How long ago.
@@ -70,7 +71,7 @@ impl PathMemory {
         &mut self,
         server: &str,
         streams: u32,
-        cc: Option<&str>,
+        cc: Option<&CongestionControl>,
         udp: Option<&RateMemory>,
         now: u64,
     ) {
@@ -79,7 +80,7 @@ impl PathMemory {
         let udp = udp
             .cloned()
             .or_else(|| self.servers.get(server).and_then(|l| l.udp.clone()));
-        let cc = cc.map(str::to_string);
+        let cc = cc.cloned();
         self.servers.insert(
             server.to_string(),
             Learned {
@@ -139,7 +140,7 @@ mod tests {
     #[test]
     fn a_count_is_recalled_for_an_hour_and_for_its_server_only() {
         let mut m = PathMemory::default();
-        m.remember("a:2811", 8, Some("bbr"), None, 1000);
+        m.remember("a:2811", 8, Some(&CongestionControl::Bbr), None, 1000);
         let at = |age| Recalled {
             streams: 8,
             cc: Some("bbr".into()),
@@ -170,9 +171,9 @@ mod tests {
             rate: Some(8e8),
             ..RateMemory::default()
         };
-        m.remember("h:1", 6, Some("bbr"), Some(&learned), 50);
+        m.remember("h:1", 6, Some(&CongestionControl::Bbr), Some(&learned), 50);
         // A later copy over TCP keeps what the UDP channel learned.
-        m.remember("h:1", 6, Some("bbr"), None, 55);
+        m.remember("h:1", 6, Some(&CongestionControl::Bbr), None, 55);
         m.save(&path).unwrap();
         let udp = PathMemory::load(&path)
             .recall("h:1", 60)

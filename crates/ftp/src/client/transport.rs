@@ -6,7 +6,7 @@
 //! once a copy over UDP found the loss gone. The choice is pure: the caller brings what path
 //! memory recalls and says what it did.
 
-use fatpipe_tune::congestion::FOR_RANDOM_LOSS;
+use fatpipe_tune::CongestionControl;
 use std::fmt;
 use std::time::Duration;
 
@@ -184,15 +184,16 @@ pub const CLEAN_BELOW_PERCENT: f64 = 0.05;
 /// one file, a copy over the UDP channel tells by its resends (`udp_loss`, R in %) whether the
 /// loss goes on, and a TCP copy by the control its senders chose on random loss
 /// (`chosen_on_loss`), or else keeps what it `carried` over from the last copy.
-pub fn remembered_loss<'a>(
+pub fn remembered_loss(
     several: bool,
     udp_loss: Option<f64>,
-    chosen_on_loss: Option<&'a str>,
-    carried: Option<&'a str>,
-) -> Option<&'a str> {
+    chosen_on_loss: Option<CongestionControl>,
+    carried: Option<CongestionControl>,
+) -> Option<CongestionControl> {
     match (several, udp_loss) {
         (true, _) => None,
-        (false, Some(r)) => (r >= CLEAN_BELOW_PERCENT).then(|| carried.unwrap_or(FOR_RANDOM_LOSS)),
+        (false, Some(r)) => (r >= CLEAN_BELOW_PERCENT)
+            .then(|| carried.unwrap_or(CongestionControl::FOR_RANDOM_LOSS)),
         (false, None) => chosen_on_loss.or(carried),
     }
 }
@@ -302,17 +303,18 @@ mod tests {
 
     #[test]
     fn a_copy_over_udp_with_hardly_any_resends_ends_the_lossy_spell() {
-        let bbr = Some("bbr");
+        let bbr = Some(CongestionControl::Bbr);
+        let carried = || bbr.clone();
         // Over UDP: the resends decide.
-        assert_eq!(remembered_loss(false, Some(0.0), None, bbr), None);
-        assert_eq!(remembered_loss(false, Some(0.04), None, bbr), None);
-        assert_eq!(remembered_loss(false, Some(0.9), None, bbr), bbr);
+        assert_eq!(remembered_loss(false, Some(0.0), None, carried()), None);
+        assert_eq!(remembered_loss(false, Some(0.04), None, carried()), None);
+        assert_eq!(remembered_loss(false, Some(0.9), None, carried()), bbr);
         assert_eq!(remembered_loss(false, Some(0.9), None, None), bbr);
         // Over TCP: what its senders chose, or what was carried over.
-        assert_eq!(remembered_loss(false, None, bbr, None), bbr);
-        assert_eq!(remembered_loss(false, None, None, bbr), bbr);
+        assert_eq!(remembered_loss(false, None, carried(), None), bbr);
+        assert_eq!(remembered_loss(false, None, None, carried()), bbr);
         assert_eq!(remembered_loss(false, None, None, None), None);
         // Several files at once say nothing of one path's loss.
-        assert_eq!(remembered_loss(true, Some(5.0), bbr, bbr), None);
+        assert_eq!(remembered_loss(true, Some(5.0), carried(), carried()), None);
     }
 }

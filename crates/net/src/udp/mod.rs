@@ -201,7 +201,8 @@ impl Link {
             tracing::debug!("cannot set TCP_NODELAY on the UDP channel's connection: {e}");
         }
         let mut problems = Vec::new();
-        crate::congestion::choose(sock.as_fd(), Some("bbr"), None, &mut problems);
+        let bbr = fatpipe_tune::CongestionControl::Bbr;
+        crate::congestion::choose(sock.as_fd(), Some(&bbr), None, &mut problems);
         for p in problems {
             tracing::debug!("UDP channel's connection: {p}");
         }

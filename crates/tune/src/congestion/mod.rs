@@ -6,11 +6,12 @@
 //! come with a queue (the RTT above the minimum, see `path::QUEUE`) are congestion and change
 //! nothing: on a clean path the system's control stays.
 
+pub mod control;
+
+pub use control::CongestionControl;
+
 use crate::path;
 use crate::streams::Observation;
-
-/// The control taken on random loss.
-pub const FOR_RANDOM_LOSS: &str = "bbr";
 /// Segments lost without a queue, over the transfer, before the switch (a lone loss may be a
 /// tail drop the queue had drained from by the time it was seen).
 const LOSSES: u64 = 8;
@@ -22,8 +23,8 @@ const LOOKS: u32 = 3;
 /// What the policy decided: the control to run from now on, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CcChange {
-    /// The congestion control's name.
-    pub name: &'static str,
+    /// The congestion control from now on.
+    pub cc: CongestionControl,
     /// Why, for the summary and telemetry.
     pub reason: String,
 }
@@ -76,14 +77,15 @@ impl CongestionPolicy {
             return None;
         }
         self.switched = true;
+        let cc = CongestionControl::FOR_RANDOM_LOSS;
         Some(CcChange {
-            name: FOR_RANDOM_LOSS,
             reason: format!(
                 "{} segments lost with the RTT at its minimum ({:.0} % above it): random loss, \
-                 not congestion; congestion control {FOR_RANDOM_LOSS} from now on",
+                 not congestion; congestion control {cc} from now on",
                 self.random,
                 (stretch - 1.0) * 100.0
             ),
+            cc,
         })
     }
 }
@@ -118,7 +120,7 @@ mod tests {
         // 8, but seen in two looks: one burst may be the end of slow start.
         assert_eq!(look(&mut p, 102_000, 4), None);
         let c = look(&mut p, 102_000, 5).expect("a switch");
-        assert_eq!(c.name, "bbr");
+        assert_eq!(c.cc, CongestionControl::Bbr);
         assert!(c.reason.contains("10 segments lost"), "{}", c.reason);
         assert_eq!(look(&mut p, 100_000, 40), None, "only once");
     }

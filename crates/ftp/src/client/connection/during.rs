@@ -11,7 +11,7 @@ use fatpipe_net::wake::Wake;
 use fatpipe_net::{Conductor, Pump};
 use fatpipe_proto::drs::{parse_paced_text, parse_sbuf_text};
 use fatpipe_proto::Reply;
-use fatpipe_tune::congestion::FOR_RANDOM_LOSS;
+use fatpipe_tune::CongestionControl;
 use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -224,7 +224,8 @@ impl Connection {
                         let leave = self.leave_on_random_loss
                             && !self.left_on_random_loss
                             && fin.is_none()
-                            && asked.peer_paces.as_deref() == Some(FOR_RANDOM_LOSS);
+                            && asked.peer_paces.as_deref().map(CongestionControl::from)
+                                == Some(CongestionControl::FOR_RANDOM_LOSS);
                         if let Some(p) = pump.filter(|_| leave) {
                             tracing::info!(
                                 "{} met random loss (its streams pace with bbr now): the \

@@ -13,7 +13,7 @@ use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::{Command, TransferType};
 use fatpipe_tune::streams::{cold, StreamLimits, StreamPolicy};
-use fatpipe_tune::Role;
+use fatpipe_tune::{CongestionControl, Role};
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
@@ -63,7 +63,7 @@ pub struct StreamsReport {
     /// Why the count changed or stopped (`-p auto`, when this end sent).
     pub decisions: Vec<String>,
     /// The congestion control the sending end switched to on random loss, if it did.
-    pub cc: Option<String>,
+    pub cc: Option<CongestionControl>,
 }
 
 /// Asks a server for data-connection reuse between files.
@@ -365,7 +365,8 @@ impl Connection {
         if let Ok(r) = &moved {
             // A fatpipe sender says in its final reply why it used as many streams as it did.
             let notes = fin.as_ref().map(parse_transfer_notes).unwrap_or_default();
-            self.record_streams(resumed, r, notes.decisions, notes.cc);
+            let cc = notes.cc.map(CongestionControl::from);
+            self.record_streams(resumed, r, notes.decisions, cc);
         }
         self.keep_channel(false, channel, &moved, &fin);
         finish(&what, moved.map(|r| r.bytes), fin)
@@ -457,8 +458,7 @@ impl Connection {
         conductor: &Conductor,
         moved: &Moved,
     ) {
-        let cc = conductor.chosen_cc().map(str::to_string);
-        self.record_streams(resumed, moved, conductor.decisions(), cc);
+        self.record_streams(resumed, moved, conductor.decisions(), conductor.chosen_cc());
     }
 
     /// With `-p auto` and a server that grows the count itself, asks it (`OPTS RETR`) to start
@@ -524,7 +524,7 @@ impl Connection {
         resumed: Option<u32>,
         moved: &Moved,
         mut decisions: Vec<String>,
-        cc: Option<String>,
+        cc: Option<CongestionControl>,
     ) {
         let (streams, reused) = (moved.streams, moved.reused);
         let mut why = None;

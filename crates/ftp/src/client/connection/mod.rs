@@ -231,7 +231,7 @@ impl Connection {
             notify: Some(true),
             tuning: Some(tuning.to_string()),
             pacing: cfg.pacing.map(|p| p.to_string()),
-            cc: cfg.cc.clone(),
+            cc: cfg.cc.as_ref().map(|c| c.user_name().to_string()),
             paced: None,
             hash: None,
         };

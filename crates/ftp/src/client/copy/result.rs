@@ -1,6 +1,7 @@
 //! What happened to each file of a copy, as the summary, `--json` and the exit code read it.
 
 use crate::client::failure::Failure;
+use fatpipe_tune::CongestionControl;
 use serde::Serialize;
 
 /// What happened to one file.
@@ -39,7 +40,7 @@ pub struct FileResult {
     /// Why `-p auto` opened streams or stopped (when this end sent).
     pub stream_decisions: Vec<String>,
     /// The congestion control the sending end switched to when it met random loss.
-    pub cc_on_random_loss: Option<String>,
+    pub cc_on_random_loss: Option<CongestionControl>,
     /// What the UDP data channel did (`udp: …`), when the file moved over it.
     pub udp: Option<String>,
     /// Whether the file's data connections were TLS (`PROT P`; the login was then too).

@@ -29,7 +29,7 @@ use fatpipe_proto::line::Frame;
 use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::reply::quote_path;
 use fatpipe_proto::{Command, Reply, TransferType, VPath};
-use fatpipe_tune::{Pacing, Tuning};
+use fatpipe_tune::{CongestionControl, Pacing, Tuning};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -570,7 +570,12 @@ impl Session {
             .map(Pacing::parse)
             .transpose()
             .map_err(|e| Reply::new(501, e))?;
-        if let Some(cc) = &o.cc {
+        let cc =
+            o.cc.as_deref()
+                .map(str::parse::<CongestionControl>)
+                .transpose()
+                .map_err(|e| Reply::new(501, e))?;
+        if let Some(cc) = &cc {
             fatpipe_net::congestion::check(cc).map_err(|e| Reply::new(501, e))?;
         }
         let hash = o.hash.as_deref().map(hashing::parse).transpose()?;
@@ -583,7 +588,7 @@ impl Session {
         if let Some(p) = pacing {
             self.tune.pacing = Some(p);
         }
-        if let Some(cc) = o.cc {
+        if let Some(cc) = cc {
             self.tune.cc = Some(cc);
         }
         if let Some(h) = hash {
@@ -593,7 +598,7 @@ impl Session {
             notify: Some(self.drs_notify),
             tuning: Some(self.tune.tuning.to_string()),
             pacing: self.tune.pacing.map(|p| p.to_string()),
-            cc: self.tune.cc.clone(),
+            cc: self.tune.cc.as_ref().map(|c| c.user_name().to_string()),
             paced: None,
             // Said only when changed from the default: clients that never set it see the
             // answer they always saw.
