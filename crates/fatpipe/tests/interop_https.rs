@@ -350,6 +350,20 @@ fn fatpipe_cp_moves_files_over_https_and_between_servers() {
         work.path().to_str().unwrap(),
     ]));
     assert_same(&a.path("x"), &work.path().join("x"));
+    // Down over three connections asked: ranged GETs, two parts of at least 8 MiB.
+    let three = work.path().join("x3");
+    let out = run_ok(&mut cp(&[
+        "-v",
+        "-p",
+        "3",
+        "--bearer-token",
+        t,
+        &format!("{ua}/x"),
+        three.to_str().unwrap(),
+    ]));
+    assert_same(&a.path("x"), &three);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("in 2 parts at once"), "{err}");
     // Into a pipe (as into /dev/null): written straight in, the pipe left a pipe.
     let fifo = work.path().join("fifo");
     run_ok(std::process::Command::new("mkfifo").arg(&fifo));

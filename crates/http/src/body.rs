@@ -150,14 +150,15 @@ pub fn from_file(
 pub struct FileSink {
     tx: Option<mpsc::Sender<(u64, Bytes)>>,
     handle: tokio::task::JoinHandle<io::Result<()>>,
+    seeks: bool,
 }
 
 impl FileSink {
     /// A sink into `file`: written at each piece's offset, or, where it cannot seek (a pipe, a
-    /// device), in order, each piece where the last ended.
+    /// terminal), in order, each piece where the last ended.
     pub fn new(mut file: File) -> FileSink {
         let (tx, mut rx) = mpsc::channel::<(u64, Bytes)>(AHEAD);
-        let seeks = file.metadata().is_ok_and(|m| m.is_file());
+        let seeks = io::Seek::stream_position(&mut file).is_ok();
         let handle = tokio::task::spawn_blocking(move || {
             let mut next = 0;
             while let Some((at, b)) = rx.blocking_recv() {
@@ -177,7 +178,13 @@ impl FileSink {
         FileSink {
             tx: Some(tx),
             handle,
+            seeks,
         }
+    }
+
+    /// Whether pieces may come in any order (the file seeks).
+    pub fn seeks(&self) -> bool {
+        self.seeks
     }
 
     /// Queues `b` to be written at `at`; an error when the writing thread failed (its error

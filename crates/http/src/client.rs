@@ -6,6 +6,7 @@
 use crate::body::{full, FileSink};
 use crate::connect::{self, refusal, Remote};
 use crate::markers::Reading;
+use crate::ranged::Fetch;
 use crate::tuned::Tunable;
 use fatpipe_net::TunerConfig;
 use http_body_util::BodyExt;
@@ -80,14 +81,17 @@ impl Client {
     }
 
     /// Downloads `src` into the file `dst` (through a partial file renamed when complete;
-    /// straight into a device or a pipe, `/dev/null` stays a device); returns the bytes moved.
+    /// straight into a device or a pipe, `/dev/null` stays a device) over `streams`
+    /// connections (ranged GETs; `None`: as a `-p auto` cold start opens); returns the bytes
+    /// moved.
     pub async fn download(
         &self,
         src: &Endpoint,
         dst: &Path,
+        streams: Option<u32>,
         progress: &Arc<AtomicU64>,
     ) -> Result<u64, String> {
-        let (mut send, tunable, remote) = self.open(src).await?;
+        let remote = connect::resolve_any(&src.url).await?;
         let (file, part) = if fatpipe_ftp::client::copy::special_file(dst) {
             let file = std::fs::OpenOptions::new()
                 .write(true)
@@ -107,21 +111,17 @@ impl Client {
             (file, Some(part))
         };
         let sink = FileSink::new(file);
-        let into = connect::Landing {
-            sink: &sink,
+        let headers = src.headers();
+        let fetch = Fetch {
+            remote: &remote,
+            headers: &headers,
+            tls: &self.tls,
+            tune: &self.tune,
+            streams,
             limit: u64::MAX,
-            progress,
+            who: "the server",
         };
-        let got = connect::get_into(
-            &mut send,
-            &remote,
-            &src.headers(),
-            None,
-            tunable,
-            into,
-            "the server",
-        )
-        .await;
+        let got = fetch.run(&sink, progress).await;
         let written = sink.finish().await;
         let n = got?;
         written.map_err(|e| format!("cannot write {}: {e}", dst.display()))?;
@@ -179,16 +179,8 @@ impl Client {
         if let Some(a) = &src.authorization {
             add("transferheaderauthorization", a);
         }
-        let req = connect::request(
-            Method::from_bytes(b"COPY").map_err(|e| e.to_string())?,
-            &remote,
-            &headers,
-            full(""),
-        )?;
-        let resp = send
-            .send_request(req)
-            .await
-            .map_err(|e| format!("COPY {}: {e}", dst.url))?;
+        let copy = Method::from_bytes(b"COPY").map_err(|e| e.to_string())?;
+        let resp = connect::exchange(&mut send, copy, &remote, &headers, full("")).await?;
         if !resp.status().is_success() {
             return Err(refusal("the destination", resp).await);
         }

@@ -79,8 +79,24 @@ async fn resolve_where(
     })
 }
 
+/// Sends `method` to `remote` with `headers` and `body` on `send`, once the connection is
+/// ready for it (HTTP/1.1 carries one exchange at a time: a request sent before the last
+/// exchange ended is cancelled); errors name the method and the URL.
+pub async fn exchange(
+    send: &mut SendRequest<ResponseBody>,
+    method: Method,
+    remote: &Remote,
+    headers: &[(HeaderName, HeaderValue)],
+    body: ResponseBody,
+) -> Result<Response<Incoming>, String> {
+    let fail = |e: hyper::Error| format!("{method} {}: {e}", remote.url);
+    let req = request(method.clone(), remote, headers, body)?;
+    send.ready().await.map_err(fail)?;
+    send.send_request(req).await.map_err(fail)
+}
+
 /// A request to `remote`'s path with `headers` (and `Host`).
-pub fn request(
+fn request(
     method: Method,
     remote: &Remote,
     headers: &[(HeaderName, HeaderValue)],
@@ -197,10 +213,7 @@ pub async fn put_file(
             t.moved(n);
         }
     });
-    let req = request(Method::PUT, remote, &headers, body)?;
-    send.send_request(req)
-        .await
-        .map_err(|e| format!("PUT {}: {e}", remote.url))
+    exchange(send, Method::PUT, remote, &headers, body).await
 }
 
 /// Where a GET's body goes: `sink` from the part's start (0 for a whole file), at most `limit`
@@ -234,11 +247,7 @@ pub async fn get_into(
             headers.push((hyper::header::RANGE, v));
         }
     }
-    let req = request(Method::GET, remote, &headers, crate::body::full(""))?;
-    let resp = send
-        .send_request(req)
-        .await
-        .map_err(|e| format!("GET {}: {e}", remote.url))?;
+    let resp = exchange(send, Method::GET, remote, &headers, crate::body::full("")).await?;
     let (want, start) = match &range {
         Some(r) => (StatusCode::PARTIAL_CONTENT, r.start),
         None => (StatusCode::OK, 0),

@@ -6,7 +6,7 @@
 //! Map: [`server`] accepts connections and routes requests; [`auth`] and [`token`] decide
 //! who may do what where; [`dav`] answers the WebDAV methods; [`tpc`] runs third-party
 //! copies; [`client`] is `fatpipe cp`'s side; `connect` makes the outgoing connections of
-//! both; [`range`], [`digest`], [`markers`] and [`paths`] are the pure protocol pieces.
+//! both and `ranged` fetches a file over one or several of them; [`range`], [`digest`], [`markers`] and [`paths`] are the pure protocol pieces.
 
 pub mod auth;
 mod body;
@@ -18,6 +18,7 @@ pub mod markers;
 pub mod paths;
 mod pending;
 pub mod range;
+mod ranged;
 pub mod server;
 pub mod token;
 pub mod tpc;

@@ -73,7 +73,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                     if target.is_dir() {
                         target.push(url_name(&s)?);
                     }
-                    client.download(&s, &target, &progress).await
+                    client
+                        .download(&s, &target, a.parallel.fixed(), &progress)
+                        .await
                 }
                 _ => {
                     let mut d = endpoint(dst, a)?;

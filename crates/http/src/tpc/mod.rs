@@ -24,9 +24,6 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
-/// Most connections one pull opens.
-pub const MAX_STREAMS: u32 = 16;
-
 /// The headers to send the remote: each `TransferHeader<Name>: v` as `<Name>: v` (hop-by-hop
 /// and length headers are the connection's own and never forwarded).
 pub fn forwarded(h: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
@@ -75,7 +72,7 @@ async fn remote_of(state: &State, grant: &Grant, url: &str) -> Result<Remote, Re
 fn streams_asked(h: &HeaderMap) -> Option<u32> {
     header(h, "x-number-of-streams")
         .and_then(|s| s.trim().parse::<u32>().ok())
-        .map(|n| n.clamp(1, MAX_STREAMS))
+        .map(|n| n.clamp(1, crate::ranged::MAX_STREAMS))
 }
 
 /// Whether the client asked for the copy's checksum to be compared with the source's.
