@@ -8,17 +8,16 @@ mod report;
 use crate::progress::{Finished, Progress};
 use crate::tuning::TuneArgs;
 use anyhow::Context;
-use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Verify};
+use fatpipe_ftp::client::copy::{self, CopyOptions, Verify};
 use fatpipe_ftp::client::failure::Failure;
-use fatpipe_ftp::client::path_memory::{self, PathMemory};
+use fatpipe_ftp::client::path_memory::{self, CopyMemory};
 use fatpipe_ftp::client::sync::Existing;
 use fatpipe_ftp::client::transport::{self, Asked};
 use fatpipe_ftp::client::{relay, Location, Streams};
 use fatpipe_net::rate_budget::RateBudget;
-use fatpipe_net::udp::{loss_in_summary, UdpConfig};
+use fatpipe_net::udp::UdpConfig;
 use fatpipe_proto::udp::NetStack;
 use fatpipe_tune::rate::{RateControlKind, RateMemory};
-use fatpipe_tune::CongestionControl;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -199,37 +198,19 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let ends = a.files.endpoints("fatpipe cp SRC... DST")?;
     let (srcs, dst, creds) = (&ends.srcs, &ends.dst, &ends.creds);
     let remote = ends.remote();
-    // `-p auto` remembers per server where its streams ended, for the next copy.
-    let memory = match (remote, a.parallel) {
-        (Some(u), CountArg::Auto) if !a.no_path_memory => {
-            path_memory::default_path().map(|p| (p, format!("{}:{}", u.host, u.port)))
-        }
-        _ => None,
-    };
-    let recalled = memory.as_ref().and_then(|(path, server)| {
-        Some((PathMemory::load(path).recall(server, unix_now())?, server))
-    });
-    let ago = |age: Duration| humantime::format_duration(Duration::from_secs(age.as_secs()));
-    let first_start = recalled.as_ref().and_then(|(r, server)| {
-        (r.streams > 1).then(|| {
-            let why = format!("where the last copy to {server} ended ({} ago)", ago(r.age));
-            (r.streams, why)
-        })
-    });
     let mut tune = a.tune.config("client")?;
     let several = several_at_once(&a.files.paths, a.files.recursive || a.from.is_some());
-    // The last copy to this server met random loss: this one starts on the control it took.
-    let carried = match (&tune.cc, &recalled) {
-        (None, Some((r, server))) if !several => r.cc.clone().inspect(|cc| {
-            tracing::info!(
-                "congestion control {cc}: the last copy to {server} met random loss ({} ago)",
-                ago(r.age)
-            )
+    // `-p auto` remembers per server where its streams ended, for the next copy.
+    let memory = match (remote, a.parallel) {
+        (Some(u), CountArg::Auto) if !a.no_path_memory => path_memory::default_path().map(|p| {
+            let server = format!("{}:{}", u.host, u.port);
+            CopyMemory::recall(p, server, several, tune.cc.is_some())
         }),
         _ => None,
     };
-    if carried.is_some() {
-        tune.cc = carried.clone();
+    // The last copy to this server met random loss: this one starts on the control it took.
+    if let Some(cc) = memory.as_ref().and_then(|m| m.carried.clone()) {
+        tune.cc = Some(cc);
     }
     let between_servers = matches!(
         (srcs.as_slice(), dst),
@@ -238,7 +219,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let transport = transport::choose(
         a.transport,
         &transport::Copy {
-            server: memory.as_ref().map_or("the server", |(_, s)| s.as_str()),
+            server: memory.as_ref().map_or("the server", CopyMemory::server),
             several,
             between_servers,
             download_to_file: matches!(
@@ -246,10 +227,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 ([Location::Remote(_)], Location::Local(_))
             ),
             cc_set: tune.cc.is_some(),
-            lossy_ago: recalled
-                .as_ref()
-                .filter(|(r, _)| r.cc.is_some())
-                .map(|(r, _)| r.age),
+            lossy_ago: memory.as_ref().and_then(CopyMemory::lossy_ago),
         },
     );
     let stats = tune.stats.clone();
@@ -259,7 +237,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     )?;
     tune.live = Some(progress.live.clone());
     let udp_channel = || {
-        let learned = recalled.as_ref().and_then(|(r, _)| r.udp.clone());
+        let learned = memory.as_ref().and_then(CopyMemory::udp);
         udp_choice(a, stats.clone(), &progress, learned)
     };
     let opts = CopyOptions {
@@ -289,7 +267,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 max_memory: Some(a.max_memory),
             },
         },
-        first_start,
+        first_start: memory.as_ref().and_then(CopyMemory::first_start),
         verify: if a.verify {
             Verify::On
         } else if a.no_verify {
@@ -316,17 +294,9 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     })?;
     progress.bar.finish_and_clear();
     let interrupted = progress.interrupted.load(Ordering::SeqCst);
-    if let Some((path, server)) = &memory {
+    if let Some(m) = memory {
         let udp = opts.udp.as_ref().and_then(|(_, u)| u.memory.as_ref());
-        let udp = udp.and_then(|m| m.lock().ok().map(|m| m.clone()));
-        let udp_loss = results
-            .iter()
-            .rev()
-            .find_map(|r| r.udp.as_deref())
-            .and_then(loss_in_summary);
-        let chosen = results.iter().find_map(|r| r.cc_on_random_loss.clone());
-        let cc = transport::remembered_loss(several, udp_loss, chosen, carried);
-        remember_streams(path, server, &results, cc.as_ref(), udp);
+        m.keep(&results, udp.and_then(|m| m.lock().ok().map(|m| m.clone())));
     }
     let ending = report::Ending {
         results: &results,
@@ -409,43 +379,6 @@ fn read_list(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
 fn several_at_once(paths: &[String], tree: bool) -> bool {
     let sources = &paths[..paths.len().saturating_sub(1)];
     tree || sources.len() > 1 || sources.iter().any(|s| s.contains(['*', '?', '[']))
-}
-
-/// Keeps the stream count the copy's last moved file ended with for the next copy to `server`,
-/// the congestion control chosen on random loss (`cc`: by a file of this copy, or carried over
-/// from the last copy) and what the UDP sender learned (`udp`, once it left start-up); a
-/// failure to save only warns: the copy itself is done.
-fn remember_streams(
-    path: &std::path::Path,
-    server: &str,
-    results: &[FileResult],
-    cc: Option<&CongestionControl>,
-    udp: Option<RateMemory>,
-) {
-    let udp = udp.filter(|u| u.rate.is_some());
-    let last = results
-        .iter()
-        .rev()
-        .find(|r| r.error.is_none() && r.bytes > 0);
-    let mut m = PathMemory::load(path);
-    // A copy over the UDP channel (one MODE S stream) leaves the remembered count as it was.
-    let over_udp = udp.is_some() || last.is_some_and(|r| r.udp.is_some());
-    let n = match last.and_then(|r| r.streams) {
-        Some(n) => n,
-        None if over_udp => m.recall(server, unix_now()).map_or(1, |r| r.streams),
-        None => return,
-    };
-    m.remember(server, n, cc, udp.as_ref(), unix_now());
-    if let Err(e) = m.save(path) {
-        tracing::warn!("cannot keep the stream count in {}: {e}", path.display());
-    }
-}
-
-/// Seconds since the Unix epoch (0 if the clock is before it).
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

@@ -6,6 +6,10 @@
 //! is remembered is trusted for an hour, as long as the kernel keeps its own per-destination TCP
 //! metrics.
 
+mod copy;
+
+pub use copy::CopyMemory;
+
 use fatpipe_tune::rate::RateMemory;
 use fatpipe_tune::CongestionControl;
 use serde::{Deserialize, Serialize};
