@@ -22,6 +22,11 @@ pub struct SessionArgs {
     /// PEM certificates (a CA, or a server's own) trusted beside the system's roots.
     #[arg(long, value_name = "FILE")]
     pub ca: Option<PathBuf>,
+    /// https:// and davs:// URLs: the bearer token in FILE (else the WLCG discovery:
+    /// BEARER_TOKEN, BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID); a URL with
+    /// a user name logs in with Basic instead.
+    #[arg(long, value_name = "FILE")]
+    pub bearer_token: Option<PathBuf>,
 }
 
 impl SessionArgs {
@@ -29,6 +34,22 @@ impl SessionArgs {
     pub fn tls(&self) -> TlsPolicy {
         TlsPolicy::new(self.tls, self.ca.clone())
     }
+}
+
+/// Whether `arg` names an HTTPS (WebDAV) endpoint: `https://` or `davs://`.
+pub fn is_https(arg: &str) -> bool {
+    let lower = arg.to_ascii_lowercase();
+    lower.starts_with("https://") || lower.starts_with("davs://")
+}
+
+/// The HTTPS endpoint `arg` names, with its authorization (see [`http_authorization`]).
+pub fn https_endpoint(
+    arg: &str,
+    how: &SessionArgs,
+) -> anyhow::Result<fatpipe_http::client::Endpoint> {
+    let url = url::Url::parse(arg).map_err(|e| anyhow::anyhow!("{arg}: {e}"))?;
+    let authorization = http_authorization(&url, how.bearer_token.as_deref())?;
+    Ok(fatpipe_http::client::Endpoint { url, authorization })
 }
 
 /// The environment variable holding the password, so it never has to be on a command line.

@@ -16,7 +16,7 @@ const MAX_DEPTH: usize = 64;
 #[command(disable_help_flag = true)]
 pub struct Args {
     /// ftp://[user[:password]@]host[:port]/path: a directory, a file, or a glob in the last
-    /// component (quote it: 'ftp://host/data/*.h5').
+    /// component (quote it: 'ftp://host/data/*.h5'); or an https:// (davs://) URL.
     url: String,
     /// The long format: kind, size, time, name (the default; accepted for habit).
     #[arg(short = 'l')]
@@ -36,6 +36,15 @@ pub struct Args {
 
 /// Prints one line per entry: kind, size, modification time (UTC), name.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    if credentials::is_https(&a.url) {
+        if a.recursive {
+            bail!("-R with https:// or davs:// URLs: not yet");
+        }
+        for e in crate::dav::list(&a.url, &a.session)? {
+            out!("{}", line(&e, a.human));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let url = credentials::remote(&a.url)?;
     let mut c = credentials::open(&url, &a.session)?;
     let listed = list_all(&mut c, &url.path, &a);

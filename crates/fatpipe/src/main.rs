@@ -22,6 +22,7 @@ mod check;
 mod config_file;
 mod cp;
 mod credentials;
+mod dav;
 mod demo;
 mod lab;
 mod log;

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 /// Options of `fatpipe mkdir`.
 #[derive(clap::Args, Debug)]
 pub struct MkdirArgs {
-    /// ftp://[user[:password]@]host[:port]/dir, one or more (on one server).
+    /// ftp://[user[:password]@]host[:port]/dir, one or more (on one server); or https:// URLs.
     #[arg(required = true)]
     urls: Vec<String>,
     /// Make missing parents too, and accept directories that exist.
@@ -24,7 +24,7 @@ pub struct MkdirArgs {
 #[derive(clap::Args, Debug)]
 pub struct RmArgs {
     /// ftp://[user[:password]@]host[:port]/path, one or more (on one server); the last
-    /// component may be a glob (quote it: 'ftp://host/tmp/*.part').
+    /// component may be a glob (quote it: 'ftp://host/tmp/*.part'); or https:// URLs (no globs).
     #[arg(required = true)]
     urls: Vec<String>,
     /// Remove directories and everything in them.
@@ -37,7 +37,7 @@ pub struct RmArgs {
 /// Options of `fatpipe mv`.
 #[derive(clap::Args, Debug)]
 pub struct MvArgs {
-    /// ftp://[user[:password]@]host[:port]/path: what to move.
+    /// ftp://[user[:password]@]host[:port]/path (or an https:// URL): what to move.
     url: String,
     /// The new path on the same server: absolute, relative to the source's directory, or an
     /// ftp:// URL. An existing name is never replaced.
@@ -48,6 +48,9 @@ pub struct MvArgs {
 
 /// Makes each directory.
 pub fn mkdir(a: MkdirArgs) -> anyhow::Result<ExitCode> {
+    if a.urls.iter().any(|u| credentials::is_https(u)) {
+        return crate::dav::mkdir(&a.urls, a.parents, &a.session);
+    }
     each(&a.urls, &a.session, |c, path| {
         if a.parents {
             c.mkdir_all(path)
@@ -60,6 +63,9 @@ pub fn mkdir(a: MkdirArgs) -> anyhow::Result<ExitCode> {
 /// Removes each file (and, with -r, each tree); a glob in a path's last component removes
 /// what it matches.
 pub fn rm(a: RmArgs) -> anyhow::Result<ExitCode> {
+    if a.urls.iter().any(|u| credentials::is_https(u)) {
+        return crate::dav::rm(&a.urls, a.recursive, &a.session);
+    }
     each(&a.urls, &a.session, |c, path| {
         for p in remote_matches(c, path)? {
             if !c.is_dir(&p)? {
@@ -76,6 +82,9 @@ pub fn rm(a: RmArgs) -> anyhow::Result<ExitCode> {
 
 /// Renames one file or directory.
 pub fn mv(a: MvArgs) -> anyhow::Result<ExitCode> {
+    if credentials::is_https(&a.url) {
+        return crate::dav::mv(&a.url, &a.to, &a.session);
+    }
     let from = credentials::remote(&a.url)?;
     let to = match Location::parse(&a.to)? {
         Location::Remote(u) if same_server(&u, &from) => u.path,

@@ -409,3 +409,47 @@ fn fatpipe_cp_moves_files_over_https_and_between_servers() {
     assert!(!work.path().join("z").exists());
     let _ = ua;
 }
+
+#[test]
+fn ls_mkdir_mv_and_rm_work_on_https_urls() {
+    let pki = Pki::new();
+    let s = pki.server(&TPC);
+    let work = tempfile::tempdir().unwrap();
+    let token = work.path().join("token");
+    std::fs::write(&token, pki.token("storage.read:/ storage.modify:/", 600)).unwrap();
+    let (ca, t) = (pki.ca.to_str().unwrap(), token.to_str().unwrap());
+    let cmd = |args: &[&str]| {
+        let mut c = fatpipe_cmd(args);
+        c.args(["--ca", ca, "--bearer-token", t]);
+        c
+    };
+    let u = |p: &str| format!("{}/{p}", base(&s));
+    run_ok(&mut cmd(&["mkdir", "-p", &u("a/b/c")]));
+    assert!(s.path("a/b/c").is_dir());
+    // Made again without -p: the server says it exists.
+    assert!(!run(&mut cmd(&["mkdir", &u("a/b/c")])).status.success());
+    random_file(&s.path("a/b/c/f"), 12345, 3);
+    let out = run_ok(&mut cmd(&["ls", &u("a/b/c/")]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('-') && l.contains(" 12345 ") && l.ends_with(" f")),
+        "{text}"
+    );
+    let out = run_ok(&mut cmd(&["ls", &u("a/b")]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('d') && l.ends_with(" c")),
+        "{text}"
+    );
+    run_ok(&mut cmd(&["mv", &u("a/b/c/f"), "g"]));
+    assert!(!s.path("a/b/c/f").exists() && s.path("a/b/c/g").is_file());
+    // A directory is not removed without -r; with it, the whole tree goes.
+    let out = run(&mut cmd(&["rm", &u("a")]));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-r"));
+    assert!(s.path("a/b/c/g").is_file());
+    run_ok(&mut cmd(&["rm", "-r", &u("a")]));
+    assert!(!s.path("a").exists());
+}

@@ -6,7 +6,8 @@
 //! Map: [`server`] accepts connections and routes requests; [`auth`] and [`token`] decide
 //! who may do what where; [`dav`] answers the WebDAV methods; [`tpc`] runs third-party
 //! copies; [`client`] is `fatpipe cp`'s side; `connect` makes the outgoing connections of
-//! both and `ranged` fetches a file over one or several of them; [`range`], [`digest`], [`markers`] and [`paths`] are the pure protocol pieces.
+//! both and `ranged` fetches a file over one or several of them; [`range`], [`digest`], [`markers`], [`multistatus`] and
+//! [`paths`] are the pure protocol pieces.
 
 pub mod auth;
 mod body;
@@ -15,6 +16,7 @@ mod connect;
 pub mod dav;
 pub mod digest;
 pub mod markers;
+pub mod multistatus;
 pub mod paths;
 mod pending;
 pub mod range;

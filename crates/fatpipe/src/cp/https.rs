@@ -11,17 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Whether `arg` names an HTTPS endpoint.
-pub fn is_https(arg: &str) -> bool {
-    let lower = arg.to_ascii_lowercase();
-    lower.starts_with("https://") || lower.starts_with("davs://")
-}
-
 /// The endpoint `arg` names, with its authorization.
 fn endpoint(arg: &str, a: &Args) -> anyhow::Result<Endpoint> {
-    let url = url::Url::parse(arg).map_err(|e| anyhow::anyhow!("{arg}: {e}"))?;
-    let authorization = credentials::http_authorization(&url, a.bearer_token.as_deref())?;
-    Ok(Endpoint { url, authorization })
+    credentials::https_endpoint(arg, &a.session)
 }
 
 /// The last component of a URL's path (what a download into a directory is named).
@@ -62,7 +54,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
             }
         };
         let copy = async {
-            match (is_https(src), is_https(dst)) {
+            match (credentials::is_https(src), credentials::is_https(dst)) {
                 (true, true) => {
                     let (s, d) = (endpoint(src, a)?, endpoint(dst, a)?);
                     client.third_party(&s, &d, streams, &progress).await

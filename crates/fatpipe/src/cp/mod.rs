@@ -67,11 +67,6 @@ pub struct Args {
     quiet: bool,
     #[command(flatten)]
     session: credentials::SessionArgs,
-    /// https:// and davs:// URLs: the bearer token in FILE (else the WLCG discovery:
-    /// BEARER_TOKEN, BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID); a URL with
-    /// a user name logs in with Basic instead.
-    #[arg(long, value_name = "FILE")]
-    bearer_token: Option<std::path::PathBuf>,
     /// After a connection breaks (reset, refused while the server restarts, silent past
     /// --timeout), keep trying the file over new sessions, continuing from what arrived, for
     /// this long from its first failure (0: never).
@@ -178,7 +173,7 @@ fn parse_concurrency(s: &str) -> Result<CountArg, String> {
 /// adds how the tuning and the streams went to the summary. With `--json`, a failure before
 /// the first file is a JSON object too.
 pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
-    if a.files.paths.iter().any(|p| https::is_https(p)) {
+    if a.files.paths.iter().any(|p| credentials::is_https(p)) {
         return https::run(&a);
     }
     match copy_all(&a, verbose) {

@@ -1,7 +1,10 @@
 //! `fatpipe cp`'s HTTPS side: one file down (GET), up (PUT) or between two servers (a
 //! third-party `COPY` to the destination, which pulls), each connection tuned as an FTP data
 //! connection. A download lands under a temporary name beside its destination and takes the
-//! name only when complete.
+//! name only when complete. `files` holds the operations beside copies (`ls`, `mkdir`, `rm`,
+//! `mv`).
+
+mod files;
 
 use crate::body::{full, FileSink};
 use crate::connect::{self, refusal, Remote};
@@ -40,6 +43,7 @@ impl Endpoint {
         }
     }
 
+    /// The request headers that authenticate to its server.
     fn headers(&self) -> Vec<(HeaderName, HeaderValue)> {
         self.authorization
             .as_deref()

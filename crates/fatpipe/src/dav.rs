@@ -1,0 +1,172 @@
+//! `fatpipe ls`, `mkdir`, `rm` and `mv` on `https://` and `davs://` URLs: the same commands
+//! over WebDAV (PROPFIND, MKCOL, DELETE, MOVE), with the credentials `cp` uses.
+
+use crate::credentials::{self, SessionArgs};
+use anyhow::bail;
+use fatpipe_ftp::client::failure::Failure;
+use fatpipe_http::client::{Client, Endpoint};
+use fatpipe_http::multistatus::Resource;
+use fatpipe_net::TunerConfig;
+use fatpipe_proto::listing::{Entry, EntryKind};
+use std::process::ExitCode;
+use std::time::UNIX_EPOCH;
+
+/// Runs `op` with a client for `how` on a runtime of its own.
+fn with_client<T>(
+    how: &SessionArgs,
+    op: impl AsyncFnOnce(&Client) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let client =
+        Client::new(how.ca.as_deref(), TunerConfig::untuned()).map_err(anyhow::Error::msg)?;
+    tokio::runtime::Runtime::new()?.block_on(op(&client))
+}
+
+/// `e` as `ls` prints it: its name (the last path component), kind, size and time.
+fn entry(r: &Resource) -> Entry {
+    let name = r
+        .path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("");
+    Entry {
+        name: if name.is_empty() {
+            "/".into()
+        } else {
+            name.into()
+        },
+        kind: if r.dir {
+            EntryKind::Dir
+        } else {
+            EntryKind::File
+        },
+        size: r.size.unwrap_or(0),
+        modified: r
+            .modified
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs() as i64),
+        mode: 0,
+    }
+}
+
+/// The entries `url` lists: a collection's members, or a file itself.
+pub fn list(url: &str, how: &SessionArgs) -> anyhow::Result<Vec<Entry>> {
+    let e = credentials::https_endpoint(url, how)?;
+    let all = with_client(how, async |c| c.list(&e).await.map_err(anyhow::Error::msg))?;
+    let Some((me, members)) = all.split_first() else {
+        bail!("{url}: the server listed nothing");
+    };
+    Ok(match me.dir {
+        true => members.iter().map(entry).collect(),
+        false => vec![entry(me)],
+    })
+}
+
+/// Makes each collection; `parents`: the missing ones above too, and those there are fine.
+pub fn mkdir(urls: &[String], parents: bool, how: &SessionArgs) -> anyhow::Result<ExitCode> {
+    each(urls, how, async |c, e| {
+        if parents {
+            for above in ancestors(e) {
+                c.make_dir(&above, true).await?;
+            }
+        }
+        c.make_dir(e, parents).await
+    })
+}
+
+/// Removes each file; a collection only with `recursive` (DELETE removes it whole).
+pub fn rm(urls: &[String], recursive: bool, how: &SessionArgs) -> anyhow::Result<ExitCode> {
+    each(urls, how, async |c, e| {
+        let dir = c.stat(e).await?.dir;
+        if dir && !recursive {
+            return Err(format!(
+                "{} is a directory (use -r to remove it and everything in it)",
+                e.url
+            ));
+        }
+        c.remove(e).await
+    })
+}
+
+/// Renames `from` to `to`: a URL on the same server, or a path (absolute, or relative to
+/// `from`'s directory).
+pub fn mv(from: &str, to: &str, how: &SessionArgs) -> anyhow::Result<ExitCode> {
+    let src = credentials::https_endpoint(from, how)?;
+    let dst = match credentials::is_https(to) {
+        true => credentials::https_endpoint(to, how)?,
+        false => Endpoint {
+            url: src.url.join(to)?,
+            authorization: src.authorization.clone(),
+        },
+    };
+    if (dst.url.host_str(), dst.url.port_or_known_default())
+        != (src.url.host_str(), src.url.port_or_known_default())
+    {
+        bail!("{to}: mv moves within one server");
+    }
+    with_client(how, async |c| {
+        c.rename(&src, &dst).await.map_err(anyhow::Error::msg)
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The collections above `e`, outermost first (not the root).
+fn ancestors(e: &Endpoint) -> Vec<Endpoint> {
+    let path = e.url.path().trim_end_matches('/');
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(i) = path[at + 1..].find('/') {
+        at += i + 1;
+        let mut url = e.url.clone();
+        url.set_path(&format!("{}/", &path[..at]));
+        out.push(Endpoint {
+            url,
+            authorization: e.authorization.clone(),
+        });
+    }
+    out
+}
+
+/// Runs `op` on each URL; every failure is reported, the exit code is the failures' kind
+/// (docs/exit-codes.md).
+fn each(
+    urls: &[String],
+    how: &SessionArgs,
+    op: impl AsyncFn(&Client, &Endpoint) -> Result<(), String>,
+) -> anyhow::Result<ExitCode> {
+    let all = urls
+        .iter()
+        .map(|u| credentials::https_endpoint(u, how))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let failures = with_client(how, async |c| {
+        let mut failures = Vec::new();
+        for e in &all {
+            if let Err(why) = op(c, e).await {
+                say!("fatpipe: {why}");
+                failures.push(Failure::of_error(&anyhow::anyhow!(why)));
+            }
+        }
+        Ok(failures)
+    })?;
+    Ok(ExitCode::from(
+        Failure::common(failures).map_or(0, Failure::exit_code),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paths_ancestors_are_its_collections_outermost_first() {
+        let e = Endpoint {
+            url: url::Url::parse("https://h:8443/a/b/c").unwrap(),
+            authorization: None,
+        };
+        let got: Vec<String> = ancestors(&e)
+            .iter()
+            .map(|a| a.url.path().to_string())
+            .collect();
+        assert_eq!(got, ["/a/", "/a/b/"]);
+    }
+}

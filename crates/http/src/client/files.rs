@@ -1,0 +1,100 @@
+//! The file operations beside copies, for `fatpipe ls`, `mkdir`, `rm` and `mv` on `https://`
+//! URLs: PROPFIND (Depth 1), MKCOL, DELETE and MOVE.
+
+use super::{Client, Endpoint};
+use crate::body::full;
+use crate::connect::{self, refusal};
+use crate::multistatus::{self, Resource};
+use http_body_util::BodyExt;
+use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use hyper::{Method, StatusCode};
+
+/// The properties a listing asks for.
+const PROPFIND: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:propfind xmlns:D=\"DAV:\">\
+    <D:prop><D:resourcetype/><D:getcontentlength/><D:getlastmodified/></D:prop></D:propfind>";
+/// Largest listing read, bytes (some 250,000 entries).
+const MAX_LISTING: usize = 64 << 20;
+
+impl Client {
+    /// `e` and, for a collection, what it holds (PROPFIND, Depth 1): the first resource is
+    /// `e` itself.
+    pub async fn list(&self, e: &Endpoint) -> Result<Vec<Resource>, String> {
+        self.propfind(e, "1").await
+    }
+
+    /// `e` alone (PROPFIND, Depth 0).
+    pub async fn stat(&self, e: &Endpoint) -> Result<Resource, String> {
+        let all = self.propfind(e, "0").await?;
+        all.into_iter()
+            .next()
+            .ok_or_else(|| format!("{}: the server described nothing", e.url))
+    }
+
+    async fn propfind(&self, e: &Endpoint, depth: &'static str) -> Result<Vec<Resource>, String> {
+        let mut headers = e.headers();
+        headers.push((
+            HeaderName::from_static("depth"),
+            HeaderValue::from_static(depth),
+        ));
+        headers.push((CONTENT_TYPE, HeaderValue::from_static("application/xml")));
+        let (resp, _) = self.ask(e, b"PROPFIND", &headers, PROPFIND).await?;
+        if resp.status() != StatusCode::MULTI_STATUS {
+            return Err(refusal("the server", resp).await);
+        }
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_LISTING)
+            .collect()
+            .await
+            .map_err(|err| format!("PROPFIND {}: {err}", e.url))?
+            .to_bytes();
+        multistatus::parse(&body)
+    }
+
+    /// Makes the collection `e` (MKCOL); `exists_ok`: one that is there already is no error.
+    pub async fn make_dir(&self, e: &Endpoint, exists_ok: bool) -> Result<(), String> {
+        let (resp, _) = self.ask(e, b"MKCOL", &e.headers(), "").await?;
+        match resp.status() {
+            StatusCode::CREATED => Ok(()),
+            StatusCode::METHOD_NOT_ALLOWED if exists_ok => Ok(()),
+            _ => Err(refusal("the server", resp).await),
+        }
+    }
+
+    /// Removes `e`, a file or a whole collection (DELETE).
+    pub async fn remove(&self, e: &Endpoint) -> Result<(), String> {
+        let (resp, _) = self.ask(e, b"DELETE", &e.headers(), "").await?;
+        match resp.status().is_success() {
+            true => Ok(()),
+            false => Err(refusal("the server", resp).await),
+        }
+    }
+
+    /// Renames `from` to `to` on the same server (MOVE); an existing `to` is never replaced.
+    pub async fn rename(&self, from: &Endpoint, to: &Endpoint) -> Result<(), String> {
+        let mut headers = from.headers();
+        let destination = HeaderValue::from_str(&to.https_url()).map_err(|e| e.to_string())?;
+        headers.push((HeaderName::from_static("destination"), destination));
+        headers.push((
+            HeaderName::from_static("overwrite"),
+            HeaderValue::from_static("F"),
+        ));
+        let (resp, _) = self.ask(from, b"MOVE", &headers, "").await?;
+        match resp.status().is_success() {
+            true => Ok(()),
+            false => Err(refusal("the server", resp).await),
+        }
+    }
+
+    /// Sends one request with `method` to `e` on a new connection.
+    async fn ask(
+        &self,
+        e: &Endpoint,
+        method: &[u8],
+        headers: &[(HeaderName, HeaderValue)],
+        body: &'static str,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, connect::Remote), String> {
+        let method = Method::from_bytes(method).map_err(|e| e.to_string())?;
+        let (mut send, _, remote) = self.open(e).await?;
+        let resp = connect::exchange(&mut send, method, &remote, headers, full(body)).await?;
+        Ok((resp, remote))
+    }
+}
