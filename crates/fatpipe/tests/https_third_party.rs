@@ -186,6 +186,26 @@ fn third_party_copies_both_ways_with_xrootd() {
     ] {
         assert!(log.contains(line), "{line}: {log}");
     }
+    // `fatpipe ls` reads XRootD's PROPFIND answer: the files, their sizes.
+    let token = x.dir.path().join("ls-token");
+    std::fs::write(&token, &rw).unwrap();
+    let out = run_ok(fatpipe_cmd(&["ls"]).args([
+        "--ca",
+        pki.ca.to_str().unwrap(),
+        "--bearer-token",
+        token.to_str().unwrap(),
+        &format!("{ux}/"),
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let size = ((5 << 20) + 9).to_string();
+    for name in ["x", "from-fatpipe-pull"] {
+        assert!(
+            text.lines().any(|l| l.starts_with('-')
+                && l.contains(&size)
+                && l.ends_with(&format!(" {name}"))),
+            "{name}: {text}"
+        );
+    }
 }
 
 /// A remote that takes the connection and then never answers (`openssl s_server`: TLS, no
