@@ -193,7 +193,7 @@ pub fn length(resp: &Response<Incoming>) -> Option<u64> {
 }
 
 /// PUTs `size` bytes of `file` on `send` with `headers` (and its length), the connection tuned
-/// as a sender, `progress` following the bytes sent; the remote's answer.
+/// as a sender, `progress` following the bytes sent; an answer other than 2xx is an error.
 pub async fn put_file(
     send: &mut SendRequest<ResponseBody>,
     remote: &Remote,
@@ -202,7 +202,7 @@ pub async fn put_file(
     size: u64,
     tunable: Option<Tunable>,
     progress: &std::sync::Arc<std::sync::atomic::AtomicU64>,
-) -> Result<Response<Incoming>, String> {
+) -> Result<(), String> {
     let mut headers = headers.to_vec();
     headers.push((hyper::header::CONTENT_LENGTH, HeaderValue::from(size)));
     let tuned = tunable.map(|t| t.start(fatpipe_tune::Role::Sender));
@@ -213,7 +213,11 @@ pub async fn put_file(
             t.moved(n);
         }
     });
-    exchange(send, Method::PUT, remote, &headers, body).await
+    let resp = exchange(send, Method::PUT, remote, &headers, body).await?;
+    match resp.status().is_success() {
+        true => Ok(()),
+        false => Err(refusal(&format!("PUT {}", remote.url), resp).await),
+    }
 }
 
 /// Where a GET's body goes: `sink` from the part's start (0 for a whole file), at most `limit`

@@ -146,7 +146,7 @@ impl Client {
         let file = std::fs::File::open(src).map_err(|e| format!("{}: {e}", src.display()))?;
         let size = file.metadata().map_err(|e| e.to_string())?.len();
         let (mut send, tunable, remote) = self.open(dst).await?;
-        let resp = connect::put_file(
+        connect::put_file(
             &mut send,
             &remote,
             &dst.headers(),
@@ -156,9 +156,6 @@ impl Client {
             progress,
         )
         .await?;
-        if !resp.status().is_success() {
-            return Err(refusal("the server", resp).await);
-        }
         Ok(size)
     }
 

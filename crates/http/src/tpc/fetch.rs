@@ -74,7 +74,7 @@ impl Push {
             &self.state.config.tune,
         )
         .await?;
-        let resp = client::put_file(
+        client::put_file(
             &mut send,
             &self.remote,
             &self.headers,
@@ -84,9 +84,6 @@ impl Push {
             progress,
         )
         .await?;
-        if !resp.status().is_success() {
-            return Err(refusal("the destination", resp).await);
-        }
         if self.verify {
             verify(&self.state, &self.remote, &self.headers, check).await?;
         }
