@@ -453,3 +453,64 @@ fn ls_mkdir_mv_and_rm_work_on_https_urls() {
     run_ok(&mut cmd(&["rm", "-r", &u("a")]));
     assert!(!s.path("a").exists());
 }
+
+/// Every file below `root` (relative path, SHA-256) and every directory, sorted.
+fn tree_of(root: &std::path::Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                out.push((rel, "dir".into()));
+                todo.push(p);
+            } else {
+                out.push((rel, sha256(&p)));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn cp_r_moves_trees_down_and_up_over_https() {
+    let pki = Pki::new();
+    let s = pki.server(&TPC);
+    for (f, size) in [
+        ("d/a", 3 << 20),
+        ("d/sub/b c#1", 1000),
+        ("d/sub/deeper/e", 0),
+    ] {
+        std::fs::create_dir_all(s.path(f).parent().unwrap()).unwrap();
+        random_file(&s.path(f), size, size + 7);
+    }
+    std::fs::create_dir_all(s.path("d/empty")).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let token = work.path().join("token");
+    std::fs::write(&token, pki.token("storage.read:/ storage.modify:/", 600)).unwrap();
+    let cp = |args: &[&str]| {
+        let mut c = fatpipe_cmd(&["cp", "-r", "--ca", pki.ca.to_str().unwrap()]);
+        c.args(["--bearer-token", token.to_str().unwrap()])
+            .args(args);
+        c
+    };
+    let down = work.path().join("down");
+    let out = run_ok(&mut cp(&[
+        &format!("{}/d", base(&s)),
+        down.to_str().unwrap(),
+    ]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("3 files"),
+        "{out:?}"
+    );
+    assert_eq!(tree_of(&down), tree_of(&s.path("d")));
+    // Into an existing collection's URL with a slash: under the source's name.
+    std::fs::create_dir(s.path("up")).unwrap();
+    run_ok(&mut cp(&[
+        down.to_str().unwrap(),
+        &format!("{}/up/", base(&s)),
+    ]));
+    assert_eq!(tree_of(&s.path("up/down")), tree_of(&down));
+}

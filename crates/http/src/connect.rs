@@ -193,7 +193,7 @@ pub fn length(resp: &Response<Incoming>) -> Option<u64> {
 }
 
 /// PUTs `size` bytes of `file` on `send` with `headers` (and its length), the connection tuned
-/// as a sender, `progress` following the bytes sent; an answer other than 2xx is an error.
+/// as a sender, the bytes sent added to `progress`; an answer other than 2xx is an error.
 pub async fn put_file(
     send: &mut SendRequest<ResponseBody>,
     remote: &Remote,
@@ -207,8 +207,10 @@ pub async fn put_file(
     headers.push((hyper::header::CONTENT_LENGTH, HeaderValue::from(size)));
     let tuned = tunable.map(|t| t.start(fatpipe_tune::Role::Sender));
     let p = progress.clone();
+    // What earlier files of the same copy sent: `n` counts this file's bytes from 0.
+    let before = progress.load(std::sync::atomic::Ordering::Relaxed);
     let body = crate::body::from_file(file, vec![crate::body::Piece::File(0..size)], move |n| {
-        p.store(n, std::sync::atomic::Ordering::Relaxed);
+        p.store(before + n, std::sync::atomic::Ordering::Relaxed);
         if let Some(t) = &tuned {
             t.moved(n);
         }

@@ -3,7 +3,7 @@
 
 use super::Args;
 use crate::credentials;
-use fatpipe_http::client::{Client, Endpoint};
+use fatpipe_http::client::{Client, Endpoint, Moved};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,14 +30,15 @@ fn url_name(e: &Endpoint) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow::anyhow!("{}: names no file", e.url))
 }
 
-/// Copies one file as the two paths say.
+/// Copies one file, or with `-r` one tree, as the two paths say.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let [src, dst] = a.files.paths.as_slice() else {
-        anyhow::bail!("with https:// or davs:// URLs, give one SRC and one DST (trees: not yet)");
+        anyhow::bail!("with https:// or davs:// URLs, give one SRC and one DST");
     };
-    if a.files.recursive || a.from.is_some() || a.json {
-        anyhow::bail!("with https:// or davs:// URLs, -r, --from and --json are not supported yet");
+    if a.from.is_some() || a.json {
+        anyhow::bail!("with https:// or davs:// URLs, --from and --json are not supported yet");
     }
+    let tree = a.files.recursive;
     let client = Client::new(a.session.ca.as_deref(), a.tune.config("client")?)
         .map_err(anyhow::Error::msg)?;
     // `-p N` asks the destination of a third-party copy for N connections; auto: its choice.
@@ -54,20 +55,30 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
             }
         };
         let copy = async {
+            let one = |bytes| Moved { files: 1, bytes };
             match (credentials::is_https(src), credentials::is_https(dst)) {
+                (true, true) if tree => {
+                    anyhow::bail!("trees from one server to another over HTTPS: not yet")
+                }
                 (true, true) => {
                     let (s, d) = (endpoint(src, a)?, endpoint(dst, a)?);
-                    client.third_party(&s, &d, streams, &progress).await
+                    client
+                        .third_party(&s, &d, streams, &progress)
+                        .await
+                        .map(one)
                 }
                 (true, false) => {
                     let s = endpoint(src, a)?;
+                    // Into an existing directory: under the source's name, as cp does.
                     let mut target = PathBuf::from(dst);
                     if target.is_dir() {
                         target.push(url_name(&s)?);
                     }
-                    client
-                        .download(&s, &target, a.parallel.fixed(), &progress)
-                        .await
+                    let n = a.parallel.fixed();
+                    match tree {
+                        true => client.download_tree(&s, &target, n, &progress).await,
+                        false => client.download(&s, &target, n, &progress).await.map(one),
+                    }
                 }
                 _ => {
                     let mut d = endpoint(dst, a)?;
@@ -75,9 +86,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                         let name = Path::new(src)
                             .file_name()
                             .ok_or_else(|| anyhow::anyhow!("{src}: names no file"))?;
-                        d.url = d.url.join(&name.to_string_lossy())?;
+                        d = d.member(&name.to_string_lossy(), false);
                     }
-                    client.upload(Path::new(src), &d, &progress).await
+                    match tree {
+                        true => client.upload_tree(Path::new(src), &d, &progress).await,
+                        false => client.upload(Path::new(src), &d, &progress).await.map(one),
+                    }
                 }
             }
             .map_err(anyhow::Error::msg)
@@ -88,11 +102,15 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         }
     });
     bar.finish_and_clear();
-    let bytes = moved?;
+    let Moved { files, bytes } = moved?;
     let secs = started.elapsed().as_secs_f64();
     if !a.quiet() {
+        let what = match tree {
+            true => format!("{files} files, {bytes} bytes"),
+            false => format!("{bytes} bytes"),
+        };
         out!(
-            "{src} -> {dst}: {bytes} bytes in {secs:.2} s ({})",
+            "{src} -> {dst}: {what} in {secs:.2} s ({})",
             crate::progress::rate_text(bytes as f64 * 8.0 / secs.max(1e-6))
         );
     }

@@ -2,9 +2,12 @@
 //! third-party `COPY` to the destination, which pulls), each connection tuned as an FTP data
 //! connection. A download lands under a temporary name beside its destination and takes the
 //! name only when complete. `files` holds the operations beside copies (`ls`, `mkdir`, `rm`,
-//! `mv`).
+//! `mv`), `tree` the copies of whole trees (`-r`).
 
 mod files;
+mod tree;
+
+pub use tree::Moved;
 
 use crate::body::{full, FileSink};
 use crate::connect::{self, refusal, Remote};

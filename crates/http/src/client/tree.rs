@@ -1,0 +1,200 @@
+//! Trees over HTTPS (`fatpipe cp -r`): a collection down into a local directory, or a local
+//! directory up into a collection, file by file. A listing names what the client writes, so
+//! each member must be one plain name directly under the collection listed: a server that
+//! answers `../x`, an absolute path or another collection's member is refused, never followed.
+
+use super::{Client, Endpoint};
+use crate::multistatus::Resource;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+/// Trees deeper than this are refused (a link loop on the server, or a hostile listing).
+pub const MAX_DEPTH: usize = 64;
+
+/// What a name in a URL path keeps unencoded.
+const NAME: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// Files and bytes a tree copy moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Moved {
+    /// Files copied.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+impl Client {
+    /// Copies the collection `src` into the local directory `dst` (made, as are the
+    /// directories below it), each file as [`Client::download`] does.
+    pub async fn download_tree(
+        &self,
+        src: &Endpoint,
+        dst: &Path,
+        streams: Option<u32>,
+        progress: &Arc<AtomicU64>,
+    ) -> Result<Moved, String> {
+        let mut moved = Moved::default();
+        let mut todo = vec![(collection(src), dst.to_path_buf(), 0)];
+        while let Some((dir, here, depth)) = todo.pop() {
+            if depth > MAX_DEPTH {
+                return Err(format!("{}: deeper than {MAX_DEPTH} levels", dir.url));
+            }
+            std::fs::create_dir_all(&here)
+                .map_err(|e| format!("cannot make {}: {e}", here.display()))?;
+            let listed = self.list(&dir).await?;
+            for r in listed.iter().filter(|r| !is_itself(&dir, r)) {
+                let name = member(&dir, r)?;
+                let (url, local) = (dir.member(&name, r.dir), here.join(&name));
+                if r.dir {
+                    todo.push((url, local, depth + 1));
+                } else {
+                    moved.bytes += self.download(&url, &local, streams, progress).await?;
+                    moved.files += 1;
+                }
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Copies the local directory `src` into the collection `dst` (made, as are those below
+    /// it), each file as [`Client::upload`] does; what is neither a file nor a directory is
+    /// left out with a warning.
+    pub async fn upload_tree(
+        &self,
+        src: &Path,
+        dst: &Endpoint,
+        progress: &Arc<AtomicU64>,
+    ) -> Result<Moved, String> {
+        let mut moved = Moved::default();
+        let mut todo = vec![(src.to_path_buf(), collection(dst), 0)];
+        while let Some((here, dir, depth)) = todo.pop() {
+            if depth > MAX_DEPTH {
+                return Err(format!(
+                    "{}: deeper than {MAX_DEPTH} levels",
+                    here.display()
+                ));
+            }
+            self.make_dir(&dir, true).await?;
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(&here)
+                .and_then(|d| d.map(|e| e.map(|e| e.path())).collect())
+                .map_err(|e| format!("cannot read {}: {e}", here.display()))?;
+            entries.sort();
+            for path in entries {
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                let Some(name) = name else { continue };
+                let meta = std::fs::metadata(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                if meta.is_dir() {
+                    todo.push((path, dir.member(&name, true), depth + 1));
+                } else if meta.is_file() {
+                    moved.bytes += self
+                        .upload(&path, &dir.member(&name, false), progress)
+                        .await?;
+                    moved.files += 1;
+                } else {
+                    tracing::warn!(
+                        "{}: neither a file nor a directory, left out",
+                        path.display()
+                    );
+                }
+            }
+        }
+        Ok(moved)
+    }
+}
+
+/// `e` as a collection: its URL ending in `/`.
+fn collection(e: &Endpoint) -> Endpoint {
+    let mut c = e.clone();
+    if !c.url.path().ends_with('/') {
+        let path = format!("{}/", c.url.path());
+        c.url.set_path(&path);
+    }
+    c
+}
+
+impl Endpoint {
+    /// `name` (any characters: encoded here) in this collection, itself a collection when
+    /// `collection`.
+    pub fn member(&self, name: &str, collection: bool) -> Endpoint {
+        let mut c = self.clone();
+        let slash = if collection { "/" } else { "" };
+        let dir = self.url.path().trim_end_matches('/');
+        let path = format!("{dir}/{}{slash}", utf8_percent_encode(name, NAME));
+        c.url.set_path(&path);
+        c
+    }
+}
+
+/// Whether `r` is the collection `dir` itself (listings hold it, first as a rule).
+fn is_itself(dir: &Endpoint, r: &Resource) -> bool {
+    let base = percent_encoding::percent_decode_str(dir.url.path()).decode_utf8_lossy();
+    r.path.trim_end_matches('/') == base.trim_end_matches('/')
+}
+
+/// The name of `r`, a member of the collection `dir` as its listing gave it: one plain
+/// component directly below `dir`'s path; anything else is an error.
+fn member(dir: &Endpoint, r: &Resource) -> Result<String, String> {
+    let base = percent_encoding::percent_decode_str(dir.url.path()).decode_utf8_lossy();
+    let name = r
+        .path
+        .strip_prefix(base.as_ref())
+        .map(|n| n.trim_end_matches('/'))
+        .filter(|n| !n.is_empty() && *n != "." && *n != ".." && !n.contains(['/', '\\', '\0']));
+    name.map(str::to_string).ok_or_else(|| {
+        format!(
+            "{}: the server listed {:?}, not a name in it; nothing of it is copied",
+            dir.url, r.path
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(url: &str) -> Endpoint {
+        Endpoint {
+            url: url::Url::parse(url).unwrap(),
+            authorization: None,
+        }
+    }
+
+    fn listed(path: &str) -> Resource {
+        Resource {
+            path: path.into(),
+            ..Resource::default()
+        }
+    }
+
+    #[test]
+    fn members_are_plain_names_directly_below_the_collection() {
+        let dir = at("https://h/d%20x/");
+        assert_eq!(member(&dir, &listed("/d x/f")), Ok("f".into()));
+        assert_eq!(member(&dir, &listed("/d x/sub/")), Ok("sub".into()));
+        for hostile in [
+            "/d x/../etc",
+            "/d x/a/b",
+            "/etc/passwd",
+            "/d x/",
+            "/d x/..",
+            "/d xy",
+        ] {
+            assert!(member(&dir, &listed(hostile)).is_err(), "{hostile}");
+        }
+    }
+
+    #[test]
+    fn children_are_encoded_once() {
+        let dir = collection(&at("https://h/a b"));
+        assert_eq!(dir.url.path(), "/a%20b/");
+        assert_eq!(dir.member("x y#?", false).url.path(), "/a%20b/x%20y%23%3F");
+        assert_eq!(dir.member("s", true).url.path(), "/a%20b/s/");
+    }
+}
