@@ -256,3 +256,66 @@ fn a_silent_remote_fails_the_copy_after_the_data_timeout() {
         "{body}"
     );
 }
+
+/// A source that redirects (a dCache door sending GETs on to a pool) is followed, by a pull and
+/// by `fatpipe cp`, without the credentials when the redirect leads to another host:port; a
+/// redirect a third-party copy may not follow (to an address outside its networks) fails it.
+#[test]
+fn redirects_are_followed_within_what_a_copy_may_reach() {
+    require("python3");
+    let pki = Pki::new();
+    let a = pki.server(&["--anonymous"]);
+    let b = pki.server(&TPC);
+    random_file(&a.path("x"), (9 << 20) + 3, 61);
+    let door = Redirector::start(&pki, &base(&a));
+    let via = format!("https://localhost:{}", door.port);
+    let rw = pki.token("storage.read:/ storage.modify:/", 600);
+    let work = tempfile::tempdir().unwrap();
+    for (p, name) in [("1", "one"), ("2", "two")] {
+        let dst = work.path().join(name);
+        let mut c = fatpipe_cmd(&["cp", "--quiet", "-p", p, "--ca", pki.ca.to_str().unwrap()]);
+        run_ok(
+            c.args([&format!("{via}/x"), dst.to_str().unwrap()])
+                .env("BEARER_TOKEN", &rw),
+        );
+        assert_same(&a.path("x"), &dst);
+    }
+    // The pull: B follows the door to A.
+    let copy = |source: &str, name: &str| {
+        curl(
+            &pki,
+            &[
+                "-X",
+                "COPY",
+                "-H",
+                &format!("Authorization: Bearer {rw}"),
+                "-H",
+                &format!("Source: {source}"),
+                "-H",
+                &format!("TransferHeaderAuthorization: Bearer {rw}"),
+                &format!("{}/{name}", base(&b)),
+            ],
+        )
+    };
+    let (code, body) = copy(&format!("{via}/x"), "y");
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        code == 202 && body.ends_with("success: Created\n"),
+        "{code} {body}"
+    );
+    assert_same(&a.path("x"), &b.path("y"));
+    // A saw every GET without the token: it went to the door's host:port only.
+    let log = std::fs::read_to_string(pki.log_of(&a)).unwrap();
+    assert!(log.contains("method=GET path=/x status="), "{log}");
+    assert!(!log.contains("who=token"), "{log}");
+    // A door that sends B to [::1], outside B's networks (127.0.0.1/32): refused, nothing kept.
+    let port = a.https.unwrap().port();
+    let outside = Redirector::start(&pki, &format!("https://[::1]:{port}"));
+    let (code, body) = copy(&format!("https://localhost:{}/x", outside.port), "z");
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        code == 202 && body.contains("failure: ") && body.contains("may not reach"),
+        "{body}"
+    );
+    assert!(!b.path("z").exists());
+}

@@ -233,9 +233,42 @@ pub struct Landing<'a> {
     pub progress: &'a std::sync::atomic::AtomicU64,
 }
 
+/// Why a request moved nothing: the remote sent it elsewhere (a 3xx with a `Location`), or it
+/// failed (why, for the user).
+#[derive(Debug)]
+pub enum Miss {
+    /// Ask there instead.
+    Moved(url::Url),
+    /// Failed.
+    Failed(String),
+}
+
+impl From<String> for Miss {
+    fn from(e: String) -> Miss {
+        Miss::Failed(e)
+    }
+}
+
+/// Where a redirect in `resp` (301, 302, 303, 307, 308 with a `Location`, relative to `base`)
+/// sends the request, if it is one.
+pub fn moved_to(resp: &Response<Incoming>, base: &url::Url) -> Option<url::Url> {
+    use hyper::StatusCode;
+    let redirect = matches!(
+        resp.status(),
+        StatusCode::MOVED_PERMANENTLY
+            | StatusCode::FOUND
+            | StatusCode::SEE_OTHER
+            | StatusCode::TEMPORARY_REDIRECT
+            | StatusCode::PERMANENT_REDIRECT
+    );
+    let location = resp.headers().get(hyper::header::LOCATION)?.to_str().ok()?;
+    redirect.then(|| base.join(location).ok()).flatten()
+}
+
 /// GETs `range` (or the whole file) on `send` into `into`, the connection tuned as a receiver:
 /// the answer must be 206 with the range asked (200 for a whole file) and hold as many bytes as
-/// it says; `who` names the remote in errors. Returns the bytes written.
+/// it says; `who` names the remote in errors; a redirect is [`Miss::Moved`]. Returns the bytes
+/// written.
 pub async fn get_into(
     send: &mut SendRequest<ResponseBody>,
     remote: &Remote,
@@ -244,7 +277,7 @@ pub async fn get_into(
     tunable: Option<Tunable>,
     into: Landing<'_>,
     who: &str,
-) -> Result<u64, String> {
+) -> Result<u64, Miss> {
     use hyper::StatusCode;
     use std::sync::atomic::{AtomicU64, Ordering};
     let mut headers = headers.to_vec();
@@ -258,8 +291,11 @@ pub async fn get_into(
         Some(r) => (StatusCode::PARTIAL_CONTENT, r.start),
         None => (StatusCode::OK, 0),
     };
+    if let Some(to) = moved_to(&resp, &remote.url) {
+        return Err(Miss::Moved(to));
+    }
     if resp.status() != want {
-        return Err(refusal(who, resp).await);
+        return Err(Miss::Failed(refusal(who, resp).await));
     }
     if let Some(r) = &range {
         let cr = resp
@@ -268,7 +304,7 @@ pub async fn get_into(
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         if !cr.starts_with(&format!("bytes {}-{}/", r.start, r.end - 1)) {
-            return Err(format!("{who} sent range {cr:?} for {r:?}"));
+            return Err(Miss::Failed(format!("{who} sent range {cr:?} for {r:?}")));
         }
     }
     let expected = match &range {
@@ -286,7 +322,9 @@ pub async fn get_into(
     })
     .await?;
     if expected.is_some_and(|e| e != n) {
-        return Err(format!("{who} sent {n} bytes of {expected:?}"));
+        return Err(Miss::Failed(format!(
+            "{who} sent {n} bytes of {expected:?}"
+        )));
     }
     Ok(n)
 }

@@ -1,11 +1,13 @@
 //! One file fetched with GET into one sink: whole over one connection, or in ranged parts
-//! over several at once. A third-party pull and `fatpipe cp https://… FILE` both fetch so.
+//! over several at once, after the redirects of its first request. A third-party pull and
+//! `fatpipe cp https://… FILE` both fetch so.
 
 use crate::body::{full, FileSink};
-use crate::connect::{self, length, refusal, Remote};
+use crate::connect::{self, length, refusal, Miss, Remote};
+use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::TunerConfig;
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{HeaderName, HeaderValue};
+use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use hyper::{Method, StatusCode};
 use std::ops::Range;
 use std::sync::atomic::AtomicU64;
@@ -32,6 +34,9 @@ type Connection = (
     Option<crate::tuned::Tunable>,
 );
 
+/// Most redirects one fetch follows.
+pub const MAX_REDIRECTS: usize = 5;
+
 /// What to fetch, from where, and how.
 pub struct Fetch<'a> {
     /// The file.
@@ -48,18 +53,46 @@ pub struct Fetch<'a> {
     pub limit: u64,
     /// The remote in errors: "the source", "the server".
     pub who: &'static str,
+    /// Where a redirect may lead: the networks a third-party copy may reach; `None`: anywhere
+    /// (a client goes where its user's server sends it).
+    pub networks: Option<&'a ThirdPartyNetworks>,
+}
+
+/// Where the fetch asks now: the remote and the headers for it.
+struct At {
+    remote: Remote,
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl Fetch<'_> {
-    /// Fetches the file into `sink` (in parts only where `sink` seeks); returns the bytes.
+    /// Fetches the file into `sink` (in parts only where `sink` seeks), following redirects
+    /// of its first request (a dCache door sends GETs on to a pool); returns the bytes.
     pub async fn run(&self, sink: &FileSink, progress: &AtomicU64) -> Result<u64, String> {
-        let mut first = self.connect().await?;
+        let mut at = At {
+            remote: self.remote.clone(),
+            headers: self.headers.to_vec(),
+        };
+        for _ in 0..=MAX_REDIRECTS {
+            match self.run_at(&at, sink, progress).await {
+                Err(Miss::Moved(to)) => at = self.follow(&at, to).await?,
+                Err(Miss::Failed(e)) => return Err(e),
+                Ok(n) => return Ok(n),
+            }
+        }
+        Err(format!(
+            "{}: more than {MAX_REDIRECTS} redirects",
+            self.remote.url
+        ))
+    }
+
+    async fn run_at(&self, at: &At, sink: &FileSink, progress: &AtomicU64) -> Result<u64, Miss> {
+        let mut first = self.connect(at).await?;
         let split = match sink.seeks() {
-            true => self.split(&mut first).await?,
+            true => self.split(at, &mut first).await?,
             false => Vec::new(),
         };
         if split.len() < 2 {
-            return self.get(first, None, sink, progress).await;
+            return self.get(at, first, None, sink, progress).await;
         }
         let mut first = Some(first);
         let mut all = Vec::new();
@@ -68,27 +101,51 @@ impl Fetch<'_> {
             all.push(async move {
                 let c = match open {
                     Some(c) => c,
-                    None => self.connect().await?,
+                    None => self.connect(at).await?,
                 };
-                self.get(c, Some(r), sink, progress).await
+                // The HEAD was answered here: a part sent elsewhere is a failure.
+                self.get(at, c, Some(r), sink, progress)
+                    .await
+                    .map_err(|m| match m {
+                        Miss::Moved(to) => format!("{} moved a part to {to}", self.who),
+                        Miss::Failed(e) => e,
+                    })
             });
         }
         let got = futures_util::future::try_join_all(all).await?;
         Ok(got.iter().sum())
     }
 
+    /// Where a redirect to `to` leads from `at`: https only, to an address the fetch may
+    /// reach; the credentials go on only to the same host and port (as curl does: a redirect
+    /// elsewhere carries what it needs in its URL).
+    async fn follow(&self, at: &At, to: url::Url) -> Result<At, String> {
+        let remote = match self.networks {
+            Some(n) => connect::resolve(&to, n).await,
+            None => connect::resolve_any(&to).await,
+        }
+        .map_err(|e| format!("{} redirected to {to}: {e}", at.remote.url))?;
+        let here = |u: &url::Url| (u.host_str().map(str::to_string), u.port_or_known_default());
+        let mut headers = at.headers.clone();
+        if here(&to) != here(&at.remote.url) {
+            headers.retain(|(name, _)| name != AUTHORIZATION);
+        }
+        tracing::info!("{} redirected to {to}", at.remote.url);
+        Ok(At { remote, headers })
+    }
+
     /// The parts to fetch at once: as many as asked, or as a `-p auto` cold start would open
     /// at this connection's round trip with this host's buffer cap (one as root: nothing caps
     /// its window); none to split (one GET) when one connection it is, or the remote serves
     /// no ranges.
-    async fn split(&self, first: &mut Connection) -> Result<Vec<Range<u64>>, String> {
+    async fn split(&self, at: &At, first: &mut Connection) -> Result<Vec<Range<u64>>, Miss> {
         let cap = self.tune.control.receive_cap();
         // One connection asked for, or left to a cold start that opens one (no cap): no HEAD.
         match (self.streams, cap) {
             (Some(1), _) | (None, None) => return Ok(Vec::new()),
             _ => {}
         }
-        let Some(size) = self.size(&mut first.0).await? else {
+        let Some(size) = self.size(at, &mut first.0).await? else {
             return Ok(Vec::new());
         };
         let streams = match (self.streams, first.1.as_ref().and_then(|t| t.round_trip())) {
@@ -114,12 +171,15 @@ impl Fetch<'_> {
     /// The remote's size, when it serves ranges (a HEAD on `send`).
     async fn size(
         &self,
+        at: &At,
         send: &mut SendRequest<crate::body::ResponseBody>,
-    ) -> Result<Option<u64>, String> {
-        let resp =
-            connect::exchange(send, Method::HEAD, self.remote, self.headers, full("")).await?;
+    ) -> Result<Option<u64>, Miss> {
+        let resp = connect::exchange(send, Method::HEAD, &at.remote, &at.headers, full("")).await?;
+        if let Some(to) = connect::moved_to(&resp, &at.remote.url) {
+            return Err(Miss::Moved(to));
+        }
         if resp.status() != StatusCode::OK {
-            return Err(refusal(self.who, resp).await);
+            return Err(Miss::Failed(refusal(self.who, resp).await));
         }
         let ranges = resp
             .headers()
@@ -128,18 +188,19 @@ impl Fetch<'_> {
         Ok(length(&resp).filter(|_| ranges))
     }
 
-    async fn connect(&self) -> Result<Connection, String> {
-        connect::connect(self.remote, self.tls, self.tune).await
+    async fn connect(&self, at: &At) -> Result<Connection, String> {
+        connect::connect(&at.remote, self.tls, self.tune).await
     }
 
     /// One GET (of `range`, or the whole file) into `sink` on `c`.
     async fn get(
         &self,
+        at: &At,
         c: Connection,
         range: Option<Range<u64>>,
         sink: &FileSink,
         progress: &AtomicU64,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, Miss> {
         let (mut send, tunable) = c;
         let into = connect::Landing {
             sink,
@@ -148,8 +209,8 @@ impl Fetch<'_> {
         };
         connect::get_into(
             &mut send,
-            self.remote,
-            self.headers,
+            &at.remote,
+            &at.headers,
             range,
             tunable,
             into,

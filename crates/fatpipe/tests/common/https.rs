@@ -218,3 +218,56 @@ impl Xrootd {
         self.dir.path().join("data").join(rel)
     }
 }
+
+/// An HTTPS server (Python's, with the test's certificate) that answers every GET and HEAD
+/// with `307 Location: <target><path>`, as a dCache door sends clients on to a pool.
+pub struct Redirector {
+    child: std::process::Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+impl Redirector {
+    pub fn start(pki: &Pki, target: &str) -> Redirector {
+        let script = r#"
+import http.server, ssl, sys
+target = sys.argv[3]
+class H(http.server.BaseHTTPRequestHandler):
+    def moved(self):
+        self.send_response(307)
+        self.send_header("Location", target + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    do_GET = moved
+    do_HEAD = moved
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+        let mut child = Command::new("python3")
+            .args(["-c", script])
+            .arg(&pki.chain)
+            .arg(&pki.key)
+            .arg(target)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let out = child.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+        let port = line.trim().parse().unwrap();
+        Redirector { child, port }
+    }
+}
+
+impl Drop for Redirector {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -127,6 +127,7 @@ impl Client {
             streams,
             limit: u64::MAX,
             who: "the server",
+            networks: None,
         };
         let got = fetch.run(&sink, progress).await;
         let written = sink.finish().await;

@@ -38,6 +38,7 @@ impl Pull {
             streams: self.streams,
             limit: self.state.config.max_file_size.unwrap_or(u64::MAX),
             who: "the source",
+            networks: Some(&self.state.config.third_party_networks),
         };
         let fetched = fetch.run(&sink, progress).await;
         let written = sink
