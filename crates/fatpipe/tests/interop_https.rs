@@ -513,4 +513,14 @@ fn cp_r_moves_trees_down_and_up_over_https() {
         &format!("{}/up/", base(&s)),
     ]));
     assert_eq!(tree_of(&s.path("up/down")), tree_of(&down));
+    // One file at a time (the default is four side by side): the same tree.
+    let one = work.path().join("one");
+    let src = format!("{}/up/down", base(&s));
+    run_ok(&mut cp(&[
+        "--concurrency",
+        "1",
+        &src,
+        one.to_str().unwrap(),
+    ]));
+    assert_eq!(tree_of(&one), tree_of(&down));
 }

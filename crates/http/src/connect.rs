@@ -207,10 +207,11 @@ pub async fn put_file(
     headers.push((hyper::header::CONTENT_LENGTH, HeaderValue::from(size)));
     let tuned = tunable.map(|t| t.start(fatpipe_tune::Role::Sender));
     let p = progress.clone();
-    // What earlier files of the same copy sent: `n` counts this file's bytes from 0.
-    let before = progress.load(std::sync::atomic::Ordering::Relaxed);
+    // `n` counts this file's bytes from 0; other files of a copy may be on their way too.
+    let sent = std::sync::atomic::AtomicU64::new(0);
     let body = crate::body::from_file(file, vec![crate::body::Piece::File(0..size)], move |n| {
-        p.store(before + n, std::sync::atomic::Ordering::Relaxed);
+        use std::sync::atomic::Ordering::Relaxed;
+        p.fetch_add(n - sent.swap(n, Relaxed), Relaxed);
         if let Some(t) = &tuned {
             t.moved(n);
         }

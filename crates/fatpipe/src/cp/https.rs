@@ -76,7 +76,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                     }
                     let n = a.parallel.fixed();
                     match tree {
-                        true => client.download_tree(&s, &target, n, &progress).await,
+                        true => {
+                            let at_once = at_once(a);
+                            client
+                                .download_tree(&s, &target, n, at_once, &progress)
+                                .await
+                        }
                         false => client.download(&s, &target, n, &progress).await.map(one),
                     }
                 }
@@ -89,7 +94,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                         d = d.member(&name.to_string_lossy(), false);
                     }
                     match tree {
-                        true => client.upload_tree(Path::new(src), &d, &progress).await,
+                        true => {
+                            let at_once = at_once(a);
+                            client
+                                .upload_tree(Path::new(src), &d, at_once, &progress)
+                                .await
+                        }
                         false => client.upload(Path::new(src), &d, &progress).await.map(one),
                     }
                 }
@@ -115,6 +125,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Files a tree copy moves side by side: `--concurrency`, else 4 (each an HTTPS connection of
+/// its own).
+fn at_once(a: &Args) -> usize {
+    a.concurrency.fixed().map_or(4, |n| n as usize)
 }
 
 /// A byte counter on standard error, hidden when quiet.

@@ -31,15 +31,16 @@ pub struct Moved {
 
 impl Client {
     /// Copies the collection `src` into the local directory `dst` (made, as are the
-    /// directories below it), each file as [`Client::download`] does.
+    /// directories below it), `at_once` files at a time, each as [`Client::download`] does.
     pub async fn download_tree(
         &self,
         src: &Endpoint,
         dst: &Path,
         streams: Option<u32>,
+        at_once: usize,
         progress: &Arc<AtomicU64>,
     ) -> Result<Moved, String> {
-        let mut moved = Moved::default();
+        let mut files = Vec::new();
         let mut todo = vec![(collection(src), dst.to_path_buf(), 0)];
         while let Some((dir, here, depth)) = todo.pop() {
             if depth > MAX_DEPTH {
@@ -54,24 +55,27 @@ impl Client {
                 if r.dir {
                     todo.push((url, local, depth + 1));
                 } else {
-                    moved.bytes += self.download(&url, &local, streams, progress).await?;
-                    moved.files += 1;
+                    files.push((url, local));
                 }
             }
         }
-        Ok(moved)
+        side_by_side(files, at_once, async |(url, local)| {
+            self.download(&url, &local, streams, progress).await
+        })
+        .await
     }
 
     /// Copies the local directory `src` into the collection `dst` (made, as are those below
-    /// it), each file as [`Client::upload`] does; what is neither a file nor a directory is
-    /// left out with a warning.
+    /// it), `at_once` files at a time, each as [`Client::upload`] does; what is neither a file
+    /// nor a directory is left out with a warning.
     pub async fn upload_tree(
         &self,
         src: &Path,
         dst: &Endpoint,
+        at_once: usize,
         progress: &Arc<AtomicU64>,
     ) -> Result<Moved, String> {
-        let mut moved = Moved::default();
+        let mut files = Vec::new();
         let mut todo = vec![(src.to_path_buf(), collection(dst), 0)];
         while let Some((here, dir, depth)) = todo.pop() {
             if depth > MAX_DEPTH {
@@ -93,10 +97,7 @@ impl Client {
                 if meta.is_dir() {
                     todo.push((path, dir.member(&name, true), depth + 1));
                 } else if meta.is_file() {
-                    moved.bytes += self
-                        .upload(&path, &dir.member(&name, false), progress)
-                        .await?;
-                    moved.files += 1;
+                    files.push((path, dir.member(&name, false)));
                 } else {
                     tracing::warn!(
                         "{}: neither a file nor a directory, left out",
@@ -105,8 +106,31 @@ impl Client {
                 }
             }
         }
-        Ok(moved)
+        side_by_side(files, at_once, async |(path, url)| {
+            self.upload(&path, &url, progress).await
+        })
+        .await
     }
+}
+
+/// Runs `copy` on every job, `at_once` at a time; the first failure ends the others (their
+/// partial files are discarded as they drop).
+async fn side_by_side<J>(
+    jobs: Vec<J>,
+    at_once: usize,
+    copy: impl AsyncFn(J) -> Result<u64, String>,
+) -> Result<Moved, String> {
+    use futures_util::{StreamExt, TryStreamExt};
+    let copy = &copy;
+    futures_util::stream::iter(jobs.into_iter().map(|job| copy(job)))
+        .buffer_unordered(at_once.max(1))
+        .try_fold(Moved::default(), async |m, bytes| {
+            Ok(Moved {
+                files: m.files + 1,
+                bytes: m.bytes + bytes,
+            })
+        })
+        .await
 }
 
 /// `e` as a collection: its URL ending in `/`.
