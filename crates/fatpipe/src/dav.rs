@@ -52,13 +52,11 @@ fn entry(r: &Resource) -> Entry {
 /// The entries `url` lists: a collection's members, or a file itself.
 pub fn list(url: &str, how: &SessionArgs) -> anyhow::Result<Vec<Entry>> {
     let e = credentials::https_endpoint(url, how)?;
-    let all = with_client(how, async |c| c.list(&e).await.map_err(anyhow::Error::msg))?;
-    let Some((me, members)) = all.split_first() else {
-        bail!("{url}: the server listed nothing");
-    };
-    Ok(match me.dir {
-        true => members.iter().map(entry).collect(),
-        false => vec![entry(me)],
+    let listed = with_client(how, async |c| c.list(&e).await.map_err(anyhow::Error::msg))?;
+    Ok(match listed.itself {
+        Some(file) if !file.dir => vec![entry(&file)],
+        None if listed.members.is_empty() => bail!("{url}: the server listed nothing"),
+        _ => listed.members.iter().map(entry).collect(),
     })
 }
 

@@ -15,11 +15,27 @@ const PROPFIND: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:propfind 
 /// Largest listing read, bytes (some 250,000 entries).
 const MAX_LISTING: usize = 64 << 20;
 
+/// What a PROPFIND with Depth 1 found.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// The resource asked about, told apart by its path (servers list it, first as a rule).
+    pub itself: Option<Resource>,
+    /// The rest: what a collection holds.
+    pub members: Vec<Resource>,
+}
+
 impl Client {
-    /// `e` and, for a collection, what it holds (PROPFIND, Depth 1): the first resource is
-    /// `e` itself.
-    pub async fn list(&self, e: &Endpoint) -> Result<Vec<Resource>, String> {
-        self.propfind(e, "1").await
+    /// `e` and, for a collection, what it holds (PROPFIND, Depth 1).
+    pub async fn list(&self, e: &Endpoint) -> Result<Listing, String> {
+        let base = percent_encoding::percent_decode_str(e.url.path()).decode_utf8_lossy();
+        let mut listing = Listing::default();
+        for r in self.propfind(e, "1").await? {
+            match r.path.trim_end_matches('/') == base.trim_end_matches('/') {
+                true if listing.itself.is_none() => listing.itself = Some(r),
+                _ => listing.members.push(r),
+            }
+        }
+        Ok(listing)
     }
 
     /// `e` alone (PROPFIND, Depth 0).

@@ -7,6 +7,7 @@
 mod files;
 mod tree;
 
+pub use files::Listing;
 pub use tree::Moved;
 
 use crate::body::{full, FileSink};

@@ -48,8 +48,7 @@ impl Client {
             }
             std::fs::create_dir_all(&here)
                 .map_err(|e| format!("cannot make {}: {e}", here.display()))?;
-            let listed = self.list(&dir).await?;
-            for r in listed.iter().filter(|r| !is_itself(&dir, r)) {
+            for r in &self.list(&dir).await?.members {
                 let name = member(&dir, r)?;
                 let (url, local) = (dir.member(&name, r.dir), here.join(&name));
                 if r.dir {
@@ -154,12 +153,6 @@ impl Endpoint {
         c.url.set_path(&path);
         c
     }
-}
-
-/// Whether `r` is the collection `dir` itself (listings hold it, first as a rule).
-fn is_itself(dir: &Endpoint, r: &Resource) -> bool {
-    let base = percent_encoding::percent_decode_str(dir.url.path()).decode_utf8_lossy();
-    r.path.trim_end_matches('/') == base.trim_end_matches('/')
 }
 
 /// The name of `r`, a member of the collection `dir` as its listing gave it: one plain
