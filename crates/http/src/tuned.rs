@@ -1,13 +1,13 @@
-//! The tuning of an HTTP connection while it moves a body: the same per-connection plan as an
-//! FTP data connection (buffer law, pacing, congestion control), sampled on the runtime.
+//! The tuning of an HTTP connection while it moves a body: the same transfer core and
+//! conductor as an FTP data connection (buffer law, pacing, congestion control), stepped on
+//! the runtime.
 
-use fatpipe_net::{Pump, Tuner, TunerConfig};
+use fatpipe_net::{Conductor, Pump, TunerConfig};
 use fatpipe_tune::Role;
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::sync::watch;
 
 /// A connection that can be tuned: its socket (a second handle) and the server's tuning.
@@ -33,35 +33,24 @@ impl Tunable {
     }
 
     /// Tunes the connection for one body moved in `role` until the returned handle is
-    /// dropped; a connection the plan cannot start on moves untuned (logged).
+    /// dropped; a connection the laws cannot start on moves untuned (logged).
     pub fn start(&self, role: Role) -> Tuned {
         let pump = Arc::new(Pump::default());
         let (stop, mut stopped) = watch::channel(false);
-        let pacing = self.cfg.pacing.unwrap_or_default();
-        match Tuner::start(
-            self.cfg.clone(),
-            pacing,
-            role,
-            &self.sock,
-            pump.clone(),
-            Instant::now(),
-        ) {
-            Ok(mut tuner) => {
-                tokio::spawn(async move {
-                    loop {
-                        let now = Instant::now();
-                        tuner.tick(now);
-                        let wait = tuner.due_in(Instant::now());
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => {}
-                            _ = stopped.changed() => break,
-                        }
-                    }
-                    tuner.final_sample(Instant::now());
-                });
+        let conductor = Conductor::one_connection(self.cfg.clone(), role);
+        conductor.on_link()(&self.sock, &pump, false);
+        tokio::spawn(async move {
+            // An HTTP body has no control channel to announce buffers on.
+            let mut unheard = |_| {};
+            loop {
+                let wait = conductor.step(&mut unheard);
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stopped.changed() => break,
+                }
             }
-            Err(e) => tracing::warn!("cannot tune a connection: {e}"),
-        }
+            conductor.finish();
+        });
         Tuned { pump, _stop: stop }
     }
 }

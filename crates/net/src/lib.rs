@@ -33,4 +33,4 @@ pub mod wake;
 pub use conductor::Conductor;
 pub use mover::{Moved, Mover};
 pub use pump::{Pump, PumpError};
-pub use tuner::{TuneSummary, Tuner, TunerConfig};
+pub use tuner::{TuneSummary, TunerConfig};

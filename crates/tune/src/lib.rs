@@ -1,8 +1,9 @@
 //! Control laws for the data channel, free of I/O: a law is fed [`Sample`]s (what one end
 //! observed, with the time as a value) and answers with a [`Decision`]. Per connection a
 //! [`Plan`] runs a buffer law ([`law`]) beside a pacing law ([`pacing`]); per transfer a policy
-//! chooses the stream count ([`streams`]); all read one [`path`] estimate. The driver that
-//! reads `TCP_INFO` and calls `setsockopt` is `fatpipe-net`'s conductor.
+//! chooses the stream count ([`streams`]); all read one [`path`] estimate. One [`transfer`]
+//! core per transfer holds them all (inputs in, actions and timeouts out); its driver, which
+//! reads `TCP_INFO` and calls `setsockopt`, is `fatpipe-net`'s conductor.
 #![warn(missing_docs)]
 
 pub mod congestion;
@@ -18,6 +19,7 @@ pub mod streams;
 pub mod telemetry;
 #[cfg(test)]
 mod testing;
+pub mod transfer;
 
 pub use congestion::CongestionControl;
 pub use law::{Decision, Law, Setup};
