@@ -524,3 +524,78 @@ fn cp_r_moves_trees_down_and_up_over_https() {
     ]));
     assert_eq!(tree_of(&one), tree_of(&down));
 }
+
+/// The bytes `fatpipe cp` (not quiet) says it moved.
+fn moved_bytes(out: &std::process::Output) -> u64 {
+    let said = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = said.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == "bytes")
+        .expect("a byte count");
+    words[at - 1].parse().unwrap()
+}
+
+#[test]
+fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
+    let pki = Pki::new();
+    let s = pki.server(&[]);
+    let size = 20u64 << 20;
+    random_file(&s.path("f"), size, 31);
+    let work = tempfile::tempdir().unwrap();
+    let dst = work.path().join("f");
+    let part = work.path().join("f.fatpipe-part");
+    let ca = pki.ca.to_str().unwrap();
+    let token = pki.token("storage.read:/", 600);
+    let cp = |args: &[&str]| {
+        let mut c = fatpipe_cmd(&["cp", "--ca", ca]);
+        c.args(args).env("BEARER_TOKEN", &token);
+        c
+    };
+    let real = format!("{}/f", base(&s));
+    let dst_s = dst.to_str().unwrap();
+    // A link that breaks after 3 MiB of each body, one connection and then two (the first
+    // part to break ends the others where they are: what they had is kept too).
+    for streams in ["1", "2"] {
+        let cutter = Cutter::start(&pki, &s.path("f"), 3 << 20);
+        let cut = format!("https://localhost:{}/f", cutter.port);
+        let out = run(&mut cp(&["-p", streams, &cut, dst_s]));
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("run again with --resume"), "{err}");
+        assert!(!dst.exists(), "nothing under the destination's name");
+        assert!(part.exists(), "what arrived is kept");
+        // Resumed from the real server: only what is missing moves.
+        let out = run_ok(&mut cp(&["--resume", "-p", streams, &real, dst_s]));
+        let moved = moved_bytes(&out);
+        assert!(moved <= size - (3 << 20), "-p {streams}: {moved}");
+        if streams == "1" {
+            assert_eq!(moved, size - (3 << 20));
+        }
+        assert_same(&s.path("f"), &dst);
+        assert!(!part.exists());
+        std::fs::remove_file(&dst).unwrap();
+    }
+    // The server's file changed since the partial copy was begun: copied again in full.
+    let cutter = Cutter::start(&pki, &s.path("f"), 3 << 20);
+    let cut = format!("https://localhost:{}/f", cutter.port);
+    assert!(!run(&mut cp(&[&cut, dst_s])).status.success());
+    random_file(&s.path("f"), size, 32);
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(s.path("f"))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let out = run_ok(&mut cp(&["--resume", &real, dst_s]));
+    assert_eq!(moved_bytes(&out), size);
+    assert_same(&s.path("f"), &dst);
+    // Without --resume a partial copy is not taken: all of it again, nothing left over.
+    std::fs::remove_file(&dst).unwrap();
+    assert!(!run(&mut cp(&[&cut, dst_s])).status.success());
+    let out = run_ok(&mut cp(&[&real, dst_s]));
+    assert_eq!(moved_bytes(&out), size);
+    assert_same(&s.path("f"), &dst);
+    assert!(!part.exists());
+}

@@ -4,8 +4,10 @@
 
 use crate::body::ResponseBody;
 use crate::tuned::Tunable;
+use fatpipe_ftp::client::part::Source;
 use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::TunerConfig;
+use fatpipe_proto::ranges::RangeSet;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
@@ -224,7 +226,7 @@ pub async fn put_file(
 }
 
 /// Where a GET's body goes: `sink` from the part's start (0 for a whole file), at most `limit`
-/// bytes, what arrives added to `progress`.
+/// bytes, what arrives added to `progress` (and to `record`, where a partial file keeps one).
 pub struct Landing<'a> {
     /// The file's writer.
     pub sink: &'a crate::body::FileSink,
@@ -232,6 +234,61 @@ pub struct Landing<'a> {
     pub limit: u64,
     /// The copy's byte count, shared by its connections.
     pub progress: &'a std::sync::atomic::AtomicU64,
+    /// What the fetch learns for a partial file's record, if one is kept.
+    pub record: Option<&'a Record>,
+}
+
+/// What a download learns as its bytes arrive, for the record of a partial file: the ranges
+/// handed to the sink (written once the sink has finished without error), and the file as
+/// the first answer described it (a resume joins bytes of that very file only).
+#[derive(Debug, Default)]
+pub struct Record {
+    landed: std::sync::Mutex<RangeSet>,
+    source: std::sync::Mutex<Option<Source>>,
+}
+
+impl Record {
+    /// The ranges handed to the sink so far.
+    pub fn landed(&self) -> RangeSet {
+        self.landed.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// The file as the first answer described it, if one came.
+    pub fn source(&self) -> Option<Source> {
+        self.source.lock().ok().and_then(|s| *s)
+    }
+
+    fn land(&self, start: u64, end: u64) {
+        if let Ok(mut l) = self.landed.lock() {
+            l.insert(start, end);
+        }
+    }
+
+    fn learn(&self, resp: &Response<Incoming>) {
+        if let Ok(mut s) = self.source.lock() {
+            s.get_or_insert_with(|| described(resp));
+        }
+    }
+}
+
+/// The file a response is (part of): its whole size (a 206's `Content-Range` total, else the
+/// `Content-Length`) and its `Last-Modified`.
+pub fn described(resp: &Response<Incoming>) -> Source {
+    let header = |name| resp.headers().get(name).and_then(|v| v.to_str().ok());
+    let total = header(hyper::header::CONTENT_RANGE)
+        .and_then(|v| v.rsplit_once('/'))
+        .and_then(|(_, t)| t.trim().parse().ok());
+    let modified = header(hyper::header::LAST_MODIFIED)
+        .and_then(|v| httpdate::parse_http_date(v).ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|d| i64::try_from(d.as_secs()).ok());
+    Source {
+        size: match resp.status() {
+            hyper::StatusCode::PARTIAL_CONTENT => total,
+            _ => length(resp),
+        },
+        modified,
+    }
 }
 
 /// Why a request moved nothing: the remote sent it elsewhere (a 3xx with a `Location`), or it
@@ -312,11 +369,17 @@ pub async fn get_into(
         Some(r) => Some(r.end - r.start),
         None => length(&resp),
     };
+    if let Some(r) = into.record {
+        r.learn(&resp);
+    }
     let tuned = tunable.map(|t| t.start(fatpipe_tune::Role::Receiver));
     let seen = AtomicU64::new(0);
     let n = crate::body::drain_into(resp.into_body(), into.sink, start, into.limit, |n| {
         let new = n - seen.swap(n, Ordering::Relaxed);
         into.progress.fetch_add(new, Ordering::Relaxed);
+        if let Some(r) = into.record {
+            r.land(start, start + n);
+        }
         if let Some(t) = &tuned {
             t.moved(n);
         }

@@ -3,7 +3,8 @@
 //! `fatpipe cp https://… FILE` both fetch so.
 
 use crate::body::{full, FileSink};
-use crate::connect::{self, length, refusal, Miss, Remote};
+use crate::connect::{self, refusal, Miss, Record, Remote};
+use fatpipe_ftp::client::part::Source;
 use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::TunerConfig;
 use hyper::client::conn::http1::SendRequest;
@@ -24,6 +25,20 @@ pub fn parts(size: u64, streams: u32) -> Vec<Range<u64>> {
     let each = size.div_ceil(n);
     (0..n)
         .map(|i| (i * each).min(size)..((i + 1) * each).min(size))
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// `gaps` cut into at most about `streams` parts of similar size (none smaller than
+/// [`MIN_PART`] unless a gap is), in order.
+pub fn spread(gaps: &[Range<u64>], streams: u32) -> Vec<Range<u64>> {
+    let left: u64 = gaps.iter().map(|g| g.end - g.start).sum();
+    let each = left.div_ceil(u64::from(streams.max(1))).max(MIN_PART);
+    gaps.iter()
+        .flat_map(|g| {
+            let n = (g.end - g.start).div_ceil(each);
+            (0..n).map(move |i| (g.start + i * each)..(g.start + (i + 1) * each).min(g.end))
+        })
         .filter(|r| !r.is_empty())
         .collect()
 }
@@ -56,6 +71,19 @@ pub struct Fetch<'a> {
     /// Where a redirect may lead: the networks a third-party copy may reach; `None`: anywhere
     /// (a client goes where its user's server sends it).
     pub networks: Option<&'a ThirdPartyNetworks>,
+    /// Only these byte ranges (what a partial file lacks); `None`: the whole file.
+    pub ranges: Option<&'a [Range<u64>]>,
+    /// Where what arrives is recorded for a partial file, if one is kept.
+    pub record: Option<&'a Record>,
+}
+
+/// The remote file as a `HEAD` describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// Its size and modification time.
+    pub source: Source,
+    /// Whether it serves byte ranges.
+    pub ranges: bool,
 }
 
 /// Where the fetch asks now: the remote and the headers for it.
@@ -85,13 +113,34 @@ impl Fetch<'_> {
         ))
     }
 
+    /// The remote file as a `HEAD` describes it, after the redirects of that request.
+    pub async fn head(&self) -> Result<Head, String> {
+        let mut at = At {
+            remote: self.remote.clone(),
+            headers: self.headers.to_vec(),
+        };
+        for _ in 0..=MAX_REDIRECTS {
+            let mut c = self.connect(&at).await?;
+            match self.head_at(&at, &mut c.0).await {
+                Err(Miss::Moved(to)) => at = self.follow(&at, to).await?,
+                Err(Miss::Failed(e)) => return Err(e),
+                Ok(h) => return Ok(h),
+            }
+        }
+        Err(format!(
+            "{}: more than {MAX_REDIRECTS} redirects",
+            self.remote.url
+        ))
+    }
+
     async fn run_at(&self, at: &At, sink: &FileSink, progress: &AtomicU64) -> Result<u64, Miss> {
         let mut first = self.connect(at).await?;
-        let split = match sink.seeks() {
-            true => self.split(at, &mut first).await?,
-            false => Vec::new(),
+        let split = match self.ranges {
+            Some(gaps) => self.spread(at, &mut first, gaps).await?,
+            None if sink.seeks() => self.split(at, &mut first).await?,
+            None => Vec::new(),
         };
-        if split.len() < 2 {
+        if self.ranges.is_none() && split.len() < 2 {
             return self.get(at, first, None, sink, progress).await;
         }
         let mut first = Some(first);
@@ -114,6 +163,21 @@ impl Fetch<'_> {
         }
         let got = futures_util::future::try_join_all(all).await?;
         Ok(got.iter().sum())
+    }
+
+    /// The parts of a resume: the `gaps` spread over the connections asked for (or as a cold
+    /// start opens), after a `HEAD` that follows a redirect here (the parts then go where it
+    /// answered).
+    async fn spread(
+        &self,
+        at: &At,
+        first: &mut Connection,
+        gaps: &[Range<u64>],
+    ) -> Result<Vec<Range<u64>>, Miss> {
+        self.head_at(at, &mut first.0).await?;
+        let left: u64 = gaps.iter().map(|g| g.end - g.start).sum();
+        let streams = self.streams_for(first, left);
+        Ok(spread(gaps, streams))
     }
 
     /// Where a redirect to `to` leads from `at`: https only, to an address the fetch may
@@ -148,7 +212,19 @@ impl Fetch<'_> {
         let Some(size) = self.size(at, &mut first.0).await? else {
             return Ok(Vec::new());
         };
-        let streams = match (self.streams, first.1.as_ref().and_then(|t| t.round_trip())) {
+        let streams = self.streams_for(first, size);
+        let split = parts(size, streams);
+        if split.len() > 1 {
+            tracing::info!("fetching {size} bytes in {} parts at once", split.len());
+        }
+        Ok(split)
+    }
+
+    /// How many connections fetch `size` bytes: as many as asked, or as a `-p auto` cold start
+    /// would open at `first`'s round trip with this host's buffer cap.
+    fn streams_for(&self, first: &Connection, size: u64) -> u32 {
+        let cap = self.tune.control.receive_cap();
+        match (self.streams, first.1.as_ref().and_then(|t| t.round_trip())) {
             (Some(n), _) => n.min(MAX_STREAMS),
             (None, Some(rtt)) => {
                 fatpipe_tune::streams::cold::cold_start(rtt, cap, size, MAX_STREAMS).map_or(
@@ -160,12 +236,7 @@ impl Fetch<'_> {
                 )
             }
             (None, None) => 1,
-        };
-        let split = parts(size, streams);
-        if split.len() > 1 {
-            tracing::info!("fetching {size} bytes in {} parts at once", split.len());
         }
-        Ok(split)
     }
 
     /// The remote's size, when it serves ranges (a HEAD on `send`).
@@ -174,6 +245,16 @@ impl Fetch<'_> {
         at: &At,
         send: &mut SendRequest<crate::body::ResponseBody>,
     ) -> Result<Option<u64>, Miss> {
+        let head = self.head_at(at, send).await?;
+        Ok(head.source.size.filter(|_| head.ranges))
+    }
+
+    /// What a HEAD on `send` says of the file; a redirect is [`Miss::Moved`].
+    async fn head_at(
+        &self,
+        at: &At,
+        send: &mut SendRequest<crate::body::ResponseBody>,
+    ) -> Result<Head, Miss> {
         let resp = connect::exchange(send, Method::HEAD, &at.remote, &at.headers, full("")).await?;
         if let Some(to) = connect::moved_to(&resp, &at.remote.url) {
             return Err(Miss::Moved(to));
@@ -185,7 +266,10 @@ impl Fetch<'_> {
             .headers()
             .get("accept-ranges")
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"bytes"));
-        Ok(length(&resp).filter(|_| ranges))
+        Ok(Head {
+            source: connect::described(&resp),
+            ranges,
+        })
     }
 
     async fn connect(&self, at: &At) -> Result<Connection, String> {
@@ -206,6 +290,7 @@ impl Fetch<'_> {
             sink,
             limit: self.limit,
             progress,
+            record: self.record,
         };
         connect::get_into(
             &mut send,

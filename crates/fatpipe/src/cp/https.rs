@@ -3,7 +3,7 @@
 
 use super::Args;
 use crate::credentials;
-use fatpipe_http::client::{Client, Endpoint, Moved};
+use fatpipe_http::client::{Client, Download, Endpoint, Moved};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -37,6 +37,10 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     };
     if a.from.is_some() || a.json {
         anyhow::bail!("with https:// or davs:// URLs, --from and --json are not supported yet");
+    }
+    let download = credentials::is_https(src) && !credentials::is_https(dst);
+    if a.resume && !download {
+        tracing::warn!("--resume over HTTPS continues downloads only: this copy is sent whole");
     }
     let tree = a.files.recursive;
     let client = Client::new(a.session.ca.as_deref(), a.tune.config("client")?)
@@ -74,15 +78,18 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                     if target.is_dir() {
                         target.push(url_name(&s)?);
                     }
-                    let n = a.parallel.fixed();
+                    let how = Download {
+                        streams: a.parallel.fixed(),
+                        resume: a.resume,
+                    };
                     match tree {
                         true => {
                             let at_once = at_once(a);
                             client
-                                .download_tree(&s, &target, n, at_once, &progress)
+                                .download_tree(&s, &target, how, at_once, &progress)
                                 .await
                         }
-                        false => client.download(&s, &target, n, &progress).await.map(one),
+                        false => client.download(&s, &target, how, &progress).await.map(one),
                     }
                 }
                 _ => {

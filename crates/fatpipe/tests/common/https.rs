@@ -271,3 +271,77 @@ impl Drop for Redirector {
         let _ = self.child.wait();
     }
 }
+
+/// An HTTPS server (Python's, with the test's certificate) that serves one file as a plain
+/// web server does (`Accept-Ranges`, `Last-Modified` of the file, ranged GETs answered 206)
+/// but ends every body after `cut` bytes: a link that breaks mid-download.
+pub struct Cutter {
+    child: std::process::Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+impl Cutter {
+    pub fn start(pki: &Pki, file: &Path, cut: u64) -> Cutter {
+        let script = r#"
+import http.server, os, re, ssl, sys, email.utils
+path, cut = sys.argv[3], int(sys.argv[4])
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def head(self):
+        st = os.stat(path)
+        size, first, last = st.st_size, 0, st.st_size - 1
+        m = re.match(r"bytes=(\d+)-(\d*)$", self.headers.get("Range", ""))
+        if m:
+            first = int(m.group(1))
+            last = int(m.group(2)) if m.group(2) else size - 1
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, size))
+        else:
+            self.send_response(200)
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True))
+        self.send_header("Content-Length", str(last - first + 1))
+        self.end_headers()
+        return first, last
+    def do_HEAD(self):
+        self.head()
+    def do_GET(self):
+        first, last = self.head()
+        with open(path, "rb") as f:
+            f.seek(first)
+            self.wfile.write(f.read(min(cut, last - first + 1)))
+        self.wfile.flush()
+        self.close_connection = True
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+        let mut child = Command::new("python3")
+            .args(["-c", script])
+            .arg(&pki.chain)
+            .arg(&pki.key)
+            .arg(file)
+            .arg(cut.to_string())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let out = child.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+        let port = line.trim().parse().unwrap();
+        Cutter { child, port }
+    }
+}
+
+impl Drop for Cutter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

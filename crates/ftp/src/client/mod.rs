@@ -8,7 +8,7 @@ pub mod failure;
 pub mod filter;
 mod location;
 mod mirror;
-mod part;
+pub mod part;
 pub mod path_memory;
 pub mod plan;
 mod pool;

@@ -1,7 +1,7 @@
 //! `fatpipe cp`'s HTTPS side: one file down (GET), up (PUT) or between two servers (a
 //! third-party `COPY` to the destination, which pulls), each connection tuned as an FTP data
-//! connection. A download lands under a temporary name beside its destination and takes the
-//! name only when complete. `files` holds the operations beside copies (`ls`, `mkdir`, `rm`,
+//! connection. A download lands in a partial file beside its destination (what arrived and of
+//! which file recorded, for `--resume`) and takes the name only when complete. `files` holds the operations beside copies (`ls`, `mkdir`, `rm`,
 //! `mv`), `tree` the copies of whole trees (`-r`).
 
 mod files;
@@ -11,11 +11,13 @@ pub use files::Listing;
 pub use tree::Moved;
 
 use crate::body::{full, FileSink};
-use crate::connect::{self, refusal, Remote};
+use crate::connect::{self, refusal, Record, Remote};
 use crate::markers::Reading;
 use crate::ranged::Fetch;
 use crate::tuned::Tunable;
+use fatpipe_ftp::client::part::{self, Part};
 use fatpipe_net::TunerConfig;
+use fatpipe_proto::ranges::RangeSet;
 use http_body_util::BodyExt;
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION};
@@ -57,6 +59,31 @@ impl Endpoint {
     }
 }
 
+/// How a download goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Download {
+    /// Connections (ranged GETs); `None`: as a `-p auto` cold start opens.
+    pub streams: Option<u32>,
+    /// Go on from a partial file an earlier run left (`--resume`).
+    pub resume: bool,
+}
+
+/// A partial file being written. Dropped before its download ends (another file of a tree
+/// failed), it keeps only what it held before this run: one this run made is removed, and
+/// bytes still on their way to the disk are never claimed.
+struct Unfinished {
+    part: Option<Part>,
+    before: RangeSet,
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(p) = self.part.take() {
+            p.failed(&self.before);
+        }
+    }
+}
+
 /// Makes the client's connections.
 pub struct Client {
     tls: Arc<rustls::ClientConfig>,
@@ -88,39 +115,24 @@ impl Client {
         Ok((send, tunable, remote))
     }
 
-    /// Downloads `src` into the file `dst` (through a partial file renamed when complete;
-    /// straight into a device or a pipe, `/dev/null` stays a device) over `streams`
-    /// connections (ranged GETs; `None`: as a `-p auto` cold start opens); returns the bytes
-    /// moved.
+    /// Downloads `src` into the file `dst` over `how.streams` connections (ranged GETs;
+    /// `None`: as a `-p auto` cold start opens); returns the bytes moved. The bytes land in
+    /// `NAME.fatpipe-part` beside `dst` (straight into a device or a pipe: `/dev/null` stays a
+    /// device), which records the ranges that arrived and the file they are of, and takes
+    /// `dst`'s name once complete. A failed download keeps what arrived there; with `resume` the
+    /// next one fetches only what it lacks, if the server's file is still the one it was
+    /// begun from (same size and modification time) and serves byte ranges, else all of it.
     pub async fn download(
         &self,
         src: &Endpoint,
         dst: &Path,
-        streams: Option<u32>,
+        how: Download,
         progress: &Arc<AtomicU64>,
     ) -> Result<u64, String> {
+        let Download { streams, resume } = how;
         let remote = connect::resolve_any(&src.url).await?;
-        let (file, part) = if fatpipe_ftp::client::copy::special_file(dst) {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(dst)
-                .map_err(|e| format!("cannot write {}: {e}", dst.display()))?;
-            (file, None)
-        } else {
-            let dir = dst
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            let part = tempfile::Builder::new()
-                .prefix(".fatpipe-part-")
-                .tempfile_in(dir)
-                .map_err(|e| format!("cannot write into {}: {e}", dir.display()))?;
-            let file = part.as_file().try_clone().map_err(|e| e.to_string())?;
-            (file, Some(part))
-        };
-        let sink = FileSink::new(file);
         let headers = src.headers();
-        let fetch = Fetch {
+        let mut fetch = Fetch {
             remote: &remote,
             headers: &headers,
             tls: &self.tls,
@@ -129,16 +141,113 @@ impl Client {
             limit: u64::MAX,
             who: "the server",
             networks: None,
+            ranges: None,
+            record: None,
         };
+        if fatpipe_ftp::client::copy::special_file(dst) {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dst)
+                .map_err(|e| format!("cannot write {}: {e}", dst.display()))?;
+            let sink = FileSink::new(file);
+            let got = fetch.run(&sink, progress).await;
+            let written = sink.finish().await;
+            let n = got?;
+            written.map_err(|e| format!("cannot write {}: {e}", dst.display()))?;
+            return Ok(n);
+        }
+        // Only a partial file of fatpipe's own is resumed (it says what it holds and of which
+        // file); a destination of the same name may hold anything.
+        let resume = resume && part::part_path(dst).symlink_metadata().is_ok();
+        let (mut part, held) = Part::open(dst, resume, None).map_err(|e| format!("{e:#}"))?;
+        let gaps = match held.is_empty() {
+            true => None,
+            false => self.resumable(&fetch, &mut part, &held).await?,
+        };
+        // What the partial file holds from before this run.
+        let before = match gaps {
+            Some(_) => held,
+            None => RangeSet::default(),
+        };
+        fetch.ranges = gaps.as_deref();
+        let record = Record::default();
+        fetch.record = Some(&record);
+        let file = part.file.try_clone().map_err(|e| e.to_string())?;
+        let mut unfinished = Unfinished {
+            part: Some(part),
+            before: before.clone(),
+        };
+        let sink = FileSink::new(file);
         let got = fetch.run(&sink, progress).await;
         let written = sink.finish().await;
-        let n = got?;
-        written.map_err(|e| format!("cannot write {}: {e}", dst.display()))?;
-        if let Some(part) = part {
-            part.persist(dst)
-                .map_err(|e| format!("cannot name {}: {e}", dst.display()))?;
+        let Some(part) = unfinished.part.take() else {
+            return Err("the partial file was lost".into());
+        };
+        if let Some(source) = record.source() {
+            part.remember(&source);
         }
-        Ok(n)
+        let mut all = before;
+        if written.is_ok() {
+            all.insert_all(&record.landed(), 0);
+        }
+        let outcome = got.and_then(|n| {
+            written
+                .map(|()| n)
+                .map_err(|e| format!("cannot write {}: {e}", dst.display()))
+        });
+        match outcome {
+            Ok(n) => {
+                part.complete().map_err(|e| format!("{e:#}"))?;
+                Ok(n)
+            }
+            Err(e) if all.is_empty() => {
+                part.failed(&all);
+                Err(e)
+            }
+            Err(e) => {
+                let e = format!(
+                    "{e}; {} bytes kept in {} (run again with --resume)",
+                    all.len(),
+                    part.path().display()
+                );
+                part.failed(&all);
+                Err(e)
+            }
+        }
+    }
+
+    /// The gaps of a partial file that holds `held` and can be resumed: the server's file is
+    /// the one it was begun from and serves ranges; else (`None`) it starts over, emptied.
+    async fn resumable(
+        &self,
+        fetch: &Fetch<'_>,
+        part: &mut Part,
+        held: &RangeSet,
+    ) -> Result<Option<Vec<std::ops::Range<u64>>>, String> {
+        let head = fetch.head().await?;
+        let why = match (head.source.size, part.source()) {
+            (None, _) | (_, None) => Some("its size or the partial copy's origin is unknown"),
+            _ if !head.ranges => Some("the server serves no byte ranges"),
+            (_, Some(was)) if was.changed(&head.source) => Some("it changed since"),
+            _ => None,
+        };
+        let Some(size) = head.source.size.filter(|_| why.is_none()) else {
+            tracing::warn!(
+                "{} cannot be resumed ({}): copying it again in full",
+                part.path().display(),
+                why.unwrap_or_default()
+            );
+            part.hold(&RangeSet::default())
+                .map_err(|e| format!("{e:#}"))?;
+            return Ok(None);
+        };
+        tracing::info!(
+            "resuming {}: {} of {size} bytes held",
+            part.path().display(),
+            held.len()
+        );
+        let gaps = held.gaps(0, size).into_iter().map(|(a, b)| a..b).collect();
+        Ok(Some(gaps))
     }
 
     /// Uploads the file `src` to `dst`; returns the bytes moved.

@@ -3,7 +3,7 @@
 //! each member must be one plain name directly under the collection listed: a server that
 //! answers `../x`, an absolute path or another collection's member is refused, never followed.
 
-use super::{Client, Endpoint};
+use super::{Client, Download, Endpoint};
 use crate::multistatus::Resource;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ impl Client {
         &self,
         src: &Endpoint,
         dst: &Path,
-        streams: Option<u32>,
+        how: Download,
         at_once: usize,
         progress: &Arc<AtomicU64>,
     ) -> Result<Moved, String> {
@@ -59,7 +59,7 @@ impl Client {
             }
         }
         side_by_side(files, at_once, async |(url, local)| {
-            self.download(&url, &local, streams, progress).await
+            self.download(&url, &local, how, progress).await
         })
         .await
     }

@@ -39,6 +39,8 @@ impl Pull {
             limit: self.state.config.max_file_size.unwrap_or(u64::MAX),
             who: "the source",
             networks: Some(&self.state.config.third_party_networks),
+            ranges: None,
+            record: None,
         };
         let fetched = fetch.run(&sink, progress).await;
         let written = sink
