@@ -502,10 +502,30 @@ fn cp_r_moves_trees_down_and_up_over_https() {
         down.to_str().unwrap(),
     ]));
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("3 files"),
+        String::from_utf8_lossy(&out.stderr).contains("3 files copied"),
         "{out:?}"
     );
     assert_eq!(tree_of(&down), tree_of(&s.path("d")));
+    // The same in --json, a file each (the FTP copy's summary).
+    let again = work.path().join("again");
+    let out = run_ok(&mut cp(&[
+        "--json",
+        &format!("{}/d", base(&s)),
+        again.to_str().unwrap(),
+    ]));
+    let v = json_of(&out);
+    assert_eq!(
+        (v["ok"].as_bool(), v["files_ok"].as_u64()),
+        (Some(true), Some(3)),
+        "{v}"
+    );
+    let total: u64 = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(v["bytes"].as_u64(), Some(total));
     // Into an existing collection's URL with a slash: under the source's name.
     std::fs::create_dir(s.path("up")).unwrap();
     run_ok(&mut cp(&[
@@ -525,15 +545,19 @@ fn cp_r_moves_trees_down_and_up_over_https() {
     assert_eq!(tree_of(&one), tree_of(&down));
 }
 
-/// The bytes `fatpipe cp` (not quiet) says it moved.
-fn moved_bytes(out: &std::process::Output) -> u64 {
-    let said = String::from_utf8_lossy(&out.stdout);
-    let words: Vec<&str> = said.split_whitespace().collect();
-    let at = words
-        .iter()
-        .position(|w| *w == "bytes")
-        .expect("a byte count");
-    words[at - 1].parse().unwrap()
+/// `fatpipe cp --json`'s object.
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The bytes `fatpipe cp --json` says it moved, and those it resumed from.
+fn moved_bytes(out: &std::process::Output) -> (u64, u64) {
+    let v = json_of(out);
+    let f = &v["files"][0];
+    (
+        f["bytes"].as_u64().unwrap(),
+        f["resumed_from"].as_u64().unwrap(),
+    )
 }
 
 #[test]
@@ -548,7 +572,7 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
     let ca = pki.ca.to_str().unwrap();
     let token = pki.token("storage.read:/", 600);
     let cp = |args: &[&str]| {
-        let mut c = fatpipe_cmd(&["cp", "--ca", ca]);
+        let mut c = fatpipe_cmd(&["cp", "--json", "--ca", ca]);
         c.args(args).env("BEARER_TOKEN", &token);
         c
     };
@@ -560,18 +584,19 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
         let cutter = Cutter::start(&pki, &s.path("f"), 3 << 20);
         let cut = format!("https://localhost:{}/f", cutter.port);
         let out = run(&mut cp(&["-p", streams, &cut, dst_s]));
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("run again with --resume"), "{err}");
+        // A lost connection (exit 11), the bytes kept said in the file's error.
+        assert_eq!(out.status.code(), Some(11));
+        let v = json_of(&out);
+        assert_eq!(v["failure"], "lost", "{v}");
+        let error = v["files"][0]["error"].as_str().unwrap();
+        assert!(error.contains("run again with --resume"), "{error}");
+        let kept = v["files"][0]["bytes"].as_u64().unwrap();
+        assert!(kept >= 3 << 20, "{v}");
         assert!(!dst.exists(), "nothing under the destination's name");
         assert!(part.exists(), "what arrived is kept");
         // Resumed from the real server: only what is missing moves.
         let out = run_ok(&mut cp(&["--resume", "-p", streams, &real, dst_s]));
-        let moved = moved_bytes(&out);
-        assert!(moved <= size - (3 << 20), "-p {streams}: {moved}");
-        if streams == "1" {
-            assert_eq!(moved, size - (3 << 20));
-        }
+        assert_eq!(moved_bytes(&out), (size - kept, kept), "-p {streams}");
         assert_same(&s.path("f"), &dst);
         assert!(!part.exists());
         std::fs::remove_file(&dst).unwrap();
@@ -589,13 +614,17 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
         .set_modified(later)
         .unwrap();
     let out = run_ok(&mut cp(&["--resume", &real, dst_s]));
-    assert_eq!(moved_bytes(&out), size);
+    assert_eq!(moved_bytes(&out), (size, 0));
     assert_same(&s.path("f"), &dst);
     // Without --resume a partial copy is not taken: all of it again, nothing left over.
     std::fs::remove_file(&dst).unwrap();
     assert!(!run(&mut cp(&[&cut, dst_s])).status.success());
     let out = run_ok(&mut cp(&[&real, dst_s]));
-    assert_eq!(moved_bytes(&out), size);
+    assert_eq!(moved_bytes(&out), (size, 0));
     assert_same(&s.path("f"), &dst);
     assert!(!part.exists());
+    // A file the server does not have: its kind and exit code, as over FTP (5: not found).
+    let out = run(&mut cp(&[&format!("{}/nope", base(&s)), dst_s]));
+    assert_eq!(out.status.code(), Some(5));
+    assert_eq!(json_of(&out)["failure"], "not_found");
 }

@@ -1,9 +1,12 @@
 //! `fatpipe cp` with `https://` or `davs://` URLs: one file down, up, or from one server to
 //! another (a third-party `COPY`: the destination pulls, the bytes never pass through here).
 
+use super::report;
 use super::Args;
 use crate::credentials;
-use fatpipe_http::client::{Client, Download, Endpoint, Moved};
+use fatpipe_ftp::client::copy::FileResult;
+use fatpipe_ftp::client::transport;
+use fatpipe_http::client::{file_result, Client, Download, Endpoint, Got};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,108 +33,121 @@ fn url_name(e: &Endpoint) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow::anyhow!("{}: names no file", e.url))
 }
 
-/// Copies one file, or with `-r` one tree, as the two paths say.
-pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+/// Copies one file, or with `-r` one tree, as the two paths say; the results are told as an
+/// FTP copy's are (`verbose`: with the tuning's name).
+pub fn run(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let [src, dst] = a.files.paths.as_slice() else {
         anyhow::bail!("with https:// or davs:// URLs, give one SRC and one DST");
     };
-    if a.from.is_some() || a.json {
-        anyhow::bail!("with https:// or davs:// URLs, --from and --json are not supported yet");
+    if a.from.is_some() {
+        anyhow::bail!("with https:// or davs:// URLs, --from is not supported yet");
     }
     let download = credentials::is_https(src) && !credentials::is_https(dst);
     if a.resume && !download {
         tracing::warn!("--resume over HTTPS continues downloads only: this copy is sent whole");
     }
-    let tree = a.files.recursive;
     let client = Client::new(a.session.ca.as_deref(), a.tune.config("client")?)
         .map_err(anyhow::Error::msg)?;
-    // `-p N` asks the destination of a third-party copy for N connections; auto: its choice.
-    let streams = a.parallel.fixed().unwrap_or(1);
     let progress = Arc::new(AtomicU64::new(0));
     let bar = bar(a.quiet());
     let rt = tokio::runtime::Runtime::new()?;
     let started = Instant::now();
-    let moved = rt.block_on(async {
+    let results = rt.block_on(async {
         let shown = async {
             loop {
                 bar.set_position(progress.load(Ordering::Relaxed));
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
         };
-        let copy = async {
-            let one = |bytes| Moved { files: 1, bytes };
-            match (credentials::is_https(src), credentials::is_https(dst)) {
-                (true, true) if tree => {
-                    anyhow::bail!("trees from one server to another over HTTPS: not yet")
-                }
-                (true, true) => {
-                    let (s, d) = (endpoint(src, a)?, endpoint(dst, a)?);
-                    client
-                        .third_party(&s, &d, streams, &progress)
-                        .await
-                        .map(one)
-                }
-                (true, false) => {
-                    let s = endpoint(src, a)?;
-                    // Into an existing directory: under the source's name, as cp does.
-                    let mut target = PathBuf::from(dst);
-                    if target.is_dir() {
-                        target.push(url_name(&s)?);
-                    }
-                    let how = Download {
-                        streams: a.parallel.fixed(),
-                        resume: a.resume,
-                    };
-                    match tree {
-                        true => {
-                            let at_once = at_once(a);
-                            client
-                                .download_tree(&s, &target, how, at_once, &progress)
-                                .await
-                        }
-                        false => client.download(&s, &target, how, &progress).await.map(one),
-                    }
-                }
-                _ => {
-                    let mut d = endpoint(dst, a)?;
-                    if d.url.path().ends_with('/') {
-                        let name = Path::new(src)
-                            .file_name()
-                            .ok_or_else(|| anyhow::anyhow!("{src}: names no file"))?;
-                        d = d.member(&name.to_string_lossy(), false);
-                    }
-                    match tree {
-                        true => {
-                            let at_once = at_once(a);
-                            client
-                                .upload_tree(Path::new(src), &d, at_once, &progress)
-                                .await
-                        }
-                        false => client.upload(Path::new(src), &d, &progress).await.map(one),
-                    }
-                }
-            }
-            .map_err(anyhow::Error::msg)
-        };
         tokio::select! {
-            r = copy => r,
+            r = copy(&client, a, src, dst, &progress) => r,
             _ = shown => unreachable!("the progress loop never ends"),
         }
     });
     bar.finish_and_clear();
-    let Moved { files, bytes } = moved?;
-    let secs = started.elapsed().as_secs_f64();
-    if !a.quiet() {
-        let what = match tree {
-            true => format!("{files} files, {bytes} bytes"),
-            false => format!("{bytes} bytes"),
-        };
-        out!(
-            "{src} -> {dst}: {what} in {secs:.2} s ({})",
-            crate::progress::rate_text(bytes as f64 * 8.0 / secs.max(1e-6))
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    let results = results?;
+    let ending = report::Ending {
+        results: &results,
+        interrupted: false,
+        seconds: started.elapsed().as_secs_f64(),
+        transport: transport::Choice {
+            udp: false,
+            asked: false,
+            leave_tcp_on_loss: false,
+            why: "HTTPS moves over TCP".into(),
+        },
+        dry_run: false,
+    };
+    report::finish(a, &ending, verbose, false)
+}
+
+/// The copy `src` → `dst` asks for: a result per file, or why it could not begin.
+async fn copy(
+    client: &Client,
+    a: &Args,
+    src: &str,
+    dst: &str,
+    progress: &Arc<AtomicU64>,
+) -> anyhow::Result<Vec<FileResult>> {
+    let tree = a.files.recursive;
+    let at = Instant::now();
+    // `-p N` asks the destination of a third-party copy for N connections; auto: its choice.
+    let streams = a.parallel.fixed().unwrap_or(1);
+    let how = Download {
+        streams: a.parallel.fixed(),
+        resume: a.resume,
+    };
+    let results = match (credentials::is_https(src), credentials::is_https(dst)) {
+        (true, true) if tree => {
+            anyhow::bail!("trees from one server to another over HTTPS: not yet")
+        }
+        (true, true) => {
+            let (s, d) = (endpoint(src, a)?, endpoint(dst, a)?);
+            let got = client.third_party(&s, &d, streams, progress).await;
+            let outcome = got.map(Got::new).map_err(Into::into);
+            vec![file_result(&s.https_url(), &d.https_url(), at, outcome)]
+        }
+        (true, false) => {
+            let s = endpoint(src, a)?;
+            // Into an existing directory: under the source's name, as cp does.
+            let mut target = PathBuf::from(dst);
+            if target.is_dir() {
+                target.push(url_name(&s)?);
+            }
+            match tree {
+                true => client
+                    .download_tree(&s, &target, how, at_once(a), progress)
+                    .await
+                    .map_err(anyhow::Error::msg)?,
+                false => {
+                    let outcome = client.download(&s, &target, how, progress).await;
+                    let into = target.display().to_string();
+                    vec![file_result(&s.https_url(), &into, at, outcome)]
+                }
+            }
+        }
+        _ => {
+            let mut d = endpoint(dst, a)?;
+            if d.url.path().ends_with('/') {
+                let name = Path::new(src)
+                    .file_name()
+                    .ok_or_else(|| anyhow::anyhow!("{src}: names no file"))?;
+                d = d.member(&name.to_string_lossy(), false);
+            }
+            match tree {
+                true => client
+                    .upload_tree(Path::new(src), &d, at_once(a), progress)
+                    .await
+                    .map_err(anyhow::Error::msg)?,
+                false => {
+                    let got = client.upload(Path::new(src), &d, progress).await;
+                    let outcome = got.map(Got::new).map_err(Into::into);
+                    vec![file_result(src, &d.https_url(), at, outcome)]
+                }
+            }
+        }
+    };
+    Ok(results)
 }
 
 /// Files a tree copy moves side by side: `--concurrency`, else 4 (each an HTTPS connection of

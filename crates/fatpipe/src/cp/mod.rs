@@ -9,7 +9,6 @@ use crate::progress::{Finished, Progress};
 use crate::tuning::TuneArgs;
 use anyhow::Context;
 use fatpipe_ftp::client::copy::{self, CopyOptions, Verify};
-use fatpipe_ftp::client::failure::Failure;
 use fatpipe_ftp::client::path_memory::{self, CopyMemory};
 use fatpipe_ftp::client::sync::Existing;
 use fatpipe_ftp::client::transport::{self, Asked};
@@ -173,10 +172,11 @@ fn parse_concurrency(s: &str) -> Result<CountArg, String> {
 /// adds how the tuning and the streams went to the summary. With `--json`, a failure before
 /// the first file is a JSON object too.
 pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
-    if a.files.paths.iter().any(|p| credentials::is_https(p)) {
-        return https::run(&a);
-    }
-    match copy_all(&a, verbose) {
+    let copied = match a.files.paths.iter().any(|p| credentials::is_https(p)) {
+        true => https::run(&a, verbose),
+        false => copy_all(&a, verbose),
+    };
+    match copied {
         Ok(code) => Ok(code),
         Err(e) if a.json => {
             say!("fatpipe: error: {e:#}");
@@ -300,16 +300,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
         transport: transport.as_it_went(results.iter().any(|r| r.udp.is_some())),
         dry_run: a.dry_run,
     };
-    let failure = ending.failure();
-    if a.json {
-        report::print_json(&ending.summary(), *dst == Location::Stdout)?;
-    } else {
-        ending.tell(
-            a.quiet,
-            verbose.then_some(&a.tune.tuning as &dyn std::fmt::Display),
-        );
-    }
-    Ok(ExitCode::from(failure.map_or(0, Failure::exit_code)))
+    report::finish(a, &ending, verbose, *dst == Location::Stdout)
 }
 
 /// `--transport udp`: what the server is told and this end's side of the channel, starting

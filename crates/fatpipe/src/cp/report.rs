@@ -94,14 +94,16 @@ impl Ending<'_> {
                 self.copied(),
                 results.len() - self.left_out() - deleted(results)
             );
-        } else if let Some(why) = results
-            .iter()
-            .filter(|r| stopped(r))
-            .find_map(|r| r.error.as_deref())
-        {
+        } else if let Some(r) = results.iter().find(|r| stopped(r)) {
+            let why = r.error.as_deref().unwrap_or_default();
+            let full = matches!(
+                r.failure,
+                Some(Failure::LocalDiskFull | Failure::ServerDiskFull)
+            );
+            let then = if full { "make room and run" } else { "run" };
             say!(
-                "fatpipe: {not_begun} file(s) {why}; make room and run the same command with \
-                 --resume to continue"
+                "fatpipe: {not_begun} file(s) {why}; {then} the same command with --resume to \
+                 continue"
             );
         }
         if quiet {
@@ -244,6 +246,27 @@ impl From<transport::Choice> for TransportReport {
             why: c.why,
         }
     }
+}
+
+/// Tells how `ending` went (the `--json` object, or the lines for the user; `verbose`: how
+/// the tuning and streams went) and returns the exit code it says; `data_on_stdout`: the
+/// copy's data went to standard output.
+pub(super) fn finish(
+    a: &super::Args,
+    ending: &Ending<'_>,
+    verbose: bool,
+    data_on_stdout: bool,
+) -> anyhow::Result<std::process::ExitCode> {
+    if a.json {
+        print_json(&ending.summary(), data_on_stdout)?;
+    } else {
+        ending.tell(
+            a.quiet,
+            verbose.then_some(&a.tune.tuning as &dyn std::fmt::Display),
+        );
+    }
+    let code = ending.failure().map_or(0, Failure::exit_code);
+    Ok(std::process::ExitCode::from(code))
 }
 
 /// Prints the `--json` summary: on standard output, or standard error when the data goes there.

@@ -41,7 +41,12 @@ pub enum Failure {
 const MARKERS: &[(Failure, &[&str])] = &[
     (
         Failure::ServerDiskFull,
-        &["said 452", "said 552", "the server's disk is full"],
+        &[
+            "said 452",
+            "said 552",
+            "the server's disk is full",
+            "answered 507",
+        ],
     ),
     (Failure::Interrupted, &["interrupted"]),
     (
@@ -62,7 +67,10 @@ const MARKERS: &[(Failure, &[&str])] = &[
         ],
     ),
     (Failure::Tls, &["TLS", "certificate"]),
-    (Failure::Login, &["said 530", "login as", "said 332"]),
+    (
+        Failure::Login,
+        &["said 530", "login as", "said 332", "answered 401"],
+    ),
     (
         Failure::Permission,
         &[
@@ -71,6 +79,7 @@ const MARKERS: &[(Failure, &[&str])] = &[
             "ermission denied",
             "said 553",
             "said 532",
+            "answered 403",
         ],
     ),
     (
@@ -81,6 +90,8 @@ const MARKERS: &[(Failure, &[&str])] = &[
             "nothing matches",
             "does not exist",
             "not found",
+            "answered 404",
+            "answered 410",
         ],
     ),
     // A server's other refusals and this machine's other I/O errors, even when they quote a
@@ -92,6 +103,8 @@ const MARKERS: &[(Failure, &[&str])] = &[
             "said 5",
             "writing the local copy",
             "reading local file",
+            "answered 4",
+            "answered 5",
         ],
     ),
     (
@@ -123,6 +136,8 @@ const MARKERS: &[(Failure, &[&str])] = &[
             "said 421",
             "said 425",
             "said 426",
+            "the body was cut",
+            "moved nothing for",
         ],
     ),
 ];
@@ -225,6 +240,14 @@ mod tests {
             ("STOR /up: server said 452 Insufficient storage space (sending /up: transfer cancelled)", Failure::ServerDiskFull),
             ("RETR /x: server said 504 Command not implemented", Failure::Other),
             ("STOR /x: server said 451 Local error (os error 104)", Failure::Other),
+            // The HTTPS client's.
+            ("the server answered 401 Unauthorized token expired", Failure::Login),
+            ("the server answered 403 Forbidden", Failure::Permission),
+            ("the server answered 404 Not Found", Failure::NotFound),
+            ("PUT https://h/x answered 507 Insufficient Storage", Failure::ServerDiskFull),
+            ("the server answered 500 Internal Server Error", Failure::Other),
+            ("cannot connect to 127.0.0.1:1: Connection refused (os error 111)", Failure::Connect),
+            ("the body was cut: connection reset; 3145728 bytes kept in f.fatpipe-part (run again with --resume)", Failure::Lost),
         ] {
             assert_eq!(Failure::of(text), kind, "{text}");
         }

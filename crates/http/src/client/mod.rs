@@ -5,10 +5,11 @@
 //! `mv`), `tree` the copies of whole trees (`-r`).
 
 mod files;
+mod results;
 mod tree;
 
 pub use files::Listing;
-pub use tree::Moved;
+pub use results::{file_result, Failed, Got};
 
 use crate::body::{full, FileSink};
 use crate::connect::{self, refusal, Record, Remote};
@@ -128,7 +129,7 @@ impl Client {
         dst: &Path,
         how: Download,
         progress: &Arc<AtomicU64>,
-    ) -> Result<u64, String> {
+    ) -> Result<Got, Failed> {
         let Download { streams, resume } = how;
         let remote = connect::resolve_any(&src.url).await?;
         let headers = src.headers();
@@ -152,9 +153,9 @@ impl Client {
             let sink = FileSink::new(file);
             let got = fetch.run(&sink, progress).await;
             let written = sink.finish().await;
-            let n = got?;
+            let bytes = got?;
             written.map_err(|e| format!("cannot write {}: {e}", dst.display()))?;
-            return Ok(n);
+            return Ok(Got::new(bytes));
         }
         // Only a partial file of fatpipe's own is resumed (it says what it holds and of which
         // file); a destination of the same name may hold anything.
@@ -181,7 +182,7 @@ impl Client {
         let got = fetch.run(&sink, progress).await;
         let written = sink.finish().await;
         let Some(part) = unfinished.part.take() else {
-            return Err("the partial file was lost".into());
+            return Err("the partial file was lost".to_string().into());
         };
         if let Some(source) = record.source() {
             part.remember(&source);
@@ -195,23 +196,29 @@ impl Client {
                 .map(|()| n)
                 .map_err(|e| format!("cannot write {}: {e}", dst.display()))
         });
+        let resumed_from = unfinished.before.len();
         match outcome {
-            Ok(n) => {
+            Ok(bytes) => {
                 part.complete().map_err(|e| format!("{e:#}"))?;
-                Ok(n)
+                Ok(Got {
+                    bytes,
+                    resumed_from,
+                })
             }
-            Err(e) if all.is_empty() => {
+            Err(error) => {
+                let kept = all.len();
+                let error = match kept {
+                    0 => error,
+                    _ => format!(
+                        "{error}; {kept} bytes kept in {} (run again with --resume)",
+                        part.path().display()
+                    ),
+                };
                 part.failed(&all);
-                Err(e)
-            }
-            Err(e) => {
-                let e = format!(
-                    "{e}; {} bytes kept in {} (run again with --resume)",
-                    all.len(),
-                    part.path().display()
-                );
-                part.failed(&all);
-                Err(e)
+                Err(Failed {
+                    error,
+                    kept: kept.saturating_sub(resumed_from),
+                })
             }
         }
     }

@@ -3,8 +3,10 @@
 //! each member must be one plain name directly under the collection listed: a server that
 //! answers `../x`, an absolute path or another collection's member is refused, never followed.
 
-use super::{Client, Download, Endpoint};
+use super::{file_result, Client, Download, Endpoint, Got};
 use crate::multistatus::Resource;
+use fatpipe_ftp::client::copy::FileResult;
+use fatpipe_ftp::client::failure::NOT_BEGUN;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -20,18 +22,10 @@ const NAME: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
-/// Files and bytes a tree copy moved.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Moved {
-    /// Files copied.
-    pub files: u64,
-    /// Their bytes.
-    pub bytes: u64,
-}
-
 impl Client {
     /// Copies the collection `src` into the local directory `dst` (made, as are the
-    /// directories below it), `at_once` files at a time, each as [`Client::download`] does.
+    /// directories below it), `at_once` files at a time, each as [`Client::download`] does;
+    /// a result per file (see [`side_by_side`]), or why the tree could not be walked.
     pub async fn download_tree(
         &self,
         src: &Endpoint,
@@ -39,7 +33,7 @@ impl Client {
         how: Download,
         at_once: usize,
         progress: &Arc<AtomicU64>,
-    ) -> Result<Moved, String> {
+    ) -> Result<Vec<FileResult>, String> {
         let mut files = Vec::new();
         let mut todo = vec![(collection(src), dst.to_path_buf(), 0)];
         while let Some((dir, here, depth)) = todo.pop() {
@@ -58,22 +52,26 @@ impl Client {
                 }
             }
         }
-        side_by_side(files, at_once, async |(url, local)| {
+        let jobs = files.into_iter().map(|(url, local)| {
+            let names = (url.https_url(), local.display().to_string());
+            ((url, local), names)
+        });
+        Ok(side_by_side(jobs.collect(), at_once, async |(url, local)| {
             self.download(&url, &local, how, progress).await
         })
-        .await
+        .await)
     }
 
     /// Copies the local directory `src` into the collection `dst` (made, as are those below
     /// it), `at_once` files at a time, each as [`Client::upload`] does; what is neither a file
-    /// nor a directory is left out with a warning.
+    /// nor a directory is left out with a warning. A result per file, as for a download.
     pub async fn upload_tree(
         &self,
         src: &Path,
         dst: &Endpoint,
         at_once: usize,
         progress: &Arc<AtomicU64>,
-    ) -> Result<Moved, String> {
+    ) -> Result<Vec<FileResult>, String> {
         let mut files = Vec::new();
         let mut todo = vec![(src.to_path_buf(), collection(dst), 0)];
         while let Some((here, dir, depth)) = todo.pop() {
@@ -105,31 +103,61 @@ impl Client {
                 }
             }
         }
-        side_by_side(files, at_once, async |(path, url)| {
-            self.upload(&path, &url, progress).await
+        let jobs = files.into_iter().map(|(path, url)| {
+            let names = (path.display().to_string(), url.https_url());
+            ((path, url), names)
+        });
+        Ok(side_by_side(jobs.collect(), at_once, async |(path, url)| {
+            let got = self.upload(&path, &url, progress).await;
+            got.map(Got::new).map_err(Into::into)
         })
-        .await
+        .await)
     }
 }
 
-/// Runs `copy` on every job, `at_once` at a time; the first failure ends the others (their
-/// partial files are discarded as they drop).
+/// Runs `copy` on every job (each with its source's and destination's names), `at_once` at a
+/// time: a result per job, in the order they ended. The first failure ends the copy: the jobs
+/// in flight stop (their partial files discarded as they drop) and they and those not begun
+/// are results that say so.
 async fn side_by_side<J>(
-    jobs: Vec<J>,
+    jobs: Vec<(J, (String, String))>,
     at_once: usize,
-    copy: impl AsyncFn(J) -> Result<u64, String>,
-) -> Result<Moved, String> {
-    use futures_util::{StreamExt, TryStreamExt};
+    copy: impl AsyncFn(J) -> Result<Got, super::Failed>,
+) -> Vec<FileResult> {
+    use futures_util::StreamExt;
     let copy = &copy;
-    futures_util::stream::iter(jobs.into_iter().map(|job| copy(job)))
-        .buffer_unordered(at_once.max(1))
-        .try_fold(Moved::default(), async |m, bytes| {
-            Ok(Moved {
-                files: m.files + 1,
-                bytes: m.bytes + bytes,
-            })
-        })
-        .await
+    let names: Vec<(String, String)> = jobs.iter().map(|(_, n)| n.clone()).collect();
+    let mut done = vec![false; jobs.len()];
+    let mut results = Vec::new();
+    let runs = jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (job, (src, dst)))| async move {
+            let started = std::time::Instant::now();
+            (i, file_result(&src, &dst, started, copy(job).await))
+        });
+    let mut ending = futures_util::stream::iter(runs).buffer_unordered(at_once.max(1));
+    let mut cause = None;
+    while let Some((i, r)) = ending.next().await {
+        done[i] = true;
+        cause = r.error.clone();
+        results.push(r);
+        if cause.is_some() {
+            break;
+        }
+    }
+    drop(ending);
+    let Some(cause) = cause else {
+        return results;
+    };
+    let left = names.into_iter().zip(done).filter(|(_, done)| !done);
+    for ((src, dst), _) in left {
+        let mut r = file_result(&src, &dst, std::time::Instant::now(), Ok(Got::new(0)));
+        r.data_seconds = None;
+        r.fail_with(format!("{NOT_BEGUN}: another file failed: {cause}"));
+        results.push(r);
+    }
+    results
 }
 
 /// `e` as a collection: its URL ending in `/`.
