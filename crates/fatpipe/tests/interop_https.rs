@@ -581,9 +581,9 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
     // A link that breaks after 3 MiB of each body, one connection and then two (the first
     // part to break ends the others where they are: what they had is kept too).
     for streams in ["1", "2"] {
-        let cutter = Cutter::start(&pki, &s.path("f"), 3 << 20);
+        let cutter = Cutter::start(&pki, &s.path("f"), 3 << 20, u32::MAX);
         let cut = format!("https://localhost:{}/f", cutter.port);
-        let out = run(&mut cp(&["-p", streams, &cut, dst_s]));
+        let out = run(&mut cp(&["--retry-for", "0", "-p", streams, &cut, dst_s]));
         // A lost connection (exit 11), the bytes kept said in the file's error.
         assert_eq!(out.status.code(), Some(11));
         let v = json_of(&out);
@@ -602,9 +602,14 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
         std::fs::remove_file(&dst).unwrap();
     }
     // The server's file changed since the partial copy was begun: copied again in full.
-    let cutter = Cutter::start(&pki, &s.path("f"), 3 << 20);
+    let cutter = Cutter::start(&pki, &s.path("f"), 3 << 20, u32::MAX);
     let cut = format!("https://localhost:{}/f", cutter.port);
-    assert!(!run(&mut cp(&[&cut, dst_s])).status.success());
+    let once = |c: &mut Command| {
+        !run(c.args(["--retry-for", "0", &cut, dst_s]))
+            .status
+            .success()
+    };
+    assert!(once(&mut cp(&[])));
     random_file(&s.path("f"), size, 32);
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
     std::fs::File::options()
@@ -618,7 +623,7 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
     assert_same(&s.path("f"), &dst);
     // Without --resume a partial copy is not taken: all of it again, nothing left over.
     std::fs::remove_file(&dst).unwrap();
-    assert!(!run(&mut cp(&[&cut, dst_s])).status.success());
+    assert!(once(&mut cp(&[])));
     let out = run_ok(&mut cp(&[&real, dst_s]));
     assert_eq!(moved_bytes(&out), (size, 0));
     assert_same(&s.path("f"), &dst);
@@ -627,4 +632,16 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
     let out = run(&mut cp(&[&format!("{}/nope", base(&s)), dst_s]));
     assert_eq!(out.status.code(), Some(5));
     assert_eq!(json_of(&out)["failure"], "not_found");
+    // With --retry-for (5 minutes by default) a broken link is ridden through: after a pause
+    // the download goes on from what arrived, and the result counts both attempts.
+    std::fs::remove_file(&dst).unwrap();
+    let flaky = Cutter::start(&pki, &s.path("f"), 3 << 20, 1);
+    let out = run_ok(&mut cp(&[
+        &format!("https://localhost:{}/f", flaky.port),
+        dst_s,
+    ]));
+    assert_eq!(moved_bytes(&out), (size, 0));
+    assert_same(&s.path("f"), &dst);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("trying again in 1s"), "{err}");
 }

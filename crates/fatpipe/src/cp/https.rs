@@ -96,6 +96,7 @@ async fn copy(
     let how = Download {
         streams: a.parallel.fixed(),
         resume: a.resume,
+        retry_for: a.retry_for,
     };
     let results = match (credentials::is_https(src), credentials::is_https(dst)) {
         (true, true) if tree => {
@@ -119,11 +120,7 @@ async fn copy(
                     .download_tree(&s, &target, how, at_once(a), progress)
                     .await
                     .map_err(anyhow::Error::msg)?,
-                false => {
-                    let outcome = client.download(&s, &target, how, progress).await;
-                    let into = target.display().to_string();
-                    vec![file_result(&s.https_url(), &into, at, outcome)]
-                }
+                false => vec![client.download_file(&s, &target, how, progress).await],
             }
         }
         _ => {

@@ -274,7 +274,7 @@ impl Drop for Redirector {
 
 /// An HTTPS server (Python's, with the test's certificate) that serves one file as a plain
 /// web server does (`Accept-Ranges`, `Last-Modified` of the file, ranged GETs answered 206)
-/// but ends every body after `cut` bytes: a link that breaks mid-download.
+/// but ends the first `cuts` bodies after `cut` bytes: a link that breaks mid-download.
 pub struct Cutter {
     child: std::process::Child,
     /// Its port on 127.0.0.1.
@@ -282,10 +282,10 @@ pub struct Cutter {
 }
 
 impl Cutter {
-    pub fn start(pki: &Pki, file: &Path, cut: u64) -> Cutter {
+    pub fn start(pki: &Pki, file: &Path, cut: u64, cuts: u32) -> Cutter {
         let script = r#"
 import http.server, os, re, ssl, sys, email.utils
-path, cut = sys.argv[3], int(sys.argv[4])
+path, cut, cuts = sys.argv[3], int(sys.argv[4]), [int(sys.argv[5])]
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def head(self):
@@ -308,9 +308,13 @@ class H(http.server.BaseHTTPRequestHandler):
         self.head()
     def do_GET(self):
         first, last = self.head()
+        n = last - first + 1
+        if cuts[0] > 0:
+            cuts[0] -= 1
+            n = min(cut, n)
         with open(path, "rb") as f:
             f.seek(first)
-            self.wfile.write(f.read(min(cut, last - first + 1)))
+            self.wfile.write(f.read(n))
         self.wfile.flush()
         self.close_connection = True
     def log_message(self, *a):
@@ -328,6 +332,7 @@ s.serve_forever()
             .arg(&pki.key)
             .arg(file)
             .arg(cut.to_string())
+            .arg(cuts.to_string())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();

@@ -13,7 +13,7 @@ pub mod path_memory;
 pub mod plan;
 mod pool;
 pub mod relay;
-mod retry;
+pub mod retry;
 mod room;
 pub mod sync;
 pub mod transport;

@@ -8,12 +8,12 @@
 use std::time::Duration;
 
 /// The pause before the first new attempt; it doubles after each.
-pub(super) const FIRST_PAUSE: Duration = Duration::from_secs(1);
+pub const FIRST_PAUSE: Duration = Duration::from_secs(1);
 /// The longest pause between attempts.
-pub(super) const MAX_PAUSE: Duration = Duration::from_secs(30);
+pub const MAX_PAUSE: Duration = Duration::from_secs(30);
 
 /// The pause after `previous` (none: the first).
-pub(super) fn next_pause(previous: Option<Duration>) -> Duration {
+pub fn next_pause(previous: Option<Duration>) -> Duration {
     previous.map_or(FIRST_PAUSE, |p| (p * 2).min(MAX_PAUSE))
 }
 

@@ -67,6 +67,9 @@ pub struct Download {
     pub streams: Option<u32>,
     /// Go on from a partial file an earlier run left (`--resume`).
     pub resume: bool,
+    /// A download whose connection broke is tried again, from what arrived, for this long
+    /// from its first failure (`--retry-for`; zero: never).
+    pub retry_for: std::time::Duration,
 }
 
 /// A partial file being written. Dropped before its download ends (another file of a tree
@@ -130,7 +133,9 @@ impl Client {
         how: Download,
         progress: &Arc<AtomicU64>,
     ) -> Result<Got, Failed> {
-        let Download { streams, resume } = how;
+        let Download {
+            streams, resume, ..
+        } = how;
         let remote = connect::resolve_any(&src.url).await?;
         let headers = src.headers();
         let mut fetch = Fetch {

@@ -1,9 +1,14 @@
 //! What one file's copy over HTTPS came to, as `fatpipe cp` reports every copy: the FTP copy's
 //! result type, so that both front-ends share one summary, one `--json` and one set of exit
-//! codes.
+//! codes; and a download that rides through a broken link as an FTP copy does (`--retry-for`).
 
-use fatpipe_ftp::client::copy::FileResult;
-use std::time::Instant;
+use super::{Client, Download, Endpoint};
+use fatpipe_ftp::client::copy::{special_file, FileResult};
+use fatpipe_ftp::client::retry::next_pause;
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A file that arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +69,61 @@ pub fn file_result(
         }
     }
     r
+}
+
+impl Client {
+    /// Downloads `src` into `dst` as [`Client::download`] does, and while an attempt fails
+    /// because its connection broke (or could not be made), tries again after a pause that
+    /// doubles (1 s to 30 s), from what arrived, until `how.retry_for` has passed since the
+    /// first failure (never into a device or a pipe: what went there cannot be taken back).
+    /// The result counts every attempt's bytes.
+    pub async fn download_file(
+        &self,
+        src: &Endpoint,
+        dst: &Path,
+        how: Download,
+        progress: &Arc<AtomicU64>,
+    ) -> FileResult {
+        let (source, into) = (src.https_url(), dst.display().to_string());
+        let retries = !special_file(dst);
+        let mut how = how;
+        let (mut first_failure, mut pause, mut moved) = (None, None, 0);
+        let mut resumed_from = None;
+        loop {
+            let started = Instant::now();
+            let got = self.download(src, dst, how, progress).await;
+            let mut r = file_result(&source, &into, started, got);
+            moved += r.bytes;
+            let from = *resumed_from.get_or_insert(r.resumed_from);
+            let transient = r.failure.is_some_and(|f| f.transient());
+            let Some(error) = r.error.clone().filter(|_| transient && retries) else {
+                r.bytes = moved;
+                r.resumed_from = from;
+                return r;
+            };
+            let since = *first_failure.get_or_insert_with(Instant::now);
+            let wait = next_pause(pause);
+            pause = Some(wait);
+            if since.elapsed() + wait > how.retry_for {
+                if !how.retry_for.is_zero() {
+                    let tried = Duration::from_secs(since.elapsed().as_secs());
+                    r.fail_with(format!(
+                        "{error} (gave up after retrying for {}, --retry-for)",
+                        humantime::format_duration(tried)
+                    ));
+                }
+                r.bytes = moved;
+                r.resumed_from = from;
+                return r;
+            }
+            tracing::warn!(
+                "{error}; trying again in {} (--retry-for)",
+                humantime::format_duration(wait)
+            );
+            tokio::time::sleep(wait).await;
+            how.resume = true;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -57,7 +57,7 @@ impl Client {
             ((url, local), names)
         });
         Ok(side_by_side(jobs.collect(), at_once, async |(url, local)| {
-            self.download(&url, &local, how, progress).await
+            self.download_file(&url, &local, how, progress).await
         })
         .await)
     }
@@ -108,8 +108,15 @@ impl Client {
             ((path, url), names)
         });
         Ok(side_by_side(jobs.collect(), at_once, async |(path, url)| {
+            let started = std::time::Instant::now();
             let got = self.upload(&path, &url, progress).await;
-            got.map(Got::new).map_err(Into::into)
+            let outcome = got.map(Got::new).map_err(Into::into);
+            file_result(
+                &path.display().to_string(),
+                &url.https_url(),
+                started,
+                outcome,
+            )
         })
         .await)
     }
@@ -122,7 +129,7 @@ impl Client {
 async fn side_by_side<J>(
     jobs: Vec<(J, (String, String))>,
     at_once: usize,
-    copy: impl AsyncFn(J) -> Result<Got, super::Failed>,
+    copy: impl AsyncFn(J) -> FileResult,
 ) -> Vec<FileResult> {
     use futures_util::StreamExt;
     let copy = &copy;
@@ -132,10 +139,7 @@ async fn side_by_side<J>(
     let runs = jobs
         .into_iter()
         .enumerate()
-        .map(|(i, (job, (src, dst)))| async move {
-            let started = std::time::Instant::now();
-            (i, file_result(&src, &dst, started, copy(job).await))
-        });
+        .map(|(i, (job, _))| async move { (i, copy(job).await) });
     let mut ending = futures_util::stream::iter(runs).buffer_unordered(at_once.max(1));
     let mut cause = None;
     while let Some((i, r)) = ending.next().await {
