@@ -3,4 +3,5 @@
 //! codec of `fatpipe-proto` and the data movers of `fatpipe-net`.
 
 pub mod client;
+pub mod inband;
 pub mod server;

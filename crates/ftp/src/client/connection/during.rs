@@ -4,12 +4,13 @@
 //! announcements, markers), all handed to the transfer's conductor.
 
 use super::{Connection, FINAL_GRACE, POLL};
+use crate::inband::{self, Heard};
 use anyhow::{anyhow, Context};
 use fatpipe_net::conductor::Told;
 use fatpipe_net::stall::StallWatch;
 use fatpipe_net::wake::Wake;
 use fatpipe_net::{Conductor, Pump};
-use fatpipe_proto::drs::{parse_paced_text, parse_sbuf_text};
+use fatpipe_proto::drs::parse_sbuf_text;
 use fatpipe_proto::Reply;
 use fatpipe_tune::CongestionControl;
 use std::collections::VecDeque;
@@ -47,10 +48,14 @@ pub(super) fn is_drs_answer(r: &Reply) -> bool {
 /// other preliminary replies are skipped; anything else is the transfer's final reply.
 pub(super) fn take_reply(conductor: &Conductor, asked: &mut Asked, r: Reply) -> Option<Reply> {
     let text = r.text();
-    match (r.code, parse_sbuf_text(&text)) {
-        (126, Some(n)) => {
-            conductor.on_peer_buffer(n);
+    if let Some(h) = Heard::from_announcement(&r) {
+        if let Heard::Paced(cc) = &h {
+            asked.peer_paces = Some(cc.clone());
         }
+        h.deliver(conductor);
+        return None;
+    }
+    match (r.code, parse_sbuf_text(&text)) {
         (200, Some(n)) if !asked.probes.is_empty() => {
             if let Some(sent) = asked.probes.pop_front() {
                 conductor.on_probe_rtt(sent.elapsed());
@@ -59,12 +64,6 @@ pub(super) fn take_reply(conductor: &Conductor, asked: &mut Asked, r: Reply) -> 
         }
         (200, None) if asked.notices > 0 && text.starts_with("OPTS DRS") => {
             asked.notices -= 1;
-        }
-        (126, None) => {
-            if let Some(cc) = parse_paced_text(&text) {
-                conductor.on_peer_paces(cc);
-                asked.peer_paces = Some(cc.to_string());
-            }
         }
         _ if r.is_preliminary() => {}
         _ => return Some(r),
@@ -192,17 +191,10 @@ impl Connection {
                     if !self.drs_peer || fin.is_some() {
                         continue;
                     }
+                    self.send_during(&inband::client_command(&t))?;
                     match t {
-                        Told::Buffer(n) => {
-                            self.send_during(&fatpipe_proto::Command::Sbuf(n))?;
-                            asked.probes.push_back(Instant::now());
-                        }
-                        Told::Paced(cc) => {
-                            self.send_during(&fatpipe_proto::Command::Opts(format!(
-                                "DRS Paced={cc}"
-                            )))?;
-                            asked.notices += 1;
-                        }
+                        Told::Buffer(_) => asked.probes.push_back(Instant::now()),
+                        Told::Paced(_) => asked.notices += 1,
                     }
                 }
                 // The server has spoken (or is not listened to): only the data side's end

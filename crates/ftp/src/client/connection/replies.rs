@@ -4,9 +4,9 @@
 //! them: it is taken wherever it comes.
 
 use super::{during, timed_out, Connection, MAX_REPLY_LINE};
+use crate::inband::Heard;
 use anyhow::{anyhow, bail};
 use fatpipe_net::wake::{readable, Wake};
-use fatpipe_proto::drs::{parse_paced_text, parse_sbuf_text};
 use fatpipe_proto::Reply;
 use std::io::{BufRead, Read};
 use std::os::fd::AsFd;
@@ -64,9 +64,7 @@ impl Connection {
     pub(super) fn read_reply_after_transfers(&mut self) -> anyhow::Result<Reply> {
         loop {
             let r = self.read_reply()?;
-            let text = r.text();
-            let announced = parse_sbuf_text(&text).is_some() || parse_paced_text(&text).is_some();
-            if r.code != 126 || !announced {
+            if Heard::from_announcement(&r).is_none() {
                 return Ok(r);
             }
             tracing::debug!("{r} (announced by a transfer that has ended)");

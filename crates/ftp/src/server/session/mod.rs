@@ -17,13 +17,13 @@ use super::auth::Login;
 use super::data::DataSpec;
 use super::transfer::{Event, Running};
 use super::Shared;
+use crate::inband::{self, Heard};
 use fatpipe_net::admission::Token;
-use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::Kept;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::command::ProtLevel;
-use fatpipe_proto::drs::{paced_text, sbuf_text, DrsOpts};
+use fatpipe_proto::drs::DrsOpts;
 use fatpipe_proto::gridftp::{ChecksumAlg, Parallelism};
 use fatpipe_proto::line::Frame;
 use fatpipe_proto::ranges::RangeSet;
@@ -259,7 +259,7 @@ impl Session {
                             // A fatpipe client learns this end's peak buffer whatever the
                             // tuning (modes that never announce one included).
                             if self.drs_notify && tune.peak_local > 0 {
-                                self.send(Reply::new(126, sbuf_text(tune.peak_local)));
+                                self.send(inband::buffer_announcement(tune.peak_local));
                             }
                         }
                         self.send(reply);
@@ -274,13 +274,9 @@ impl Session {
                         continue;
                     }
                     Event::Announce(told) => {
-                        let text = match told {
-                            Told::Buffer(n) if t.receiving => Some(sbuf_text(n)),
-                            Told::Paced(cc) if !t.receiving => Some(paced_text(&cc)),
-                            _ => None,
-                        };
-                        if let Some(text) = text.filter(|_| self.drs_notify) {
-                            self.send(Reply::new(126, text));
+                        let said = inband::server_announcement(&told, t.receiving);
+                        if let Some(r) = said.filter(|_| self.drs_notify) {
+                            self.send(r);
                             self.flush().await?;
                         }
                         continue;
@@ -356,15 +352,12 @@ impl Session {
                 self.send(Reply::new(213, status));
             }
             Ok(Command::Noop) => self.send(Reply::new(200, "NOOP ok")),
-            Ok(Command::Sbuf(n)) => {
-                let mine = self.transfer.as_ref().and_then(|t| t.peer_buffer(n));
-                self.send(Reply::new(200, sbuf_text(mine.unwrap_or(n))));
-            }
-            // An uploading client says its senders pace themselves: the receiving laws hear it.
-            Ok(Command::Opts(opt)) if paced_notice(&opt).is_some() => {
-                if let (Some(t), Some(cc)) = (self.transfer.as_ref(), paced_notice(&opt)) {
-                    t.peer_paces(&cc);
-                    self.send(Reply::new(200, format!("OPTS DRS Paced={cc}")));
+            // The client's buffer, or (an upload) that its senders pace themselves: the
+            // transfer's laws hear it.
+            Ok(c) if Heard::from_command(&c).is_some() => {
+                if let (Some(t), Some(h)) = (self.transfer.as_ref(), Heard::from_command(&c)) {
+                    let mine = t.heard(&h);
+                    self.send(inband::server_answer(&h, mine));
                 }
             }
             Ok(Command::Quit) => {
@@ -463,7 +456,7 @@ impl Session {
                 if !self.drs_notify {
                     self.tune.tuning = Tuning::Static(n);
                 }
-                Reply::new(200, sbuf_text(n))
+                inband::server_answer(&Heard::Buffer(n), None)
             }
             Command::Help(_) => help(),
             Command::Dtok(token) => self.dtok(token)?,
@@ -606,19 +599,6 @@ impl Session {
         };
         Ok(Reply::new(200, format!("OPTS {state}")))
     }
-}
-
-/// The control named by an `OPTS DRS Paced=<name>` (and nothing else) during a transfer.
-fn paced_notice(opt: &str) -> Option<String> {
-    let value = opt
-        .strip_prefix("DRS ")
-        .or_else(|| opt.strip_prefix("drs "))?;
-    let o = DrsOpts::parse(value).ok()?;
-    let only = DrsOpts {
-        paced: o.paced.clone(),
-        ..DrsOpts::default()
-    };
-    (o == only).then_some(o.paced).flatten()
 }
 
 fn opts(opt: &str) -> Result<Reply, Reply> {

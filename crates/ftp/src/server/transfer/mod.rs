@@ -4,6 +4,7 @@
 mod run;
 
 use super::data::DataSpec;
+use crate::inband::Heard;
 use fatpipe_net::admission::{Admission, Proof, Token};
 use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::{Channel, Links, Prepare, Requests};
@@ -446,15 +447,10 @@ impl Running {
         out
     }
 
-    /// The uploading peer's connections run `cc`, which paces itself (`OPTS DRS Paced=`).
-    pub fn peer_paces(&self, cc: &str) {
-        self.conductor.on_peer_paces(cc);
-    }
-
-    /// The peer announced its buffer (`SBUF` during the transfer); returns this end's buffer
-    /// (the largest of its connections').
-    pub fn peer_buffer(&self, bytes: u64) -> Option<u64> {
-        self.conductor.on_peer_buffer(bytes)
+    /// What the client said of its side during the transfer (its buffer, that its senders
+    /// pace), for the transfer's laws; a buffer returns this end's (its connections' largest).
+    pub fn heard(&self, h: &Heard) -> Option<u64> {
+        h.deliver(&self.conductor)
     }
 
     /// Peak buffer memory (summed over connections) and caps met, for the log.
