@@ -543,6 +543,17 @@ fn cp_r_moves_trees_down_and_up_over_https() {
         one.to_str().unwrap(),
     ]));
     assert_eq!(tree_of(&one), tree_of(&down));
+    // From one server to another: collections made there, each file pulled by it (its log
+    // shows the pulls); into a URL with a slash, under the source's name.
+    let b = pki.server(&TPC);
+    std::fs::create_dir(b.path("into")).unwrap();
+    let to = format!("davs://localhost:{}/into/", b.https.unwrap().port());
+    let out = run_ok(&mut cp(&["--json", &format!("{}/d", base(&s)), &to]));
+    assert_eq!(json_of(&out)["files_ok"].as_u64(), Some(3));
+    assert_eq!(tree_of(&b.path("into/d")), tree_of(&s.path("d")));
+    assert!(b.path("into/d/empty").is_dir(), "empty collections too");
+    let log = std::fs::read_to_string(pki.log_of(&b)).unwrap();
+    assert_eq!(log.matches("third-party pull").count(), 3, "{log}");
 }
 
 /// `fatpipe cp --json`'s object.

@@ -100,7 +100,17 @@ async fn copy(
     };
     let results = match (credentials::is_https(src), credentials::is_https(dst)) {
         (true, true) if tree => {
-            anyhow::bail!("trees from one server to another over HTTPS: not yet")
+            let (s, mut d) = (endpoint(src, a)?, endpoint(dst, a)?);
+            // Into a collection's URL with a slash: under the source's name, as cp does.
+            if d.url.path().ends_with('/') {
+                if let Ok(name) = url_name(&s) {
+                    d = d.member(&name, true);
+                }
+            }
+            client
+                .third_party_tree(&s, &d, streams, at_once(a), progress)
+                .await
+                .map_err(anyhow::Error::msg)?
         }
         (true, true) => {
             let (s, d) = (endpoint(src, a)?, endpoint(dst, a)?);

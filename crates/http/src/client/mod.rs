@@ -313,11 +313,15 @@ impl Client {
         }
         let mut body = resp.into_body();
         let mut reading = Reading::default();
+        // Several copies may report at once: each adds what its markers say it moved.
+        let mut told = 0;
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| format!("the destination stopped reporting: {e}"))?;
             if let Ok(data) = frame.into_data() {
                 reading.feed(&data);
-                progress.store(reading.bytes, Ordering::Relaxed);
+                let now = reading.bytes.max(told);
+                progress.fetch_add(now - told, Ordering::Relaxed);
+                told = now;
             }
         }
         match reading.outcome {

@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+/// What a walk of a collection found: the collections and the files below it, each by the
+/// names that lead to it.
+type Walked = (Vec<Vec<String>>, Vec<(Endpoint, Vec<String>)>);
+
 /// Trees deeper than this are refused (a link loop on the server, or a hostile listing).
 pub const MAX_DEPTH: usize = 64;
 
@@ -34,32 +38,83 @@ impl Client {
         at_once: usize,
         progress: &Arc<AtomicU64>,
     ) -> Result<Vec<FileResult>, String> {
-        let mut files = Vec::new();
-        let mut todo = vec![(collection(src), dst.to_path_buf(), 0)];
-        while let Some((dir, here, depth)) = todo.pop() {
-            if depth > MAX_DEPTH {
-                return Err(format!("{}: deeper than {MAX_DEPTH} levels", dir.url));
-            }
+        let (dirs, files) = self.walk(src).await?;
+        let local = |names: &[String]| names.iter().fold(dst.to_path_buf(), |p, n| p.join(n));
+        for d in std::iter::once(&Vec::new()).chain(&dirs) {
+            let here = local(d);
             std::fs::create_dir_all(&here)
                 .map_err(|e| format!("cannot make {}: {e}", here.display()))?;
-            for r in &self.list(&dir).await?.members {
-                let name = member(&dir, r)?;
-                let (url, local) = (dir.member(&name, r.dir), here.join(&name));
-                if r.dir {
-                    todo.push((url, local, depth + 1));
-                } else {
-                    files.push((url, local));
-                }
-            }
         }
-        let jobs = files.into_iter().map(|(url, local)| {
-            let names = (url.https_url(), local.display().to_string());
-            ((url, local), names)
+        let jobs = files.into_iter().map(|(url, names)| {
+            let to = local(&names);
+            let shown = (url.https_url(), to.display().to_string());
+            ((url, to), shown)
         });
         Ok(side_by_side(jobs.collect(), at_once, async |(url, local)| {
             self.download_file(&url, &local, how, progress).await
         })
         .await)
+    }
+
+    /// Copies the collection `src` on one server into the collection `dst` on another (made,
+    /// as are those below it), each file a third-party copy (`streams` connections asked of the
+    /// destination), `at_once` at a time; the bytes never pass through here. A result per
+    /// file, as for a download.
+    pub async fn third_party_tree(
+        &self,
+        src: &Endpoint,
+        dst: &Endpoint,
+        streams: u32,
+        at_once: usize,
+        progress: &Arc<AtomicU64>,
+    ) -> Result<Vec<FileResult>, String> {
+        let (dirs, files) = self.walk(src).await?;
+        let at = |names: &[String], dir: bool| {
+            let last = names.len().saturating_sub(1);
+            let walk = names.iter().enumerate();
+            walk.fold(collection(dst), |e, (i, n)| e.member(n, dir || i < last))
+        };
+        for d in std::iter::once(&Vec::new()).chain(&dirs) {
+            self.make_dir(&at(d, true), true).await?;
+        }
+        let jobs = files.into_iter().map(|(url, names)| {
+            let to = at(&names, false);
+            let shown = (url.https_url(), to.https_url());
+            ((url, to), shown)
+        });
+        Ok(side_by_side(jobs.collect(), at_once, async |(from, to)| {
+            let started = std::time::Instant::now();
+            let got = self.third_party(&from, &to, streams, progress).await;
+            let outcome = got.map(Got::new).map_err(Into::into);
+            file_result(&from.https_url(), &to.https_url(), started, outcome)
+        })
+        .await)
+    }
+
+    /// Every collection below the collection `src` and every file, each with the names that
+    /// lead to it from there, collections before what they hold; a listing's members must be
+    /// plain names directly in it, and the tree at most [`MAX_DEPTH`] deep.
+    async fn walk(&self, src: &Endpoint) -> Result<Walked, String> {
+        let (mut dirs, mut files) = (Vec::new(), Vec::new());
+        let mut todo = vec![(collection(src), Vec::new())];
+        while let Some((dir, names)) = todo.pop() {
+            if names.len() > MAX_DEPTH {
+                return Err(format!("{}: deeper than {MAX_DEPTH} levels", dir.url));
+            }
+            for r in &self.list(&dir).await?.members {
+                let name = member(&dir, r)?;
+                let mut below = names.clone();
+                below.push(name.clone());
+                let url = dir.member(&name, r.dir);
+                if r.dir {
+                    dirs.push(below.clone());
+                    todo.push((url, below));
+                } else {
+                    files.push((url, below));
+                }
+            }
+        }
+        Ok((dirs, files))
     }
 
     /// Copies the local directory `src` into the collection `dst` (made, as are those below
