@@ -4,7 +4,7 @@
 use crate::credentials::{self, SessionArgs};
 use anyhow::bail;
 use fatpipe_ftp::client::failure::Failure;
-use fatpipe_http::client::{Client, Endpoint};
+use fatpipe_http::client::{member_of, Client, Endpoint, MAX_DEPTH};
 use fatpipe_http::multistatus::Resource;
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::listing::{Entry, EntryKind};
@@ -57,6 +57,47 @@ pub fn list(url: &str, how: &SessionArgs) -> anyhow::Result<Vec<Entry>> {
         Some(file) if !file.dir => vec![entry(&file)],
         None if listed.members.is_empty() => bail!("{url}: the server listed nothing"),
         _ => listed.members.iter().map(entry).collect(),
+    })
+}
+
+/// `ls -R` on a collection: `show` gets its entries, then each collection's below it under its
+/// heading (its path), depth first in the order listed, as for FTP; at most [`MAX_DEPTH`]
+/// levels, and only members that are plain names in the collection listed.
+pub fn list_tree(
+    url: &str,
+    how: &SessionArgs,
+    mut show: impl FnMut(Option<&str>, &[Entry]),
+) -> anyhow::Result<()> {
+    let top = credentials::https_endpoint(url, how)?;
+    with_client(how, async |c| {
+        let mut todo = vec![(top, None, 0)];
+        while let Some((mut dir, heading, depth)) = todo.pop() {
+            if depth > MAX_DEPTH {
+                bail!("{}: tree deeper than {MAX_DEPTH} levels", dir.url);
+            }
+            let listed = c.list(&dir).await.map_err(anyhow::Error::msg)?;
+            if let (None, Some(file)) = (&heading, listed.itself.as_ref().filter(|f| !f.dir)) {
+                show(None, &[entry(file)]);
+                continue;
+            }
+            // A collection's members are named below its path with a slash.
+            if !dir.url.path().ends_with('/') {
+                let path = format!("{}/", dir.url.path());
+                dir.url.set_path(&path);
+            }
+            let entries: Vec<Entry> = listed.members.iter().map(entry).collect();
+            show(heading.as_deref(), &entries);
+            let below = listed.members.iter().filter(|r| r.dir).rev();
+            for r in below {
+                let sub = member_of(&dir, r).map_err(anyhow::Error::msg)?;
+                let path = percent_encoding::percent_decode_str(sub.url.path())
+                    .decode_utf8_lossy()
+                    .trim_end_matches('/')
+                    .to_string();
+                todo.push((sub, Some(path), depth + 1));
+            }
+        }
+        Ok(())
     })
 }
 

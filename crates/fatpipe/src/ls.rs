@@ -38,7 +38,16 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if credentials::is_https(&a.url) {
         if a.recursive {
-            bail!("-R with https:// or davs:// URLs: not yet");
+            crate::dav::list_tree(&a.url, &a.session, |heading, entries| {
+                if let Some(h) = heading {
+                    out!("");
+                    out!("{h}:");
+                }
+                for e in entries {
+                    out!("{}", line(e, a.human));
+                }
+            })?;
+            return Ok(ExitCode::SUCCESS);
         }
         for e in crate::dav::list(&a.url, &a.session)? {
             out!("{}", line(&e, a.human));

@@ -443,6 +443,18 @@ fn ls_mkdir_mv_and_rm_work_on_https_urls() {
             .any(|l| l.starts_with('d') && l.ends_with(" c")),
         "{text}"
     );
+    // -R: each collection below under its heading, depth first, as over FTP.
+    random_file(&s.path("a/top"), 7, 4);
+    std::fs::create_dir(s.path("a/x")).unwrap();
+    let out = run_ok(&mut cmd(&["ls", "-R", &u("a")]));
+    let headings: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.ends_with(':'))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(headings, ["/a/b:", "/a/b/c:", "/a/x:"], "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.contains(" 12345 ")), "{text}");
     run_ok(&mut cmd(&["mv", &u("a/b/c/f"), "g"]));
     assert!(!s.path("a/b/c/f").exists() && s.path("a/b/c/g").is_file());
     // A directory is not removed without -r; with it, the whole tree goes.

@@ -10,6 +10,7 @@ mod tree;
 
 pub use files::Listing;
 pub use results::{file_result, Failed, Got};
+pub use tree::{member_of, MAX_DEPTH};
 
 use crate::body::{full, FileSink};
 use crate::connect::{self, refusal, Record, Remote};

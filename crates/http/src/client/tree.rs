@@ -259,6 +259,12 @@ fn member(dir: &Endpoint, r: &Resource) -> Result<String, String> {
     })
 }
 
+/// The member `r` of the collection `dir` that a listing named, as an endpoint: only a plain
+/// name directly in `dir` (see the module's text), else why not.
+pub fn member_of(dir: &Endpoint, r: &Resource) -> Result<Endpoint, String> {
+    member(dir, r).map(|name| dir.member(&name, r.dir))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
