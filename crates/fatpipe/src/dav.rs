@@ -49,14 +49,20 @@ fn entry(r: &Resource) -> Entry {
     }
 }
 
-/// The entries `url` lists: a collection's members, or a file itself.
+/// The entries `url` lists: a collection's members, a file itself, or a glob's matches.
 pub fn list(url: &str, how: &SessionArgs) -> anyhow::Result<Vec<Entry>> {
     let e = credentials::https_endpoint(url, how)?;
-    let listed = with_client(how, async |c| c.list(&e).await.map_err(anyhow::Error::msg))?;
-    Ok(match listed.itself {
-        Some(file) if !file.dir => vec![entry(&file)],
-        None if listed.members.is_empty() => bail!("{url}: the server listed nothing"),
-        _ => listed.members.iter().map(entry).collect(),
+    with_client(how, async |c| {
+        // A glob lists its matches themselves.
+        if let Some(hits) = c.matches(&e).await.map_err(anyhow::Error::msg)? {
+            return Ok(hits.iter().map(|(_, r)| entry(r)).collect());
+        }
+        let listed = c.list(&e).await.map_err(anyhow::Error::msg)?;
+        Ok(match listed.itself {
+            Some(file) if !file.dir => vec![entry(&file)],
+            None if listed.members.is_empty() => bail!("{url}: the server listed nothing"),
+            _ => listed.members.iter().map(entry).collect(),
+        })
     })
 }
 
@@ -113,17 +119,24 @@ pub fn mkdir(urls: &[String], parents: bool, how: &SessionArgs) -> anyhow::Resul
     })
 }
 
-/// Removes each file; a collection only with `recursive` (DELETE removes it whole).
+/// Removes each file (a glob in the last component: its matches); a collection only with
+/// `recursive` (DELETE removes it whole).
 pub fn rm(urls: &[String], recursive: bool, how: &SessionArgs) -> anyhow::Result<ExitCode> {
     each(urls, how, async |c, e| {
-        let dir = c.stat(e).await?.dir;
-        if dir && !recursive {
-            return Err(format!(
-                "{} is a directory (use -r to remove it and everything in it)",
-                e.url
-            ));
+        let named = match c.matches(e).await? {
+            Some(hits) => hits.into_iter().map(|(e, r)| (e, r.dir)).collect(),
+            None => vec![(e.clone(), c.stat(e).await?.dir)],
+        };
+        for (e, dir) in named {
+            if dir && !recursive {
+                return Err(format!(
+                    "{} is a directory (use -r to remove it and everything in it)",
+                    e.url
+                ));
+            }
+            c.remove(&e).await?;
         }
-        c.remove(e).await
+        Ok(())
     })
 }
 

@@ -455,6 +455,15 @@ fn ls_mkdir_mv_and_rm_work_on_https_urls() {
     assert_eq!(headings, ["/a/b:", "/a/b/c:", "/a/x:"], "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().any(|l| l.contains(" 12345 ")), "{text}");
+    // A glob in the last component: its matches, for ls and rm.
+    let out = run_ok(&mut cmd(&["ls", &u("a/t*")]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.trim_end().ends_with(" top"), "{text}");
+    let none = run(&mut cmd(&["ls", &u("a/zz*")]));
+    assert_eq!(none.status.code(), Some(5), "nothing matches: not found");
+    run_ok(&mut cmd(&["rm", &u("a/t[o]p")]));
+    assert!(!s.path("a/top").exists() && s.path("a/x").is_dir());
     run_ok(&mut cmd(&["mv", &u("a/b/c/f"), "g"]));
     assert!(!s.path("a/b/c/f").exists() && s.path("a/b/c/g").is_file());
     // A directory is not removed without -r; with it, the whole tree goes.
@@ -555,6 +564,16 @@ fn cp_r_moves_trees_down_and_up_over_https() {
         one.to_str().unwrap(),
     ]));
     assert_eq!(tree_of(&one), tree_of(&down));
+    // A glob's matches into a directory: the file, and with -r the collections as trees.
+    let globbed = work.path().join("globbed");
+    std::fs::create_dir(&globbed).unwrap();
+    let out = run_ok(&mut cp(&[
+        "--json",
+        &format!("{}/d/*", base(&s)),
+        globbed.to_str().unwrap(),
+    ]));
+    assert_eq!(json_of(&out)["files_ok"].as_u64(), Some(3));
+    assert_eq!(tree_of(&globbed), tree_of(&s.path("d")));
     // From one server to another: collections made there, each file pulled by it (its log
     // shows the pulls); into a URL with a slash, under the source's name.
     let b = pki.server(&TPC);

@@ -5,6 +5,7 @@ use super::report;
 use super::Args;
 use crate::credentials;
 use fatpipe_ftp::client::copy::FileResult;
+use fatpipe_ftp::client::failure::misuse;
 use fatpipe_ftp::client::transport;
 use fatpipe_http::client::{file_result, Client, Download, Endpoint, Got};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -19,12 +20,12 @@ fn endpoint(arg: &str, a: &Args) -> anyhow::Result<Endpoint> {
     credentials::https_endpoint(arg, &a.session)
 }
 
-/// The last component of a URL's path (what a download into a directory is named).
+/// The last component of a URL's path, a collection's without its slash (what a download
+/// into a directory is named).
 fn url_name(e: &Endpoint) -> anyhow::Result<String> {
     e.url
         .path_segments()
-        .and_then(|mut s| s.next_back())
-        .filter(|n| !n.is_empty())
+        .and_then(|mut s| s.rfind(|n| !n.is_empty()))
         .map(|n| {
             percent_encoding::percent_decode_str(n)
                 .decode_utf8_lossy()
@@ -120,6 +121,9 @@ async fn copy(
         }
         (true, false) => {
             let s = endpoint(src, a)?;
+            if let Some(hits) = client.matches(&s).await.map_err(anyhow::Error::msg)? {
+                return matched(client, a, hits, Path::new(dst), how, progress).await;
+            }
             // Into an existing directory: under the source's name, as cp does.
             let mut target = PathBuf::from(dst);
             if target.is_dir() {
@@ -154,6 +158,40 @@ async fn copy(
             }
         }
     };
+    Ok(results)
+}
+
+/// A glob's matches down into the directory `dst`, each under its name: files side by side,
+/// collections as trees with `-r` (left out with a warning without it).
+async fn matched(
+    client: &Client,
+    a: &Args,
+    hits: Vec<(Endpoint, fatpipe_http::multistatus::Resource)>,
+    dst: &Path,
+    how: Download,
+    progress: &Arc<AtomicU64>,
+) -> anyhow::Result<Vec<FileResult>> {
+    if !dst.is_dir() {
+        return Err(misuse(format!(
+            "{} is not a directory: a glob's matches go into one",
+            dst.display()
+        )));
+    }
+    let mut files = Vec::new();
+    let mut results = Vec::new();
+    for (e, r) in hits {
+        let to = dst.join(url_name(&e)?);
+        match (r.dir, a.files.recursive) {
+            (false, _) => files.push((e, to)),
+            (true, true) => {
+                let tree = client.download_tree(&e, &to, how, at_once(a), progress);
+                results.extend(tree.await.map_err(anyhow::Error::msg)?);
+            }
+            (true, false) => tracing::warn!("{}: a directory, left out (use -r)", e.url),
+        }
+    }
+    let at = at_once(a);
+    results.extend(client.download_files(files, how, at, progress).await);
     Ok(results)
 }
 

@@ -1,10 +1,12 @@
 //! The file operations beside copies, for `fatpipe ls`, `mkdir`, `rm` and `mv` on `https://`
 //! URLs: PROPFIND (Depth 1), MKCOL, DELETE and MOVE.
 
+use super::tree::member_name;
 use super::{Client, Endpoint};
 use crate::body::full;
 use crate::connect::{self, refusal};
 use crate::multistatus::{self, Resource};
+use fatpipe_ftp::client::filter::{glob_names, is_glob};
 use http_body_util::BodyExt;
 use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{Method, StatusCode};
@@ -36,6 +38,37 @@ impl Client {
             }
         }
         Ok(listing)
+    }
+
+    /// What `e` names when the last component of its path is a glob (`*`, `?`, `[`): the
+    /// members of its collection that match, each with what the listing said of it (none is
+    /// an error naming the pattern); `None` when it is no glob.
+    pub async fn matches(&self, e: &Endpoint) -> Result<Option<Vec<(Endpoint, Resource)>>, String> {
+        let path = e.url.path();
+        let (parent, last) = path.rsplit_once('/').unwrap_or(("", path));
+        let pattern = percent_encoding::percent_decode_str(last).decode_utf8_lossy();
+        if !is_glob(&pattern) {
+            return Ok(None);
+        }
+        let mut dir = e.clone();
+        dir.url.set_path(&format!("{parent}/"));
+        let listed = self.list(&dir).await?;
+        let named: Vec<(String, &Resource)> = listed
+            .members
+            .iter()
+            .filter_map(|r| member_name(&dir, r).map(|n| (n, r)))
+            .collect();
+        let names = named.iter().map(|(n, _)| n.as_str());
+        let hits = glob_names(&pattern, names).map_err(|e| format!("{e:#}"))?;
+        if hits.is_empty() {
+            return Err(format!("nothing matches {pattern} in {}", dir.url));
+        }
+        let found = named.iter().filter(|(n, _)| hits.contains(&n.as_str()));
+        Ok(Some(
+            found
+                .map(|(n, r)| (dir.member(n, r.dir), (*r).clone()))
+                .collect(),
+        ))
     }
 
     /// `e` alone (PROPFIND, Depth 0).

@@ -45,15 +45,29 @@ impl Client {
             std::fs::create_dir_all(&here)
                 .map_err(|e| format!("cannot make {}: {e}", here.display()))?;
         }
-        let jobs = files.into_iter().map(|(url, names)| {
-            let to = local(&names);
+        let files = files.into_iter().map(|(url, names)| (url, local(&names)));
+        Ok(self
+            .download_files(files.collect(), how, at_once, progress)
+            .await)
+    }
+
+    /// Downloads each file into its local path, `at_once` at a time, each as
+    /// [`Client::download_file`] does: a result per file (see [`side_by_side`]).
+    pub async fn download_files(
+        &self,
+        files: Vec<(Endpoint, PathBuf)>,
+        how: Download,
+        at_once: usize,
+        progress: &Arc<AtomicU64>,
+    ) -> Vec<FileResult> {
+        let jobs = files.into_iter().map(|(url, to)| {
             let shown = (url.https_url(), to.display().to_string());
             ((url, to), shown)
         });
-        Ok(side_by_side(jobs.collect(), at_once, async |(url, local)| {
+        side_by_side(jobs.collect(), at_once, async |(url, local)| {
             self.download_file(&url, &local, how, progress).await
         })
-        .await)
+        .await
     }
 
     /// Copies the collection `src` on one server into the collection `dst` on another (made,
@@ -257,6 +271,11 @@ fn member(dir: &Endpoint, r: &Resource) -> Result<String, String> {
             dir.url, r.path
         )
     })
+}
+
+/// The plain name of the member `r` of the collection `dir`, or `None` (see [`member_of`]).
+pub(super) fn member_name(dir: &Endpoint, r: &Resource) -> Option<String> {
+    member(dir, r).ok()
 }
 
 /// The member `r` of the collection `dir` that a listing named, as an endpoint: only a plain
