@@ -267,7 +267,7 @@ fn redirects_are_followed_within_what_a_copy_may_reach() {
     let a = pki.server(&["--anonymous"]);
     let b = pki.server(&TPC);
     random_file(&a.path("x"), (9 << 20) + 3, 61);
-    let door = Redirector::start(&pki, &base(&a));
+    let door = redirector(&pki, &base(&a));
     let via = format!("https://localhost:{}", door.port);
     let rw = pki.token("storage.read:/ storage.modify:/", 600);
     let work = tempfile::tempdir().unwrap();
@@ -310,7 +310,7 @@ fn redirects_are_followed_within_what_a_copy_may_reach() {
     assert!(!log.contains("who=token"), "{log}");
     // A door that sends B to [::1], outside B's networks (127.0.0.1/32): refused, nothing kept.
     let port = a.https.unwrap().port();
-    let outside = Redirector::start(&pki, &format!("https://[::1]:{port}"));
+    let outside = redirector(&pki, &format!("https://[::1]:{port}"));
     let (code, body) = copy(&format!("https://localhost:{}/x", outside.port), "z");
     let body = String::from_utf8_lossy(&body);
     assert!(

@@ -623,8 +623,8 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
     // A link that breaks after 3 MiB of each body, one connection and then two (the first
     // part to break ends the others where they are: what they had is kept too).
     for streams in ["1", "2"] {
-        let cutter = Cutter::start(&pki, &s.path("f"), 3 << 20, u32::MAX);
-        let cut = format!("https://localhost:{}/f", cutter.port);
+        let cutting = cutter(&pki, &s.path("f"), 3 << 20, u32::MAX);
+        let cut = format!("https://localhost:{}/f", cutting.port);
         let out = run(&mut cp(&["--retry-for", "0", "-p", streams, &cut, dst_s]));
         // A lost connection (exit 11), the bytes kept said in the file's error.
         assert_eq!(out.status.code(), Some(11));
@@ -644,8 +644,8 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
         std::fs::remove_file(&dst).unwrap();
     }
     // The server's file changed since the partial copy was begun: copied again in full.
-    let cutter = Cutter::start(&pki, &s.path("f"), 3 << 20, u32::MAX);
-    let cut = format!("https://localhost:{}/f", cutter.port);
+    let cutting = cutter(&pki, &s.path("f"), 3 << 20, u32::MAX);
+    let cut = format!("https://localhost:{}/f", cutting.port);
     let once = |c: &mut Command| {
         !run(c.args(["--retry-for", "0", &cut, dst_s]))
             .status
@@ -677,7 +677,7 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
     // With --retry-for (5 minutes by default) a broken link is ridden through: after a pause
     // the download goes on from what arrived, and the result counts both attempts.
     std::fs::remove_file(&dst).unwrap();
-    let flaky = Cutter::start(&pki, &s.path("f"), 3 << 20, 1);
+    let flaky = cutter(&pki, &s.path("f"), 3 << 20, 1);
     let out = run_ok(&mut cp(&[
         &format!("https://localhost:{}/f", flaky.port),
         dst_s,

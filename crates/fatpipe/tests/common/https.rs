@@ -219,17 +219,55 @@ impl Xrootd {
     }
 }
 
-/// An HTTPS server (Python's, with the test's certificate) that answers every GET and HEAD
-/// with `307 Location: <target><path>`, as a dCache door sends clients on to a pool.
-pub struct Redirector {
+/// An HTTPS server written in Python (the test's certificate), as long as it lives.
+pub struct PyTls {
     child: std::process::Child,
     /// Its port on 127.0.0.1.
     pub port: u16,
 }
 
-impl Redirector {
-    pub fn start(pki: &Pki, target: &str) -> Redirector {
-        let script = r#"
+impl PyTls {
+    /// Runs `script`, its arguments the certificate chain, the key and `args`; it prints its
+    /// port first.
+    fn start(pki: &Pki, script: &str, args: &[&std::ffi::OsStr]) -> PyTls {
+        let mut child = Command::new("python3")
+            .args(["-c", script])
+            .arg(&pki.chain)
+            .arg(&pki.key)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let out = child.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+        let port = line.trim().parse().unwrap();
+        PyTls { child, port }
+    }
+}
+
+impl Drop for PyTls {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What every script's server does once its handler is defined: listen on loopback with TLS
+/// and print its port.
+const SERVE: &str = r#"
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// An HTTPS server that answers every GET and HEAD with `307 Location: <target><path>`, as a
+/// dCache door sends clients on to a pool.
+pub fn redirector(pki: &Pki, target: &str) -> PyTls {
+    let handler = r#"
 import http.server, ssl, sys
 target = sys.argv[3]
 class H(http.server.BaseHTTPRequestHandler):
@@ -242,48 +280,15 @@ class H(http.server.BaseHTTPRequestHandler):
     do_HEAD = moved
     def log_message(self, *a):
         pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-s.socket = ctx.wrap_socket(s.socket, server_side=True)
-print(s.server_address[1], flush=True)
-s.serve_forever()
 "#;
-        let mut child = Command::new("python3")
-            .args(["-c", script])
-            .arg(&pki.chain)
-            .arg(&pki.key)
-            .arg(target)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        let out = child.stdout.take().unwrap();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
-        let port = line.trim().parse().unwrap();
-        Redirector { child, port }
-    }
+    PyTls::start(pki, &format!("{handler}{SERVE}"), &[target.as_ref()])
 }
 
-impl Drop for Redirector {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// An HTTPS server (Python's, with the test's certificate) that serves one file as a plain
-/// web server does (`Accept-Ranges`, `Last-Modified` of the file, ranged GETs answered 206)
-/// but ends the first `cuts` bodies after `cut` bytes: a link that breaks mid-download.
-pub struct Cutter {
-    child: std::process::Child,
-    /// Its port on 127.0.0.1.
-    pub port: u16,
-}
-
-impl Cutter {
-    pub fn start(pki: &Pki, file: &Path, cut: u64, cuts: u32) -> Cutter {
-        let script = r#"
+/// An HTTPS server that serves one file as a plain web server does (`Accept-Ranges`,
+/// `Last-Modified` of the file, ranged GETs answered 206) but ends the first `cuts` bodies
+/// after `cut` bytes: a link that breaks mid-download.
+pub fn cutter(pki: &Pki, file: &Path, cut: u64, cuts: u32) -> PyTls {
+    let handler = r#"
 import http.server, os, re, ssl, sys, email.utils
 path, cut, cuts = sys.argv[3], int(sys.argv[4]), [int(sys.argv[5])]
 class H(http.server.BaseHTTPRequestHandler):
@@ -319,34 +324,8 @@ class H(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
     def log_message(self, *a):
         pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-s.socket = ctx.wrap_socket(s.socket, server_side=True)
-print(s.server_address[1], flush=True)
-s.serve_forever()
 "#;
-        let mut child = Command::new("python3")
-            .args(["-c", script])
-            .arg(&pki.chain)
-            .arg(&pki.key)
-            .arg(file)
-            .arg(cut.to_string())
-            .arg(cuts.to_string())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        let out = child.stdout.take().unwrap();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
-        let port = line.trim().parse().unwrap();
-        Cutter { child, port }
-    }
-}
-
-impl Drop for Cutter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    let (cut, cuts) = (cut.to_string(), cuts.to_string());
+    let args = [file.as_os_str(), cut.as_ref(), cuts.as_ref()];
+    PyTls::start(pki, &format!("{handler}{SERVE}"), &args)
 }
