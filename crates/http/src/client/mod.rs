@@ -1,8 +1,9 @@
 //! `fatpipe cp`'s HTTPS side: one file down (GET), up (PUT) or between two servers (a
 //! third-party `COPY` to the destination, which pulls), each connection tuned as an FTP data
 //! connection. A download lands in a partial file beside its destination (what arrived and of
-//! which file recorded, for `--resume`) and takes the name only when complete. `files` holds the operations beside copies (`ls`, `mkdir`, `rm`,
-//! `mv`), `tree` the copies of whole trees (`-r`).
+//! which file recorded, for `--resume`) and takes the name only when complete. `files` holds
+//! the operations beside copies (`ls`, `mkdir`, `rm`, `mv`, globs), `tree` the copies of whole
+//! trees (`-r`), `results` what each file's copy came to (and its retries).
 
 mod files;
 mod results;
