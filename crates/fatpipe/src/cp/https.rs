@@ -7,7 +7,7 @@ use crate::credentials;
 use fatpipe_ftp::client::copy::FileResult;
 use fatpipe_ftp::client::failure::misuse;
 use fatpipe_ftp::client::transport;
-use fatpipe_http::client::{file_result, Client, Download, Endpoint, Got};
+use fatpipe_http::client::{Client, Download, Endpoint};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -91,7 +91,6 @@ async fn copy(
     progress: &Arc<AtomicU64>,
 ) -> anyhow::Result<Vec<FileResult>> {
     let tree = a.files.recursive;
-    let at = Instant::now();
     // `-p N` asks the destination of a third-party copy for N connections; auto: its choice.
     let streams = a.parallel.fixed().unwrap_or(1);
     let how = Download {
@@ -109,15 +108,14 @@ async fn copy(
                 }
             }
             client
-                .third_party_tree(&s, &d, streams, at_once(a), progress)
+                .third_party_tree(&s, &d, streams, a.retry_for, at_once(a), progress)
                 .await
                 .map_err(anyhow::Error::msg)?
         }
         (true, true) => {
             let (s, d) = (endpoint(src, a)?, endpoint(dst, a)?);
-            let got = client.third_party(&s, &d, streams, progress).await;
-            let outcome = got.map(Got::new).map_err(Into::into);
-            vec![file_result(&s.https_url(), &d.https_url(), at, outcome)]
+            let copy = client.third_party_file(&s, &d, streams, a.retry_for, progress);
+            vec![copy.await]
         }
         (true, false) => {
             let s = endpoint(src, a)?;
@@ -147,13 +145,12 @@ async fn copy(
             }
             match tree {
                 true => client
-                    .upload_tree(Path::new(src), &d, at_once(a), progress)
+                    .upload_tree(Path::new(src), &d, a.retry_for, at_once(a), progress)
                     .await
                     .map_err(anyhow::Error::msg)?,
                 false => {
-                    let got = client.upload(Path::new(src), &d, progress).await;
-                    let outcome = got.map(Got::new).map_err(Into::into);
-                    vec![file_result(src, &d.https_url(), at, outcome)]
+                    let sent = client.upload_file(Path::new(src), &d, a.retry_for, progress);
+                    vec![sent.await]
                 }
             }
         }

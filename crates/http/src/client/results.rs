@@ -72,11 +72,9 @@ pub fn file_result(
 }
 
 impl Client {
-    /// Downloads `src` into `dst` as [`Client::download`] does, and while an attempt fails
-    /// because its connection broke (or could not be made), tries again after a pause that
-    /// doubles (1 s to 30 s), from what arrived, until `how.retry_for` has passed since the
-    /// first failure (never into a device or a pipe: what went there cannot be taken back).
-    /// The result counts every attempt's bytes.
+    /// Downloads `src` into `dst` as [`Client::download`] does, again from what arrived while
+    /// its connection breaks (see [`retrying`]; never into a device or a pipe: what went there
+    /// cannot be taken back).
     pub async fn download_file(
         &self,
         src: &Endpoint,
@@ -85,44 +83,113 @@ impl Client {
         progress: &Arc<AtomicU64>,
     ) -> FileResult {
         let (source, into) = (src.https_url(), dst.display().to_string());
-        let retries = !special_file(dst);
-        let mut how = how;
-        let (mut first_failure, mut pause, mut moved) = (None, None, 0);
-        let mut resumed_from = None;
-        loop {
+        let retry_for = match special_file(dst) {
+            true => Duration::ZERO,
+            false => how.retry_for,
+        };
+        retrying(retry_for, async |again| {
+            let how = Download {
+                resume: how.resume || again,
+                ..how
+            };
             let started = Instant::now();
             let got = self.download(src, dst, how, progress).await;
-            let mut r = file_result(&source, &into, started, got);
-            moved += r.bytes;
-            let from = *resumed_from.get_or_insert(r.resumed_from);
-            let transient = r.failure.is_some_and(|f| f.transient());
-            let Some(error) = r.error.clone().filter(|_| transient && retries) else {
-                r.bytes = moved;
-                r.resumed_from = from;
-                return r;
-            };
-            let since = *first_failure.get_or_insert_with(Instant::now);
-            let wait = next_pause(pause);
-            pause = Some(wait);
-            if since.elapsed() + wait > how.retry_for {
-                if !how.retry_for.is_zero() {
-                    let tried = Duration::from_secs(since.elapsed().as_secs());
-                    r.fail_with(format!(
-                        "{error} (gave up after retrying for {}, --retry-for)",
-                        humantime::format_duration(tried)
-                    ));
-                }
-                r.bytes = moved;
-                r.resumed_from = from;
-                return r;
-            }
-            tracing::warn!(
-                "{error}; trying again in {} (--retry-for)",
-                humantime::format_duration(wait)
-            );
-            tokio::time::sleep(wait).await;
-            how.resume = true;
+            file_result(&source, &into, started, got)
+        })
+        .await
+    }
+
+    /// Uploads the file `src` to `dst` as [`Client::upload`] does, whole again while its
+    /// connection breaks (see [`retrying`]).
+    pub async fn upload_file(
+        &self,
+        src: &Path,
+        dst: &Endpoint,
+        retry_for: Duration,
+        progress: &Arc<AtomicU64>,
+    ) -> FileResult {
+        let (source, into) = (src.display().to_string(), dst.https_url());
+        retrying(retry_for, async |_| {
+            let started = Instant::now();
+            let got = self.upload(src, dst, progress).await;
+            file_result(
+                &source,
+                &into,
+                started,
+                got.map(Got::new).map_err(Into::into),
+            )
+        })
+        .await
+    }
+
+    /// Has `dst`'s server pull `src` as [`Client::third_party`] does, again while the
+    /// connection to it breaks (see [`retrying`]).
+    pub async fn third_party_file(
+        &self,
+        src: &Endpoint,
+        dst: &Endpoint,
+        streams: u32,
+        retry_for: Duration,
+        progress: &Arc<AtomicU64>,
+    ) -> FileResult {
+        let (source, into) = (src.https_url(), dst.https_url());
+        retrying(retry_for, async |_| {
+            let started = Instant::now();
+            let got = self.third_party(src, dst, streams, progress).await;
+            file_result(
+                &source,
+                &into,
+                started,
+                got.map(Got::new).map_err(Into::into),
+            )
+        })
+        .await
+    }
+}
+
+/// Runs `attempt` (told whether it is a new try) while it fails because a connection broke or
+/// could not be made, after a pause that doubles (1 s to 30 s), until `retry_for` has passed
+/// since the first failure, as an FTP copy does (`--retry-for`). The result is the last
+/// attempt's, counting every attempt's bytes and the first one's resumed prefix; one that
+/// gave up says how long it tried.
+pub async fn retrying(
+    retry_for: Duration,
+    mut attempt: impl AsyncFnMut(bool) -> FileResult,
+) -> FileResult {
+    let (mut first_failure, mut pause, mut moved) = (None, None, 0);
+    let mut resumed_from = None;
+    loop {
+        let mut r = attempt(first_failure.is_some()).await;
+        moved += r.bytes;
+        let from = *resumed_from.get_or_insert(r.resumed_from);
+        let transient = r.failure.is_some_and(|f| f.transient());
+        let error = r
+            .error
+            .clone()
+            .filter(|_| transient && !retry_for.is_zero());
+        let Some(error) = error else {
+            r.bytes = moved;
+            r.resumed_from = from;
+            return r;
+        };
+        let since = *first_failure.get_or_insert_with(Instant::now);
+        let wait = next_pause(pause);
+        pause = Some(wait);
+        if since.elapsed() + wait > retry_for {
+            let tried = Duration::from_secs(since.elapsed().as_secs());
+            r.fail_with(format!(
+                "{error} (gave up after retrying for {}, --retry-for)",
+                humantime::format_duration(tried)
+            ));
+            r.bytes = moved;
+            r.resumed_from = from;
+            return r;
         }
+        tracing::warn!(
+            "{error}; trying again in {} (--retry-for)",
+            humantime::format_duration(wait)
+        );
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -130,6 +197,54 @@ impl Client {
 mod tests {
     use super::*;
     use fatpipe_ftp::client::failure::Failure;
+
+    /// A result that failed saying `error`, having moved `bytes`.
+    fn failed(error: &str, bytes: u64) -> FileResult {
+        let t = Instant::now();
+        let f = Failed {
+            error: error.into(),
+            kept: bytes,
+        };
+        file_result("s", "d", t, Err(f))
+    }
+
+    #[test]
+    fn only_lost_connections_are_tried_again_and_every_attempt_counts() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let run = |retry_for: Duration, script: Vec<FileResult>| {
+            let mut left = script.into_iter();
+            let mut tries = Vec::new();
+            let r = rt.block_on(retrying(retry_for, async |again| {
+                tries.push(again);
+                left.next().unwrap_or_else(|| failed("script ran out", 0))
+            }));
+            (r, tries)
+        };
+        let ok = |bytes| file_result("s", "d", Instant::now(), Ok(Got::new(bytes)));
+        let lost = "the body was cut: connection reset";
+        // Cut after 3 bytes, then the rest: one result of 10 bytes, the second try told so.
+        let (r, tries) = run(Duration::from_secs(60), vec![failed(lost, 3), ok(7)]);
+        assert_eq!((r.error, r.bytes, tries), (None, 10, vec![false, true]));
+        // A refusal is never tried again.
+        let refused = failed("the server answered 404 Not Found", 0);
+        let (r, tries) = run(Duration::from_secs(60), vec![refused]);
+        assert_eq!((r.failure, tries.len()), (Some(Failure::NotFound), 1));
+        // Nor anything with --retry-for 0.
+        let (r, tries) = run(Duration::ZERO, vec![failed(lost, 5), ok(1)]);
+        assert_eq!(
+            (r.failure, r.bytes, tries.len()),
+            (Some(Failure::Lost), 5, 1)
+        );
+        // Past --retry-for it gives up and says so.
+        let (r, _) = run(Duration::from_millis(500), vec![failed(lost, 1), ok(1)]);
+        assert!(r
+            .error
+            .unwrap_or_default()
+            .contains("gave up after retrying"));
+    }
 
     #[test]
     fn a_result_carries_what_moved_or_why_not() {

@@ -11,6 +11,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What a walk of a collection found: the collections and the files below it, each by the
 /// names that lead to it.
@@ -72,13 +73,14 @@ impl Client {
 
     /// Copies the collection `src` on one server into the collection `dst` on another (made,
     /// as are those below it), each file a third-party copy (`streams` connections asked of the
-    /// destination), `at_once` at a time; the bytes never pass through here. A result per
-    /// file, as for a download.
+    /// destination; a copy whose connection broke tried again for `retry_for`), `at_once` at
+    /// a time; the bytes never pass through here. A result per file, as for a download.
     pub async fn third_party_tree(
         &self,
         src: &Endpoint,
         dst: &Endpoint,
         streams: u32,
+        retry_for: Duration,
         at_once: usize,
         progress: &Arc<AtomicU64>,
     ) -> Result<Vec<FileResult>, String> {
@@ -97,10 +99,7 @@ impl Client {
             ((url, to), shown)
         });
         Ok(side_by_side(jobs.collect(), at_once, async |(from, to)| {
-            let started = std::time::Instant::now();
-            let got = self.third_party(&from, &to, streams, progress).await;
-            let outcome = got.map(Got::new).map_err(Into::into);
-            file_result(&from.https_url(), &to.https_url(), started, outcome)
+            (self.third_party_file(&from, &to, streams, retry_for, progress)).await
         })
         .await)
     }
@@ -133,11 +132,13 @@ impl Client {
 
     /// Copies the local directory `src` into the collection `dst` (made, as are those below
     /// it), `at_once` files at a time, each as [`Client::upload`] does; what is neither a file
-    /// nor a directory is left out with a warning. A result per file, as for a download.
+    /// nor a directory is left out with a warning; a file whose connection broke is sent again
+    /// for `retry_for`. A result per file, as for a download.
     pub async fn upload_tree(
         &self,
         src: &Path,
         dst: &Endpoint,
+        retry_for: Duration,
         at_once: usize,
         progress: &Arc<AtomicU64>,
     ) -> Result<Vec<FileResult>, String> {
@@ -177,15 +178,7 @@ impl Client {
             ((path, url), names)
         });
         Ok(side_by_side(jobs.collect(), at_once, async |(path, url)| {
-            let started = std::time::Instant::now();
-            let got = self.upload(&path, &url, progress).await;
-            let outcome = got.map(Got::new).map_err(Into::into);
-            file_result(
-                &path.display().to_string(),
-                &url.https_url(),
-                started,
-                outcome,
-            )
+            self.upload_file(&path, &url, retry_for, progress).await
         })
         .await)
     }
