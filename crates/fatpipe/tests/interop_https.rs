@@ -674,6 +674,15 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
     let out = run(&mut cp(&[&format!("{}/nope", base(&s)), dst_s]));
     assert_eq!(out.status.code(), Some(5));
     assert_eq!(json_of(&out)["failure"], "not_found");
+    // A server whose ranged bodies run past their range (zeros): refused, and nothing past a
+    // range is kept, so a resume from the real server ends with the source's bytes.
+    std::fs::remove_file(&dst).unwrap();
+    let hostile = overrunner(&pki, &s.path("f"), 64 << 10);
+    let over = format!("https://localhost:{}/f", hostile.port);
+    let out = run(&mut cp(&["--retry-for", "0", "-p", "2", &over, dst_s]));
+    assert!(!out.status.success());
+    run_ok(&mut cp(&["--resume", &real, dst_s]));
+    assert_same(&s.path("f"), &dst);
     // With --retry-for (5 minutes by default) a broken link is ridden through: after a pause
     // the download goes on from what arrived, and the result counts both attempts.
     std::fs::remove_file(&dst).unwrap();

@@ -374,7 +374,10 @@ pub async fn get_into(
     }
     let tuned = tunable.map(|t| t.start(fatpipe_tune::Role::Receiver));
     let seen = AtomicU64::new(0);
-    let n = crate::body::drain_into(resp.into_body(), into.sink, start, into.limit, |n| {
+    // Never a byte past what was asked: a body longer than its range would land on the next
+    // part's bytes (and a partial file's record would claim them).
+    let limit = expected.map_or(into.limit, |e| e.min(into.limit));
+    let n = crate::body::drain_into(resp.into_body(), into.sink, start, limit, |n| {
         let new = n - seen.swap(n, Ordering::Relaxed);
         into.progress.fetch_add(new, Ordering::Relaxed);
         if let Some(r) = into.record {

@@ -74,6 +74,15 @@ impl RangeSet {
         }
     }
 
+    /// The ranges below `end` only (a file cut to `end` bytes holds these).
+    pub fn below(&self, end: u64) -> RangeSet {
+        let mut out = RangeSet::default();
+        for (s, e) in self.iter().filter(|(s, _)| *s < end) {
+            out.insert(s, e.min(end));
+        }
+        out
+    }
+
     /// The parts of `[start, end)` not covered: what is still to be sent.
     pub fn gaps(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
@@ -153,6 +162,15 @@ mod tests {
         assert_eq!(RangeSet::parse("5-1"), None);
         assert_eq!(RangeSet::parse("x"), None);
         assert_eq!(RangeSet::parse("1-2,"), None);
+    }
+
+    #[test]
+    fn below_cuts_at_the_end() {
+        let r = RangeSet::parse("0-10,20-30,40-50").unwrap();
+        assert_eq!(r.below(25).to_string(), "0-10,20-25");
+        assert_eq!(r.below(20).to_string(), "0-10");
+        assert_eq!(r.below(100), r);
+        assert!(r.below(0).is_empty());
     }
 
     #[test]

@@ -288,9 +288,19 @@ class H(http.server.BaseHTTPRequestHandler):
 /// `Last-Modified` of the file, ranged GETs answered 206) but ends the first `cuts` bodies
 /// after `cut` bytes: a link that breaks mid-download.
 pub fn cutter(pki: &Pki, file: &Path, cut: u64, cuts: u32) -> PyTls {
+    served(pki, file, cut, cuts, 0)
+}
+
+/// The same server, hostile: every body carries `extra` zero bytes past what its headers'
+/// range says (its `Content-Length` counts them).
+pub fn overrunner(pki: &Pki, file: &Path, extra: u64) -> PyTls {
+    served(pki, file, u64::MAX >> 1, 0, extra)
+}
+
+fn served(pki: &Pki, file: &Path, cut: u64, cuts: u32, extra: u64) -> PyTls {
     let handler = r#"
 import http.server, os, re, ssl, sys, email.utils
-path, cut, cuts = sys.argv[3], int(sys.argv[4]), [int(sys.argv[5])]
+path, cut, cuts, extra = sys.argv[3], int(sys.argv[4]), [int(sys.argv[5])], int(sys.argv[6])
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def head(self):
@@ -306,7 +316,7 @@ class H(http.server.BaseHTTPRequestHandler):
             self.send_response(200)
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True))
-        self.send_header("Content-Length", str(last - first + 1))
+        self.send_header("Content-Length", str(last - first + 1 + extra))
         self.end_headers()
         return first, last
     def do_HEAD(self):
@@ -319,13 +329,18 @@ class H(http.server.BaseHTTPRequestHandler):
             n = min(cut, n)
         with open(path, "rb") as f:
             f.seek(first)
-            self.wfile.write(f.read(n))
+            self.wfile.write(f.read(n) + bytes(extra))
         self.wfile.flush()
         self.close_connection = True
     def log_message(self, *a):
         pass
 "#;
-    let (cut, cuts) = (cut.to_string(), cuts.to_string());
-    let args = [file.as_os_str(), cut.as_ref(), cuts.as_ref()];
+    let (cut, cuts, extra) = (cut.to_string(), cuts.to_string(), extra.to_string());
+    let args = [
+        file.as_os_str(),
+        cut.as_ref(),
+        cuts.as_ref(),
+        extra.as_ref(),
+    ];
     PyTls::start(pki, &format!("{handler}{SERVE}"), &args)
 }

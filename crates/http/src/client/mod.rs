@@ -90,6 +90,23 @@ impl Drop for Unfinished {
     }
 }
 
+/// Whether the partial file holding `all` is the whole file of `size` bytes (when the server
+/// said): cut to that size, with no gap below it.
+fn whole(part: &Part, all: &RangeSet, size: Option<u64>) -> Result<(), String> {
+    let Some(size) = size else {
+        return Ok(());
+    };
+    part.file
+        .set_len(part.file.metadata().map_or(0, |m| m.len()).min(size))
+        .map_err(|e| format!("cannot cut {}: {e}", part.path().display()))?;
+    match all.gaps(0, size).first() {
+        None => Ok(()),
+        Some((a, b)) => Err(format!(
+            "the server's answers left bytes {a}-{b} of {size} out; the copy is incomplete"
+        )),
+    }
+}
+
 /// Makes the client's connections.
 pub struct Client {
     tls: Arc<rustls::ClientConfig>,
@@ -168,14 +185,13 @@ impl Client {
         // file); a destination of the same name may hold anything.
         let resume = resume && part::part_path(dst).symlink_metadata().is_ok();
         let (mut part, held) = Part::open(dst, resume, None).map_err(|e| format!("{e:#}"))?;
-        let gaps = match held.is_empty() {
-            true => None,
-            false => self.resumable(&fetch, &mut part, &held).await?,
-        };
-        // What the partial file holds from before this run.
-        let before = match gaps {
-            Some(_) => held,
-            None => RangeSet::default(),
+        // What the partial file holds from before this run, and what it lacks.
+        let (gaps, before) = match held.is_empty() {
+            true => (None, held),
+            false => match self.resumable(&fetch, &mut part, &held).await? {
+                Some((gaps, held)) => (Some(gaps), held),
+                None => (None, RangeSet::default()),
+            },
         };
         fetch.ranges = gaps.as_deref();
         let record = Record::default();
@@ -203,6 +219,12 @@ impl Client {
                 .map(|()| n)
                 .map_err(|e| format!("cannot write {}: {e}", dst.display()))
         });
+        // The file as the server described it: nothing past its size, no hole before.
+        let size = record.source().and_then(|s| s.size);
+        if let Some(size) = size {
+            all = all.below(size);
+        }
+        let outcome = outcome.and_then(|n| whole(&part, &all, size).map(|()| n));
         let resumed_from = unfinished.before.len();
         match outcome {
             Ok(bytes) => {
@@ -230,14 +252,15 @@ impl Client {
         }
     }
 
-    /// The gaps of a partial file that holds `held` and can be resumed: the server's file is
-    /// the one it was begun from and serves ranges; else (`None`) it starts over, emptied.
+    /// The gaps of a partial file that holds `held` and can be resumed, and what it holds of
+    /// the file (nothing past its size): the server's file is the one it was begun from and
+    /// serves ranges; else (`None`) it starts over, emptied.
     async fn resumable(
         &self,
         fetch: &Fetch<'_>,
         part: &mut Part,
         held: &RangeSet,
-    ) -> Result<Option<Vec<std::ops::Range<u64>>>, String> {
+    ) -> Result<Option<(Vec<std::ops::Range<u64>>, RangeSet)>, String> {
         let head = fetch.head().await?;
         let why = match (head.source.size, part.source()) {
             (None, _) | (_, None) => Some("its size or the partial copy's origin is unknown"),
@@ -260,8 +283,13 @@ impl Client {
             part.path().display(),
             held.len()
         );
+        let held = held.below(size);
+        part.file
+            .set_len(part.file.metadata().map_or(0, |m| m.len()).min(size))
+            .map_err(|e| format!("cannot cut {}: {e}", part.path().display()))?;
+        part.hold(&held).map_err(|e| format!("{e:#}"))?;
         let gaps = held.gaps(0, size).into_iter().map(|(a, b)| a..b).collect();
-        Ok(Some(gaps))
+        Ok(Some((gaps, held)))
     }
 
     /// Uploads the file `src` to `dst`; returns the bytes moved.
