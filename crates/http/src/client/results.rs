@@ -109,15 +109,8 @@ impl Client {
         progress: &Arc<AtomicU64>,
     ) -> FileResult {
         let (source, into) = (src.display().to_string(), dst.https_url());
-        retrying(retry_for, async |_| {
-            let started = Instant::now();
-            let got = self.upload(src, dst, progress).await;
-            file_result(
-                &source,
-                &into,
-                started,
-                got.map(Got::new).map_err(Into::into),
-            )
+        sent_whole(retry_for, &source, &into, async || {
+            self.upload(src, dst, progress).await
         })
         .await
     }
@@ -133,18 +126,25 @@ impl Client {
         progress: &Arc<AtomicU64>,
     ) -> FileResult {
         let (source, into) = (src.https_url(), dst.https_url());
-        retrying(retry_for, async |_| {
-            let started = Instant::now();
-            let got = self.third_party(src, dst, streams, progress).await;
-            file_result(
-                &source,
-                &into,
-                started,
-                got.map(Got::new).map_err(Into::into),
-            )
-        })
-        .await
+        let copy = async || self.third_party(src, dst, streams, progress).await;
+        sent_whole(retry_for, &source, &into, copy).await
     }
+}
+
+/// A copy of `source` to `into` that `send` moves whole each time, tried again as
+/// [`retrying`] says.
+async fn sent_whole(
+    retry_for: Duration,
+    source: &str,
+    into: &str,
+    send: impl AsyncFn() -> Result<u64, String>,
+) -> FileResult {
+    retrying(retry_for, async |_| {
+        let started = Instant::now();
+        let got = send().await.map(Got::new).map_err(Into::into);
+        file_result(source, into, started, got)
+    })
+    .await
 }
 
 /// Runs `attempt` (told whether it is a new try) while it fails because a connection broke or
