@@ -246,7 +246,11 @@ impl Conductor {
                             conn,
                             runs: c.runs(),
                             buffer: c.current_buffer(),
-                            window: c.window(),
+                            // Only a receiver kept from the previous transfer starts there.
+                            window: match self.0.role {
+                                Role::Receiver => c.window(),
+                                Role::Sender => 0,
+                            },
                         },
                         Err(e) => {
                             tracing::warn!("cannot tune a data connection: {e}");

@@ -143,7 +143,7 @@ impl Transfer {
             reused,
             now,
         );
-        let cc = self.chosen().or_else(|| self.setup.cc.clone());
+        let cc = self.chosen_cc().or_else(|| self.setup.cc.clone());
         self.actions.push_back(Action::Start {
             conn,
             setup: c.plan.setup(),
@@ -364,7 +364,7 @@ impl Transfer {
             return None;
         }
         let together = self.growing.as_ref().is_some_and(|g| g.together);
-        self.chosen()
+        self.chosen_cc()
             .or_else(|| self.setup.cc.clone())
             .filter(CongestionControl::paces_itself)
             .map(|cc| cc.user_name().to_string())
@@ -452,19 +452,15 @@ impl Transfer {
         all.filter(|(_, c)| !c.dropped).map(|(i, c)| (ConnId(i), c))
     }
 
-    /// The control the policy chose, once it has.
-    fn chosen(&self) -> Option<CongestionControl> {
-        self.choosing.as_ref().and_then(|c| c.chosen.clone())
-    }
-
     /// Whether the senders run bbr because the congestion-control policy chose it.
     fn model_based(&self) -> bool {
-        self.chosen() == Some(CongestionControl::FOR_RANDOM_LOSS)
+        self.chosen_cc() == Some(CongestionControl::FOR_RANDOM_LOSS)
     }
 
-    /// The congestion control the senders switched to on random loss, if they did.
+    /// The congestion control the senders switched to on random loss, if they did: new
+    /// connections start with it.
     pub fn chosen_cc(&self) -> Option<CongestionControl> {
-        self.chosen()
+        self.choosing.as_ref().and_then(|c| c.chosen.clone())
     }
 
     /// How the stream count and the congestion control were chosen, for the transfer's
