@@ -71,6 +71,7 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
     let raw: RawTcpInfo = crate::sockopt::get(fd, libc::IPPROTO_TCP, libc::TCP_INFO)?;
     Ok(TcpStats {
         rtt_us: raw.rtt,
+        rttvar_us: raw.rttvar,
         min_rtt_us: raw.min_rtt,
         rcv_rtt_us: raw.rcv_rtt,
         rcv_space: raw.rcv_space,

@@ -19,6 +19,8 @@ pub enum Role {
 pub struct TcpStats {
     /// Smoothed RTT seen by the sender side of this socket, µs.
     pub rtt_us: u32,
+    /// The smoothed RTT's mean deviation, µs: how much single samples stray from it.
+    pub rttvar_us: u32,
     /// Minimum RTT seen over the connection, µs.
     pub min_rtt_us: u32,
     /// The receiver's RTT estimate (from timestamps or window round trips), µs.

@@ -8,7 +8,9 @@
 //! carry they only share it. Later steps double the count, once no stream is in slow start
 //! any more (the queue they will build is not there yet while they ramp up), when buffers hold
 //! all streams at their caps or streams crawl far below their windows. Once a queue
-//! stands (RTT above the minimum in two looks running: one may be slow-start bursts), segments
+//! stands (RTT above the minimum in two looks running: one may be slow-start bursts; a queue
+//! delays every sample, so the RTT less its deviation is what is judged, and a busy host's
+//! late acknowledgements, which delay a few by much, are no queue), segments
 //! are lost with a queue, or a step takes rate from the streams already there, the path is the
 //! limit and the count stays. Losses while the RTT stays at its minimum are random (a lossy
 //! link), not a full path: the growth goes on. A transfer may also start with several
@@ -290,7 +292,7 @@ impl StreamPolicy {
         let limited = ((0..old).map(held_us).sum::<f64>() / busy).min(1.0);
         let rwnd = ((0..old).map(rwnd_us).sum::<u64>() as f64 / busy).min(1.0);
         let lost = delta(|c| c.retrans);
-        // The queue: the old streams' smoothed RTT over the smallest minimum any stream saw.
+        // The queue: the old streams' standing RTT over the smallest minimum any stream saw.
         let queue = path::queue_of(o.streams, &o.streams[..old]);
         let n = o.streams.len() as u32;
         match self.step.take() {

@@ -164,6 +164,46 @@ mod tests {
     }
 
     #[test]
+    fn a_lone_stream_with_late_acknowledgements_still_sees_random_loss() {
+        // A lone stream on a lossy 20 ms path, its smoothed RTT 11 % above the minimum with
+        // samples that stray by 3 ms (delayed acknowledgements, a busy host): no queue.
+        let mut p = CongestionPolicy::default();
+        let mut look = |rttvar_us, retrans| {
+            let s = TcpStats {
+                rtt_us: 22_200,
+                rttvar_us,
+                min_rtt_us: 20_000,
+                total_retrans: retrans,
+                ..TcpStats::default()
+            };
+            p.observe(&Observation {
+                streams: &[s],
+                ..Observation::default()
+            })
+        };
+        for retrans in [0, 4, 8] {
+            assert_eq!(look(3_000, retrans), None);
+        }
+        assert!(look(3_000, 12).is_some(), "12 lost in three looks");
+        // Samples close together: a queue, and losses beside it are congestion.
+        let mut p = CongestionPolicy::default();
+        for retrans in [0, 5, 10, 20, 40] {
+            let s = TcpStats {
+                rtt_us: 22_200,
+                rttvar_us: 300,
+                min_rtt_us: 20_000,
+                total_retrans: retrans,
+                ..TcpStats::default()
+            };
+            let o = Observation {
+                streams: &[s],
+                ..Observation::default()
+            };
+            assert_eq!(p.observe(&o), None);
+        }
+    }
+
+    #[test]
     fn one_burst_of_losses_is_no_random_loss() {
         let mut p = CongestionPolicy::default();
         assert_eq!(look(&mut p, 100_000, 0), None);

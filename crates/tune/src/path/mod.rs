@@ -69,12 +69,22 @@ pub fn min_rtt_us(all: &[TcpStats]) -> Option<u32> {
     all.iter().map(|s| s.min_rtt_us).filter(|&r| r > 0).min()
 }
 
-/// How far the smoothed RTT of the `judged` streams (the largest) is stretched over the
-/// smallest minimum RTT any of `all` saw: a transfer's queue on its path (1.0 without data).
+/// The RTT below which a stream's samples seldom fall, µs: its smoothed RTT less their mean
+/// deviation (never below its minimum). A standing queue delays every sample, so the
+/// deviation stays small beside the stretch; a busy host's late acknowledgements, or a
+/// receiver's delayed ones, delay a few samples by much, which lifts the smoothed RTT and the
+/// deviation together: no queue on the path.
+pub fn standing_rtt_us(s: &TcpStats) -> u32 {
+    s.rtt_us.saturating_sub(s.rttvar_us).max(s.min_rtt_us)
+}
+
+/// How far the standing RTT ([`standing_rtt_us`]) of the `judged` streams (the largest) is
+/// stretched over the smallest minimum RTT any of `all` saw: a transfer's queue on its path
+/// (1.0 without data).
 pub fn queue_of(all: &[TcpStats], judged: &[TcpStats]) -> f64 {
     let us = |v: u32| Duration::from_micros(v.into());
     let floor = min_rtt_us(all);
-    let srtt = judged.iter().map(|s| s.rtt_us).max().unwrap_or(0);
+    let srtt = judged.iter().map(standing_rtt_us).max().unwrap_or(0);
     floor.map_or(1.0, |f| stretch(us(srtt), us(f)))
 }
 
@@ -110,6 +120,27 @@ mod tests {
         // A second later the peak is the newer rate; ten seconds later the base has moved on.
         assert_eq!(p.observe_rate(MS(1400), 20e6), 20e6);
         assert_eq!(p.observe_rtt(MS(10_300), MS(140)), MS(140));
+    }
+
+    #[test]
+    fn a_queue_stands_only_where_the_rtt_strays_less_than_it_is_stretched() {
+        let stream = |rtt_us, rttvar_us| TcpStats {
+            rtt_us,
+            rttvar_us,
+            min_rtt_us: 20_000,
+            ..TcpStats::default()
+        };
+        // A standing queue: every sample 15 % late, each within half a millisecond.
+        let standing = [stream(23_000, 500)];
+        assert!((queue_of(&standing, &standing) - 1.125).abs() < 1e-9);
+        // Late acknowledgements: a few samples far above the minimum lift the smoothed RTT as
+        // much, and the deviation with it.
+        let spiky = [stream(23_000, 4_000)];
+        assert_eq!(queue_of(&spiky, &spiky), 1.0);
+        // Several streams: the most delayed one's standing RTT over the lowest minimum.
+        let two = [stream(21_000, 0), stream(26_000, 1_000)];
+        assert!((queue_of(&two, &two) - 1.25).abs() < 1e-9);
+        assert!((queue_of(&two, &two[..1]) - 1.05).abs() < 1e-9);
     }
 
     #[test]
