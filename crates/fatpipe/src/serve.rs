@@ -142,6 +142,23 @@ pub struct HttpsArgs {
     /// third-party copy, beside the system's (default: $SSL_CERT_FILE when set).
     #[arg(long, value_name = "FILE", requires = "https")]
     ca: Option<PathBuf>,
+    /// HTTPS: take client certificates as credentials (X.509, and RFC 3820 proxies as
+    /// voms-proxy-init makes them), each mapped to an account by its subject in FILE, a
+    /// grid-mapfile (`"/DC=org/DC=example/CN=Alice" alice`), read again when it changes.
+    #[arg(long, value_name = "FILE", requires = "https")]
+    gridmap: Option<PathBuf>,
+    /// HTTPS: the CAs that vouch for client certificates, a PEM file or a directory of them
+    /// (default: $X509_CERT_DIR, else /etc/grid-security/certificates).
+    #[arg(long, value_name = "PATH", requires = "gridmap")]
+    x509_ca: Option<PathBuf>,
+}
+
+/// Where the CAs of client certificates are: `--x509-ca`, else `$X509_CERT_DIR`, else the grid's
+/// usual directory.
+fn x509_ca(given: Option<PathBuf>) -> PathBuf {
+    given
+        .or_else(|| std::env::var_os("X509_CERT_DIR").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/etc/grid-security/certificates"))
 }
 
 impl Args {
@@ -199,6 +216,12 @@ fn https_config(
     c.tune = ftp.tune.clone();
     c.stall_timeout = ftp.data_timeout;
     c.ca = a.ca;
+    if let Some(gridmap) = a.gridmap {
+        let path = x509_ca(a.x509_ca);
+        let cas = fatpipe_net::tls::grid::GridCerts::from_path(&path)
+            .map_err(|e| anyhow::anyhow!("client certificates (--x509-ca): {e}"))?;
+        c.client_certs = Some(fatpipe_http::ClientCerts { cas, gridmap });
+    }
     Ok(Some(c))
 }
 

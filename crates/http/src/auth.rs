@@ -1,7 +1,10 @@
 //! Who a request comes from and what it may do: HTTP Basic against the server's accounts (the
 //! FTP server's, checked on the same bounded pool of argon2 threads), a bearer token from a
-//! trusted issuer, or anonymous when the server allows it.
+//! trusted issuer, a client certificate (or proxy) whose subject the grid-mapfile maps to an
+//! account, or anonymous when the server allows it. Credentials in the request win over the
+//! connection's certificate.
 
+use crate::gridmap::GridMap;
 use crate::token::{Issuers, Scopes, TokenError};
 use base64::Engine;
 use fatpipe_ftp::server::auth::{Anonymous, Login, Users};
@@ -75,7 +78,17 @@ pub enum Refusal {
     /// The password checkers are all busy: try again.
     #[error("too many logins at once; try again")]
     Busy,
+    /// The client's certificate chain did not verify.
+    #[error("client certificate refused: {0}")]
+    BadCertificate(String),
+    /// A verified certificate whose subject the grid-mapfile does not name.
+    #[error("client certificate {0} maps to no account (not in the grid-mapfile)")]
+    Unmapped(String),
 }
+
+/// What the connection's client certificate showed: whom it speaks for (its end-entity
+/// certificate's subject), or why it was refused.
+pub type Certified = Result<String, String>;
 
 /// The account name of anonymous requests (as FTP's anonymous logins have it).
 const ANONYMOUS: &str = "anonymous";
@@ -91,6 +104,8 @@ pub struct Gate {
     verifier: Verifier,
     issuers: Issuers,
     anonymous: Anonymous,
+    /// Client certificates' subjects to accounts, when certificates are taken.
+    gridmap: Option<GridMap>,
     /// SHA-256 of `user:password` → the login it gave, and when.
     remembered: Mutex<HashMap<[u8; 32], (Login, Instant)>>,
 }
@@ -108,8 +123,17 @@ impl Gate {
             verifier: Verifier::start(users, anonymous, threads)?,
             issuers,
             anonymous,
+            gridmap: None,
             remembered: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The same gate, taking client certificates whose subjects `gridmap` maps to accounts.
+    pub fn with_gridmap(self, gridmap: GridMap) -> Gate {
+        Gate {
+            gridmap: Some(gridmap),
+            ..self
+        }
     }
 
     /// Checks later requests against `users` (the users file read again); remembered
@@ -123,15 +147,25 @@ impl Gate {
         self.remembered.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The grant for a request carrying `authorization` (its header, if any), at `now`
-    /// (`now_unix`: seconds, for token times).
+    /// The grant for a request carrying `authorization` (its header, if any) on a connection
+    /// whose client certificate showed `certified` (if one was shown), at `now` (`now_unix`:
+    /// seconds, for token times).
     pub async fn grant(
         &self,
         authorization: Option<&str>,
+        certified: Option<&Certified>,
         now: Instant,
         now_unix: u64,
     ) -> Result<Grant, Refusal> {
         let Some(h) = authorization else {
+            if let (Some(certified), Some(map)) = (certified, &self.gridmap) {
+                let subject = certified.clone().map_err(Refusal::BadCertificate)?;
+                let user = map.account(&subject).ok_or(Refusal::Unmapped(subject))?;
+                return Ok(Grant::Account(Login {
+                    user,
+                    writable: true,
+                }));
+            }
             return match self.anonymous {
                 Anonymous::Off => Err(Refusal::Missing),
                 a => Ok(Grant::Account(Login {
@@ -208,44 +242,77 @@ mod tests {
         let g = gate(Anonymous::Off);
         let now = Instant::now();
         let ok = g
-            .grant(Some(&basic_of("alice:secret")), now, 0)
+            .grant(Some(&basic_of("alice:secret")), None, now, 0)
             .await
             .unwrap();
         assert!(ok.allows(Op::Modify, &VPath::root()));
         // Remembered: the second check needs no argon2, and gives the same.
         assert_eq!(
-            g.grant(Some(&basic_of("alice:secret")), now, 0)
+            g.grant(Some(&basic_of("alice:secret")), None, now, 0)
                 .await
                 .unwrap(),
             ok
         );
         assert_eq!(
-            g.grant(Some(&basic_of("alice:wrong")), now, 0).await,
+            g.grant(Some(&basic_of("alice:wrong")), None, now, 0).await,
             Err(Refusal::BadPassword)
         );
-        assert_eq!(g.grant(None, now, 0).await, Err(Refusal::Missing));
+        assert_eq!(g.grant(None, None, now, 0).await, Err(Refusal::Missing));
         assert_eq!(
-            g.grant(Some("Basic !!"), now, 0).await,
+            g.grant(Some("Basic !!"), None, now, 0).await,
             Err(Refusal::BadPassword)
         );
         assert!(matches!(
-            g.grant(Some("Negotiate abc"), now, 0).await,
+            g.grant(Some("Negotiate abc"), None, now, 0).await,
             Err(Refusal::Unsupported(_))
         ));
         assert!(matches!(
-            g.grant(Some("Bearer abc"), now, 0).await,
+            g.grant(Some("Bearer abc"), None, now, 0).await,
             Err(Refusal::BadToken(_))
         ));
         // A new users file: the remembered password is forgotten with it.
         g.set_users(Users::default());
         assert_eq!(
-            g.grant(Some(&basic_of("alice:secret")), now, 0).await,
+            g.grant(Some(&basic_of("alice:secret")), None, now, 0).await,
             Err(Refusal::BadPassword)
         );
         let ro = gate(Anonymous::ReadOnly);
-        let anon = ro.grant(None, now, 0).await.unwrap();
+        let anon = ro.grant(None, None, now, 0).await.unwrap();
         assert!(anon.is_anonymous() && !ok.is_anonymous());
         assert!(anon.allows(Op::Read, &VPath::root()));
         assert!(!anon.allows(Op::Create, &VPath::root()));
+    }
+
+    #[tokio::test]
+    async fn certificates_map_through_the_gridmap_and_requests_credentials_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("grid-mapfile");
+        std::fs::write(&file, "\"/O=fatpipe/UID=carol\" carol\n").unwrap();
+        let g = gate(Anonymous::ReadOnly).with_gridmap(GridMap::load(&file).unwrap());
+        let now = Instant::now();
+        let carol: Certified = Ok("/O=fatpipe/UID=carol".into());
+        let grant = g.grant(None, Some(&carol), now, 0).await.unwrap();
+        assert_eq!(grant.who(), "carol");
+        assert!(grant.allows(Op::Modify, &VPath::root()));
+        // Basic in the request wins over the connection's certificate.
+        let alice = g
+            .grant(Some(&basic_of("alice:secret")), Some(&carol), now, 0)
+            .await
+            .unwrap();
+        assert_eq!(alice.who(), "alice");
+        let dave: Certified = Ok("/O=fatpipe/UID=dave".into());
+        assert_eq!(
+            g.grant(None, Some(&dave), now, 0).await,
+            Err(Refusal::Unmapped("/O=fatpipe/UID=dave".into()))
+        );
+        let forged: Certified = Err("proxy /CN=x: not signed by /CN=y".into());
+        assert_eq!(
+            g.grant(None, Some(&forged), now, 0).await,
+            Err(Refusal::BadCertificate(
+                "proxy /CN=x: not signed by /CN=y".into()
+            ))
+        );
+        // Without a certificate: anonymous, as before.
+        assert!(g.grant(None, None, now, 0).await.unwrap().is_anonymous());
     }
 }

@@ -15,6 +15,7 @@ pub mod client;
 mod connect;
 pub mod dav;
 pub mod digest;
+pub mod gridmap;
 pub mod markers;
 pub mod multistatus;
 pub mod paths;
@@ -26,7 +27,7 @@ pub mod token;
 pub mod tpc;
 mod tuned;
 
-pub use server::{HttpsConfig, HttpsServer};
+pub use server::{ClientCerts, HttpsConfig, HttpsServer};
 
 #[cfg(any(test, feature = "test-issuer"))]
 pub mod testing;

@@ -6,14 +6,16 @@ mod answer;
 
 pub use answer::{error_status, refuse, status, Refused};
 
-use crate::auth::{Gate, Refusal};
+use crate::auth::{Certified, Gate, Refusal};
 use crate::body::ResponseBody;
+use crate::gridmap::GridMap;
 use crate::token::Issuers;
 use crate::tuned::Tunable;
 use anyhow::Context;
 use fatpipe_ftp::server::auth::{Anonymous, Users};
 use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::sandbox::Sandbox;
+use fatpipe_net::tls::grid::GridCerts;
 use fatpipe_net::tls::Identity;
 use fatpipe_net::TunerConfig;
 use hyper::body::Incoming;
@@ -61,6 +63,18 @@ pub struct HttpsConfig {
     /// Certificates trusted for the server's own outgoing third-party connections besides the
     /// system's (`--ca`, else `SSL_CERT_FILE`).
     pub ca: Option<PathBuf>,
+    /// Client certificates (and proxies) taken as credentials, when they are.
+    pub client_certs: Option<ClientCerts>,
+}
+
+/// Client certificates as credentials: the CAs that vouch for them, and the grid-mapfile that
+/// maps their subjects to accounts.
+#[derive(Debug, Clone)]
+pub struct ClientCerts {
+    /// The CAs, and the judge of a chain.
+    pub cas: Arc<GridCerts>,
+    /// The grid-mapfile.
+    pub gridmap: PathBuf,
 }
 
 impl HttpsConfig {
@@ -81,6 +95,7 @@ impl HttpsConfig {
             tune: TunerConfig::untuned(),
             stall_timeout: Duration::from_secs(60),
             ca: None,
+            client_certs: None,
         }
     }
 }
@@ -95,6 +110,8 @@ pub struct State {
     pub gate: Gate,
     /// The TLS configuration of outgoing third-party connections.
     pub client_tls: Arc<rustls::ClientConfig>,
+    /// The server's TLS identity (asking clients for certificates when they are taken).
+    tls: Arc<Identity>,
 }
 
 /// One client connection, as requests on it see it.
@@ -103,6 +120,8 @@ pub struct Conn {
     pub peer: SocketAddr,
     /// Its tuning, when the socket could be taken for it.
     pub tunable: Option<Tunable>,
+    /// What its client certificate showed, if it showed one and they are taken.
+    pub certified: Option<Certified>,
 }
 
 /// A running HTTPS front-end.
@@ -117,9 +136,10 @@ impl HttpsServer {
         if config.users.is_empty()
             && config.anonymous == Anonymous::Off
             && config.issuers.is_empty()
+            && config.client_certs.is_none()
         {
             anyhow::bail!(
-                "no way to authenticate over HTTPS: give --user, --users, --anonymous or --token-issuer"
+                "no way to authenticate over HTTPS: give --user, --users, --anonymous, --token-issuer or --gridmap"
             );
         }
         let sandbox = Sandbox::new(&config.root)
@@ -152,6 +172,18 @@ impl HttpsServer {
             threads,
         )
         .context("cannot start the password-checking threads")?;
+        let (gate, tls) = match &config.client_certs {
+            Some(c) => (
+                gate.with_gridmap(GridMap::load(&c.gridmap).map_err(anyhow::Error::msg)?),
+                Arc::new(
+                    config
+                        .tls
+                        .asking_clients(c.cas.clone())
+                        .map_err(anyhow::Error::msg)?,
+                ),
+            ),
+            None => (gate, config.tls.clone()),
+        };
         Ok(HttpsServer {
             listener,
             state: Arc::new(State {
@@ -159,6 +191,7 @@ impl HttpsServer {
                 sandbox,
                 gate,
                 client_tls,
+                tls,
             }),
         })
     }
@@ -216,13 +249,26 @@ async fn connection(
         .map_err(|e| tracing::debug!("connection left untuned: {e}"))
         .ok();
     // One session cache for all connections: clients that reconnect resume.
-    let tls = state.config.tls.config();
+    let tls = state.tls.config();
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.control);
     let stream = tokio::time::timeout(HANDSHAKE, acceptor.accept(sock))
         .await
         .context("TLS handshake timed out")??;
+    let certified = state.config.client_certs.as_ref().and_then(|c| {
+        let chain = stream.get_ref().1.peer_certificates()?;
+        let certified = c.cas.check(chain, rustls::pki_types::UnixTime::now());
+        match &certified {
+            Ok(subject) => tracing::info!(%peer, "client certificate of {subject}"),
+            Err(why) => tracing::info!(%peer, "client certificate refused: {why}"),
+        }
+        Some(certified)
+    });
     let header_timeout = state.config.header_timeout;
-    let conn = Arc::new(Conn { peer, tunable });
+    let conn = Arc::new(Conn {
+        peer,
+        tunable,
+        certified,
+    });
     let service = hyper::service::service_fn(move |req| {
         let (state, conn) = (state.clone(), conn.clone());
         async move { Ok::<_, Infallible>(request(state, conn, req).await) }
@@ -265,7 +311,12 @@ async fn request(
         .map(str::to_string);
     let grant = match state
         .gate
-        .grant(auth.as_deref(), Instant::now(), unix_now())
+        .grant(
+            auth.as_deref(),
+            conn.certified.as_ref(),
+            Instant::now(),
+            unix_now(),
+        )
         .await
     {
         Ok(g) => g,
@@ -286,6 +337,7 @@ async fn request(
 fn unauthorized(r: &Refusal, tokens: bool) -> Response<ResponseBody> {
     let code = match r {
         Refusal::Busy => StatusCode::SERVICE_UNAVAILABLE,
+        Refusal::Unmapped(_) => StatusCode::FORBIDDEN,
         _ => StatusCode::UNAUTHORIZED,
     };
     let mut resp = status(code, &r.to_string());

@@ -7,6 +7,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::ring::default_provider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::ServerSessionMemoryCache;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 use std::path::{Path, PathBuf};
@@ -18,6 +19,8 @@ use std::time::SystemTime;
 pub struct Identity {
     cert: PathBuf,
     key: PathBuf,
+    /// Asks clients for a certificate and checks it so (none: no client certificates).
+    clients: Option<Arc<dyn ClientCertVerifier>>,
     loaded: Mutex<Loaded>,
 }
 
@@ -100,12 +103,28 @@ impl Identity {
     /// Reads the files; an unreadable file, no certificate or a key that does not match is an
     /// error that names the file.
     pub fn load(cert: &Path, key: &Path) -> Result<Identity, String> {
-        let config = server_config(cert, key)?;
+        let config = server_config(cert, key, None)?;
         Ok(Identity {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
+            clients: None,
             loaded: Mutex::new(Loaded {
                 stamp: stamp(cert, key),
+                config,
+            }),
+        })
+    }
+
+    /// The same identity, asking clients for a certificate that `clients` checks (grid
+    /// certificates and proxies: [`super::grid::GridCerts`]).
+    pub fn asking_clients(&self, clients: Arc<dyn ClientCertVerifier>) -> Result<Identity, String> {
+        let config = server_config(&self.cert, &self.key, Some(clients.clone()))?;
+        Ok(Identity {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            clients: Some(clients),
+            loaded: Mutex::new(Loaded {
+                stamp: stamp(&self.cert, &self.key),
                 config,
             }),
         })
@@ -117,7 +136,7 @@ impl Identity {
         let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
         let now = stamp(&self.cert, &self.key);
         if now != loaded.stamp {
-            match server_config(&self.cert, &self.key) {
+            match server_config(&self.cert, &self.key, self.clients.clone()) {
                 Ok(c) => {
                     tracing::info!(cert = %self.cert.display(), "TLS certificate reloaded");
                     loaded.config = c;
@@ -130,8 +149,13 @@ impl Identity {
     }
 }
 
-/// A server's configurations from PEM files: the chain (leaf first) and its private key.
-fn server_config(cert: &Path, key: &Path) -> Result<ServerTls, String> {
+/// A server's configurations from PEM files: the chain (leaf first) and its private key;
+/// `clients` asks clients for certificates.
+fn server_config(
+    cert: &Path,
+    key: &Path,
+    clients: Option<Arc<dyn ClientCertVerifier>>,
+) -> Result<ServerTls, String> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
         .map_err(|e| format!("cannot read certificates from {}: {e}", cert.display()))?;
@@ -140,18 +164,20 @@ fn server_config(cert: &Path, key: &Path) -> Result<ServerTls, String> {
     }
     let key_der = PrivateKeyDer::from_pem_file(key)
         .map_err(|e| format!("cannot read a private key from {}: {e}", key.display()))?;
-    let mut control = ServerConfig::builder_with_provider(Arc::new(default_provider()))
+    let builder = ServerConfig::builder_with_provider(Arc::new(default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(chain, key_der)
-        .map_err(|e| {
-            format!(
-                "{} and {} do not make a usable identity: {e}",
-                cert.display(),
-                key.display()
-            )
-        })?;
+        .map_err(|e| e.to_string())?;
+    let builder = match clients {
+        Some(v) => builder.with_client_cert_verifier(v),
+        None => builder.with_no_client_auth(),
+    };
+    let mut control = builder.with_single_cert(chain, key_der).map_err(|e| {
+        format!(
+            "{} and {} do not make a usable identity: {e}",
+            cert.display(),
+            key.display()
+        )
+    })?;
     control.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
     control.send_tls13_tickets = CONTROL_TICKETS;
     let mut data = control.clone();

@@ -5,6 +5,7 @@
 //! (certificates, trusted roots, session resumption) are config.rs's.
 
 mod config;
+pub mod grid;
 
 pub use config::{client_config, Identity, ServerTls, TlsReuse};
 
