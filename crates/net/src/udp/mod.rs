@@ -10,7 +10,7 @@
 //! [`PROBE`], the sender says `Fallback` and sends the bytes over the TCP connection itself.
 
 pub mod arrivals;
-pub mod ledger;
+
 mod receive;
 mod send;
 

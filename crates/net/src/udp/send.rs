@@ -1,8 +1,8 @@
-//! The sending end of a UDP transfer: one loop that reads the receiver's reports, lets the
-//! controller set the rate, and sends batches of packets (resends first) as the rate allows,
-//! each batch one `sendmsg` with UDP segmentation offload where the kernel has it.
+//! The sending end of a UDP transfer: the driver of `fatpipe_tune`'s sans-IO sender
+//! ([`UdpSend`]): it reads the receiver's reports off the TCP connection and hands them in,
+//! sends the packets the core asks for (file data read in runs, each batch one `sendmsg` with
+//! UDP segmentation offload where the kernel has it), and logs and relays the core's events.
 
-use super::ledger::Ledger;
 use super::{
     net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, PROBE,
     REPORT_EVERY,
@@ -11,11 +11,11 @@ use crate::admission::Proof;
 use crate::mode_e::OnStream;
 use crate::telemetry::unix_now;
 use crate::{Moved, Mover, Pump, PumpError};
-use fatpipe_proto::udp::{packets, DataHeader, Message, Report, HEADER, PACKET_RANGE, TRAIN};
-use fatpipe_tune::rate::{Feedback, RateControl, RateLimits};
+use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
+use fatpipe_tune::rate::{Feedback, RateLimits};
 use fatpipe_tune::telemetry::{Event, RateEvent, SegmentEvent};
+use fatpipe_tune::transfer::udp::{Next, UdpEvent, UdpSend, BATCH, TICK};
 use quinn_udp::{Transmit, UdpSocketState};
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, ErrorKind};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -24,30 +24,11 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Most packets in one batch.
-const BATCH: usize = 32;
 /// Most bytes one segmentation-offload send carries: a UDP datagram's largest payload.
 const GSO_BYTES: usize = 65_507;
-/// The round trip of data is the lowest sample over this span: about a round trip of reports,
-/// so that a queue the path holds now counts (the tail's resends wait for it) while one report
-/// held back by a TCP retransmission does not.
-const RTT_WINDOW: Duration = Duration::from_millis(100);
-/// Longest the sender stays silent while the receiver lacks packets.
-const STALL: Duration = Duration::from_secs(2);
-/// How often the receiver is told how the controller sees the transfer.
-const STATUS_EVERY: Duration = Duration::from_millis(250);
-/// Longest the loop waits before looking at the reports again.
-const TICK: Duration = Duration::from_millis(1);
-/// A batch covers about this much time at the current rate (fewer, larger sends: the loop and
-/// the system calls cost per batch, not per packet).
-const BATCH_TIME: f64 = 0.0005;
-/// Batches whose send times are kept for the tail's loss detection (a few round trips).
-const SEND_LOG: usize = 1 << 16;
 /// No report for this long means the reports are held up (the receiver sends one every
 /// [`REPORT_EVERY`]).
 const REPORTS_LATE: Duration = Duration::from_millis(3 * REPORT_EVERY.as_millis() as u64);
-/// Sending time the token bucket keeps when the loop falls behind, s.
-const BURST_TIME: f64 = 0.004;
 
 /// Sends `length` bytes of `file` from `offset` as UDP packets; `link` is the transfer's TCP
 /// data connection, which carries the receiver's reports.
@@ -121,7 +102,6 @@ struct Sending<'a> {
     file: &'a File,
     offset: u64,
     length: u64,
-    payload: u64,
     packet: usize,
     token: u64,
     config: UdpConfig,
@@ -129,21 +109,9 @@ struct Sending<'a> {
     sock: UdpSocket,
     state: UdpSocketState,
     to: SocketAddr,
-    ledger: Ledger,
-    control: Box<dyn RateControl>,
-    start: Instant,
-    rtt: Duration,
+    core: UdpSend,
     /// File data of the batch being built.
     data: Vec<u8>,
-    /// When each batch went out: (time, the next transmission number after it).
-    sends: VecDeque<(Instant, u64)>,
-    /// The round trip of a data packet and its report (the queue included): the lowest of the
-    /// samples of the last [`RTT_WINDOW`].
-    data_rtt: Duration,
-    rtts: VecDeque<(Instant, Duration)>,
-    /// Recent loss share (smoothed over about ten reports), and when the receiver is next told.
-    loss: f64,
-    next_status: Instant,
 }
 
 /// The sending UDP socket, connected to the receiver's `port` at the peer's address of `link`.
@@ -212,7 +180,6 @@ impl<'a> Sending<'a> {
         link: Link,
         (sock, state, to): (UdpSocket, UdpSocketState, SocketAddr),
     ) -> Sending<'a> {
-        let payload = u64::from(packet) - HEADER as u64;
         let rtt = crate::tcpinfo::tcp_stats(s.link.as_fd())
             .ok()
             .map(|t| Duration::from_micros(u64::from(t.min_rtt_us.max(t.rtt_us))))
@@ -222,28 +189,20 @@ impl<'a> Sending<'a> {
             start: s.config.start_rate,
             max: s.config.max_rate,
         };
+        let control = s.config.control.build(limits, &recall(&s.config), token);
         Sending {
             file: s.file,
             offset: s.offset,
             length: s.length,
-            payload,
             packet: usize::from(packet),
             token,
-            control: s.config.control.build(limits, &recall(&s.config), token),
             config: s.config.clone(),
             link,
             sock,
             state,
             to,
-            ledger: Ledger::new(packets(s.length, payload)),
-            start: Instant::now(),
-            rtt,
+            core: UdpSend::new(s.length, packet, rtt, control, Instant::now()),
             data: Vec::new(),
-            sends: VecDeque::new(),
-            data_rtt: rtt,
-            rtts: VecDeque::new(),
-            loss: 0.0,
-            next_status: Instant::now(),
         }
     }
 
@@ -251,42 +210,33 @@ impl<'a> Sending<'a> {
     /// packet arrived within [`PROBE`], or the system refuses to send it).
     fn go(&mut self, pump: &Pump) -> Result<Option<UdpSummary>, PumpError> {
         let w = PumpError::Write;
-        // The rate it starts at is the first decision (a remembered one, or the default).
-        self.log_rate(Duration::ZERO, &Feedback::default(), 0);
-        let batch_bytes = (BATCH * self.packet) as f64;
-        // The train goes out back to back, whatever the starting rate.
-        let mut tokens = batch_bytes.max((TRAIN as usize * self.packet) as f64);
-        let mut filled = Instant::now();
-        let mut last: Option<Report> = None;
-        let mut done = self.ledger.complete() && self.length == 0;
+        let start = Instant::now();
+        let mut done = self.core.is_empty();
         let mut batch = Vec::with_capacity(BATCH * self.packet);
         let mut written = 0u64;
-        let mut through = false;
-        let mut tail = false;
-        let mut last_sent = Instant::now();
         while !done {
             pump.check()?;
             for m in self.link.poll().map_err(w)? {
                 match m {
                     Message::Report(r) => {
-                        let now = Instant::now();
-                        through |= r.received > 0;
-                        self.on_report(&r, last.as_ref(), now)?;
                         if r.written > written {
                             pump.add((r.written - written) as usize);
                             written = r.written;
                         }
-                        last = Some(r);
+                        self.core
+                            .on_report(r, Instant::now())
+                            .map_err(|e| w(io::Error::new(ErrorKind::InvalidData, e)))?;
                     }
                     Message::Done { .. } => done = true,
                     m => return Err(w(unexpected(&m))),
                 }
             }
+            self.carry_out_events()?;
             if done {
                 break;
             }
             let now = Instant::now();
-            if !through && now.duration_since(self.start) > PROBE {
+            if !self.core.through() && now.duration_since(start) > PROBE {
                 tracing::warn!("no UDP packet reached the receiver within 2 s: sending over TCP");
                 return Ok(None);
             }
@@ -296,87 +246,26 @@ impl<'a> Sending<'a> {
                     "no report from the receiver within the --timeout",
                 )));
             }
-            let bytes_per_s = self.control.rate() / 8.0;
-            // Time the loop lost (the scheduler, a full socket) is made up, within a few ms.
-            let train = (TRAIN + 1).saturating_sub(self.ledger.next_tx()) as f64;
-            let burst = batch_bytes
-                .max(bytes_per_s * BURST_TIME)
-                .max(train * self.packet as f64);
-            tokens = (tokens + bytes_per_s * now.duration_since(filled).as_secs_f64()).min(burst);
-            filled = now;
-            let want = (bytes_per_s * BATCH_TIME / self.packet as f64).clamp(1.0, BATCH as f64);
-            if tokens < want * self.packet as f64 {
-                let wait = (want * self.packet as f64 - tokens) / bytes_per_s.max(1.0);
-                self.wait(Duration::from_secs_f64(wait).min(TICK), false)?;
-                continue;
+            let reports_late = now.duration_since(self.link.heard) > REPORTS_LATE;
+            match self.core.poll_send(now, reports_late) {
+                Next::Wait(d) => {
+                    self.carry_out_events()?;
+                    self.wait(d, false)?;
+                }
+                Next::Send { packets, sent_us } => {
+                    self.fill(&mut batch, &packets, sent_us)
+                        .map_err(PumpError::Read)?;
+                    if let Err(e) = self.transmit(&batch, pump)? {
+                        tracing::warn!("cannot send UDP to the receiver ({e}): sending over TCP");
+                        return Ok(None);
+                    }
+                    self.core.on_sent(batch.len(), now);
+                }
             }
-            let n = ((tokens / self.packet as f64) as usize).min(BATCH);
-            // New packets wait while more are out than the controller allows beyond the last
-            // one reported (start-up: a stalled report must not let an overshoot run on).
-            let reported = last.as_ref().map_or(0, |r| r.max_tx);
-            let out = self.ledger.next_tx().saturating_sub(1 + reported);
-            let held = self
-                .control
-                .in_flight()
-                .is_some_and(|cap| out >= cap.max(2 * TRAIN));
-            let sent = self.fill(&mut batch, n, !held).map_err(PumpError::Read)?;
-            if sent == 0 {
-                // Nothing may go and nothing went for a while, though the receiver lacks
-                // packets: whatever it still lacks is sent again (a stall is never silent).
-                if now.duration_since(last_sent) > STALL {
-                    tracing::warn!(
-                        "udp: nothing sent for {:?} with {} packets missing at the receiver; sending them again",
-                        STALL,
-                        self.ledger.missing()
-                    );
-                    self.ledger.find_lost(self.ledger.next_tx(), 1);
-                    last_sent = now;
-                }
-                if !tail && self.ledger.all_sent_once() {
-                    tail = true;
-                    tracing::debug!(
-                        "udp: every packet sent once after {:.2} s ({} sends so far)",
-                        self.start.elapsed().as_secs_f64(),
-                        self.ledger.transmissions
-                    );
-                }
-                // Everything is out (or the window is): nothing later arrives to show a loss, so
-                // what is still missing a round trip (and a quarter) after it was sent is sent
-                // again. Not while held back, nor while no report came for a few report
-                // intervals (one held up by a retransmission on the connection): the reports
-                // are late, not the packets, and the packets they would show arrived.
-                let reports_late = now.duration_since(self.link.heard) > REPORTS_LATE;
-                if held || reports_late {
-                    self.wait(TICK, false)?;
-                    continue;
-                }
-                let age = self.data_rtt + self.data_rtt / 4 + Duration::from_millis(10);
-                let sends = &mut self.sends;
-                while sends.len() > 1 && sends[1].0 + age <= now {
-                    sends.pop_front();
-                }
-                if let Some(&(at, tx)) = sends.front().filter(|(at, _)| *at + age <= now) {
-                    // Twice each: a lost resend here costs another round trip and more.
-                    self.ledger.find_lost(tx, 2);
-                    sends.retain(|s| s.0 > at);
-                }
-                self.wait(TICK, false)?;
-                continue;
-            }
-            if let Err(e) = self.transmit(&batch, pump)? {
-                tracing::warn!("cannot send UDP to the receiver ({e}): sending over TCP");
-                return Ok(None);
-            }
-            last_sent = now;
-            self.sends.push_back((now, self.ledger.next_tx()));
-            if self.sends.len() > SEND_LOG {
-                self.sends.pop_front();
-            }
-            tokens -= batch.len() as f64;
         }
         tracing::debug!(
             "udp: the receiver has everything after {:.2} s",
-            self.start.elapsed().as_secs_f64()
+            start.elapsed().as_secs_f64()
         );
         // The receiver has everything: closing the connection ends the transfer at both ends.
         let _ = self.link.sock.shutdown(std::net::Shutdown::Write);
@@ -384,135 +273,103 @@ impl<'a> Sending<'a> {
         Ok(Some(self.summary(false)))
     }
 
-    fn on_report(
-        &mut self,
-        r: &Report,
-        last: Option<&Report>,
-        now: Instant,
-    ) -> Result<(), PumpError> {
-        let t = now.duration_since(self.start);
-        // Decisions come from segments (the seed's controllers) or from the feedback (ours).
-        let (state, rate) = (self.control.state(), self.control.rate());
-        let done = self
-            .ledger
-            .on_report(r)
-            .map_err(|e| PumpError::Write(io::Error::new(ErrorKind::InvalidData, e)))?;
-        for seg in done {
-            self.control.on_segment(t, &seg.loss);
-            if let Some(stats) = &self.config.stats {
-                stats.log(&Event::Segment(SegmentEvent {
-                    unix_s: unix_now(),
-                    end: self.config.end.into(),
-                    segment: seg.loss.segment,
-                    packets: seg.loss.packets,
-                    lost: seg.lost,
-                }));
+    /// Logs, records and relays what the core decided.
+    fn carry_out_events(&mut self) -> Result<(), PumpError> {
+        while let Some(e) = self.core.poll_event() {
+            match e {
+                UdpEvent::Rate {
+                    t,
+                    before,
+                    after,
+                    state,
+                    feedback,
+                    queue_us,
+                } => {
+                    self.log_rate(t, after, state, &feedback, queue_us);
+                    tracing::trace!(
+                        "udp rate {:.0} → {:.0} Mbit/s: delivered {:.0} Mbit/s over {:?}, loss {:.2} %, queue {} µs, rtt {:?}",
+                        before / 1e6,
+                        after / 1e6,
+                        feedback.delivered_rate() / 1e6,
+                        feedback.interval,
+                        100.0 * feedback.loss(),
+                        queue_us,
+                        feedback.rtt
+                    );
+                }
+                UdpEvent::State {
+                    from,
+                    to,
+                    feedback,
+                    queue_us,
+                } => tracing::debug!(
+                    "udp rate control: {from} → {to} at {:.0} Mbit/s (loss {:.2} %, queue {queue_us} µs)",
+                    self.core.control().rate() / 1e6,
+                    100.0 * feedback.loss(),
+                ),
+                UdpEvent::Segment {
+                    segment,
+                    packets,
+                    lost,
+                } => {
+                    if let Some(stats) = &self.config.stats {
+                        stats.log(&Event::Segment(SegmentEvent {
+                            unix_s: unix_now(),
+                            end: self.config.end.into(),
+                            segment,
+                            packets,
+                            lost,
+                        }));
+                    }
+                }
+                UdpEvent::Train(c) => {
+                    tracing::debug!("udp: the train arrived at {:.0} Mbit/s", c / 1e6);
+                }
+                UdpEvent::Status { rate, loss, state } => {
+                    let m = Message::Status {
+                        rate: rate as u64,
+                        loss_ppm: (loss * 1e6) as u32,
+                        state: state.into(),
+                    };
+                    let s = UdpStatus {
+                        rate,
+                        loss,
+                        state: state.into(),
+                    };
+                    tell(&self.config.status, s);
+                    self.link.offer(&m).map_err(PumpError::Write)?;
+                }
+                UdpEvent::Stalled(missing) => tracing::warn!(
+                    "udp: nothing sent for 2 s with {missing} packets missing at the receiver; sending them again"
+                ),
+                UdpEvent::AllSent(after, sends) => tracing::debug!(
+                    "udp: every packet sent once after {:.2} s ({sends} sends so far)",
+                    after.as_secs_f64()
+                ),
             }
-        }
-        // The batch that carried the highest transmission the receiver got: a round trip, but
-        // only when that transmission is new (a report repeating an old one, at the tail, would
-        // make the round trip grow while nothing is sent); the lowest of the last [`RTT_WINDOW`].
-        let advanced = last.is_none_or(|b| r.max_tx > b.max_tx);
-        let i = self.sends.partition_point(|s| s.1 <= r.max_tx);
-        if let (true, Some((at, _))) = (advanced, self.sends.get(i)) {
-            self.rtts
-                .push_back((now, now.duration_since(*at).max(self.rtt / 2)));
-            while self
-                .rtts
-                .front()
-                .is_some_and(|(t, _)| now.duration_since(*t) > RTT_WINDOW)
-            {
-                self.rtts.pop_front();
-            }
-            if let Some(min) = self.rtts.iter().map(|(_, d)| *d).min() {
-                self.data_rtt = min;
-            }
-        }
-        // Intervals by the receiver's clock: reports may arrive bunched.
-        let (since, before) = match last {
-            Some(b) => (
-                Duration::from_micros(r.at_us.saturating_sub(b.at_us)),
-                (b.received, b.max_tx),
-            ),
-            None => (Duration::from_micros(r.at_us), (0, 0)),
-        };
-        if last.is_none_or(|b| b.train_packets == 0) {
-            if let Some(c) = r.train_rate(self.packet as u32) {
-                tracing::debug!("udp: the train arrived at {:.0} Mbit/s", c / 1e6);
-                self.control.on_capacity(c);
-            }
-        }
-        let delivered = r.received.saturating_sub(before.0);
-        let fb = Feedback {
-            now: t,
-            interval: since,
-            delivered,
-            lost: r.max_tx.saturating_sub(before.1).saturating_sub(delivered),
-            queue: Duration::from_micros(u64::from(r.queue_us)),
-            rtt: self.rtt,
-            packet: self.packet as u32,
-        };
-        self.control.on_feedback(&fb);
-        self.loss = 0.9 * self.loss + 0.1 * fb.loss();
-        if now >= self.next_status {
-            self.next_status = now + STATUS_EVERY;
-            let s = UdpStatus {
-                rate: self.control.rate(),
-                loss: self.loss,
-                state: self.control.state().into(),
-            };
-            let m = Message::Status {
-                rate: s.rate as u64,
-                loss_ppm: (s.loss * 1e6) as u32,
-                state: s.state.clone(),
-            };
-            tell(&self.config.status, s);
-            self.link.offer(&m).map_err(PumpError::Write)?;
-        }
-        if self.control.rate() != rate {
-            self.log_rate(t, &fb, r.queue_us);
-            tracing::trace!(
-                "udp rate {:.0} → {:.0} Mbit/s: delivered {:.0} Mbit/s over {:?}, loss {:.2} %, queue {} µs, rtt {:?}",
-                rate / 1e6,
-                self.control.rate() / 1e6,
-                fb.delivered_rate() / 1e6,
-                fb.interval,
-                100.0 * fb.loss(),
-                r.queue_us,
-                self.rtt
-            );
-        }
-        if self.control.state() != state {
-            tracing::debug!(
-                "udp rate control: {} → {} at {:.0} Mbit/s (loss {:.2} %, queue {} µs)",
-                state,
-                self.control.state(),
-                self.control.rate() / 1e6,
-                100.0 * fb.loss(),
-                r.queue_us
-            );
         }
         Ok(())
     }
 
-    /// Builds up to `n` packets into `batch` (resends first, new ones only when `new`; a short
-    /// last packet goes once and last, as segmentation offload requires); returns how many.
-    fn fill(&mut self, batch: &mut Vec<u8>, n: usize, new: bool) -> io::Result<usize> {
+    /// Builds the batch of `packets` (index, transmission number) stamped `sent_us` into
+    /// `batch`, reading adjacent packets (the first sends) from the file in one call.
+    fn fill(
+        &mut self,
+        batch: &mut Vec<u8>,
+        packets: &[(u64, u64)],
+        sent_us: u32,
+    ) -> io::Result<()> {
         batch.clear();
-        let picked = self
-            .ledger
-            .next_batch(n, new, !self.length.is_multiple_of(self.payload));
-        let sent_us = self.start.elapsed().as_micros() as u32;
-        // Adjacent packets (the first sends) are read from the file in one call.
+        let payload = self.core.payload();
         let mut k = 0;
-        while k < picked.len() {
-            let run = picked[k..]
+        while k < packets.len() {
+            let run = packets[k..]
                 .windows(2)
-                .take_while(|w| w[1] == w[0] + 1)
+                .take_while(|w| w[1].0 == w[0].0 + 1)
                 .count()
                 + 1;
-            let first = picked[k] * self.payload;
-            let end = ((picked[k] + run as u64) * self.payload).min(self.length);
+            let first = packets[k].0 * payload;
+            let end = ((packets[k].0 + run as u64) * payload).min(self.length);
             // The buffer only grows: zeroing it for every batch cost 8 % of the sender's time.
             let len = (end - first) as usize;
             if self.data.len() < len {
@@ -520,13 +377,12 @@ impl<'a> Sending<'a> {
             }
             let data = &mut self.data[..len];
             self.file.read_exact_at(data, self.offset + first)?;
-            for (j, chunk) in data.chunks(self.payload as usize).enumerate() {
-                let i = picked[k + j];
+            for (chunk, &(index, tx)) in data.chunks(payload as usize).zip(&packets[k..k + run]) {
                 let mut head = [0u8; HEADER];
                 DataHeader {
                     token: self.token,
-                    tx: self.ledger.sent(i),
-                    index: i,
+                    tx,
+                    index,
                     sent_us,
                 }
                 .write(&mut head);
@@ -535,7 +391,7 @@ impl<'a> Sending<'a> {
             }
             k += run;
         }
-        Ok(picked.len())
+        Ok(())
     }
 
     /// Sends one batch, waiting while the socket's buffer is full; the inner error is the
@@ -580,16 +436,17 @@ impl<'a> Sending<'a> {
             .map_err(PumpError::Write)
     }
 
-    /// Writes the controller's decision, with the feedback it was made on, to `--stats`.
-    fn log_rate(&self, t: Duration, fb: &Feedback, queue_us: u32) {
+    /// Writes the controller's decision (`rate` bits/s, in `state`), with the feedback it was
+    /// made on, to `--stats`.
+    fn log_rate(&self, t: Duration, rate: f64, state: &str, fb: &Feedback, queue_us: u32) {
         if let Some(stats) = &self.config.stats {
             stats.log(&Event::Rate(RateEvent {
                 unix_s: unix_now(),
                 t: t.as_secs_f64(),
                 end: self.config.end.into(),
                 control: self.config.control.to_string(),
-                state: self.control.state().into(),
-                rate_mbit: self.control.rate() / 1e6,
+                state: state.into(),
+                rate_mbit: rate / 1e6,
                 delivered_mbit: fb.delivered_rate() / 1e6,
                 loss: fb.loss(),
                 queue_ms: f64::from(queue_us) / 1e3,
@@ -604,21 +461,23 @@ impl<'a> Sending<'a> {
             return;
         };
         let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
-        if self.control.state() != "startup" {
-            m.rate = Some(self.control.rate());
+        let control = self.core.control();
+        if control.state() != "startup" {
+            m.rate = Some(control.rate());
         }
-        if let Some(odds) = self.control.odds() {
+        if let Some(odds) = control.odds() {
             m.odds = odds.clone();
         }
     }
 
     fn summary(&self, fell_back: bool) -> UdpSummary {
+        let control = self.core.control();
         UdpSummary {
             control: self.config.control.to_string(),
-            packets: packets(self.length, self.payload),
-            transmissions: self.ledger.transmissions,
-            last_rate: self.control.rate(),
-            state: self.control.state().to_string(),
+            packets: packets(self.length, self.core.payload()),
+            transmissions: self.core.transmissions(),
+            last_rate: control.rate(),
+            state: control.state().to_string(),
             foreign: 0,
             fell_back,
         }

@@ -12,6 +12,7 @@ mod connection;
 mod events;
 #[cfg(test)]
 mod tests;
+pub mod udp;
 
 use crate::congestion::{CongestionControl, CongestionPolicy};
 use crate::pacing::Pacing;

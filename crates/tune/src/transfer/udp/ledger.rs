@@ -6,8 +6,8 @@
 //! number) but not it; a resend is a new transmission. The books hold only the segments still
 //! missing packets, at most [`WINDOW`] of them, so memory is bounded whatever the file's size.
 
+use crate::rate::SegmentLoss;
 use fatpipe_proto::udp::{segment_len, Report, SEGMENT};
-use fatpipe_tune::rate::SegmentLoss;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Most segments in flight: new packets wait while the lowest unfinished segment is this far

@@ -1,0 +1,153 @@
+//! The UDP sender's decisions on hand-written report traces.
+
+use super::*;
+use fatpipe_proto::udp::{SegmentBits, SEGMENT};
+
+/// A controller that holds one rate.
+struct Fixed(f64);
+
+impl RateControl for Fixed {
+    fn rate(&self) -> f64 {
+        self.0
+    }
+    fn state(&self) -> &'static str {
+        "fixed"
+    }
+}
+
+/// 1472-byte packets: 1444 bytes of payload each.
+const PACKET: u16 = 1472;
+const PAYLOAD: u64 = 1444;
+
+fn sender(packets: u64, rate: f64, t0: Instant) -> UdpSend {
+    let rtt = Duration::from_millis(20);
+    UdpSend::new(packets * PAYLOAD, PACKET, rtt, Box::new(Fixed(rate)), t0)
+}
+
+/// Asks for packets until the sender waits twice running (a look that queues resends waits
+/// once, as a driver does); sends them at `now`; returns their indices.
+fn send_all_due(s: &mut UdpSend, now: Instant) -> Vec<u64> {
+    let mut all = Vec::new();
+    let mut waited = false;
+    for _ in 0..10_000 {
+        match s.poll_send(now, false) {
+            Next::Send { packets, .. } => {
+                s.on_sent(packets.len() * usize::from(PACKET), now);
+                all.extend(packets.iter().map(|p| p.0));
+                waited = false;
+            }
+            Next::Wait(_) if waited => break,
+            Next::Wait(_) => waited = true,
+        }
+    }
+    all
+}
+
+/// A report at `ms` of the receiver's clock that packets `have` (of segment 0) arrived, the
+/// highest transmission among them `max_tx`.
+fn report(ms: u64, have: &[u64], max_tx: u64, total: u64) -> Report {
+    let mut bits = vec![0u8; (total.min(SEGMENT) as usize).div_ceil(8)];
+    for &i in have {
+        bits[i as usize / 8] |= 1 << (i % 8);
+    }
+    Report {
+        at_us: ms * 1000,
+        max_tx,
+        received: have.len() as u64,
+        segments: vec![SegmentBits { segment: 0, bits }],
+        ..Report::default()
+    }
+}
+
+#[test]
+fn the_train_goes_back_to_back_then_the_rate_paces() {
+    let t0 = Instant::now();
+    // 8 Mbit/s: one 1472-byte packet every 1.47 ms.
+    let mut s = sender(1000, 8e6, t0);
+    let first = send_all_due(&mut s, t0);
+    assert_eq!(first.len(), TRAIN as usize, "the train at once");
+    assert_eq!(first, (0..TRAIN).collect::<Vec<_>>());
+    // A second later the rate has let about a second's worth go (within the bucket's burst).
+    let mut sent = 0;
+    for ms in 1..=1000 {
+        sent += send_all_due(&mut s, t0 + Duration::from_millis(ms)).len();
+    }
+    let per_s = 8e6 / 8.0 / f64::from(PACKET);
+    assert!(
+        (sent as f64 - per_s).abs() < 0.05 * per_s,
+        "{sent} packets in a second at {per_s:.0}/s"
+    );
+    // The start's rate is the first event.
+    assert!(matches!(s.poll_event(), Some(UdpEvent::Rate { after, .. }) if after == 8e6));
+}
+
+#[test]
+fn losses_below_the_highest_arrival_are_resent_first() {
+    let t0 = Instant::now();
+    let mut s = sender(1000, 1e9, t0);
+    let train = send_all_due(&mut s, t0);
+    assert_eq!(train.len(), TRAIN as usize);
+    // The train arrived but for 7 and 40, its last transmission among it.
+    let have: Vec<u64> = (0..TRAIN).filter(|i| ![7, 40].contains(i)).collect();
+    s.on_report(
+        report(20, &have, TRAIN, 1000),
+        t0 + Duration::from_millis(21),
+    )
+    .unwrap();
+    assert!(s.through());
+    let next = send_all_due(&mut s, t0 + Duration::from_millis(22));
+    assert_eq!(next[..3], [7, 40, TRAIN]);
+    assert_eq!(next.iter().filter(|&&i| i == 7 || i == 40).count(), 2);
+}
+
+#[test]
+fn the_tails_losses_are_found_by_age_unless_the_reports_are_late() {
+    let t0 = Instant::now();
+    let mut s = sender(50, 1e9, t0);
+    assert_eq!(send_all_due(&mut s, t0).len(), 50);
+    // Packets 45-49 never arrive, and nothing sent after them can show it.
+    let have: Vec<u64> = (0..45).collect();
+    s.on_report(report(20, &have, 45, 50), t0 + Duration::from_millis(20))
+        .unwrap();
+    let soon = t0 + Duration::from_millis(25);
+    assert_eq!(send_all_due(&mut s, soon), Vec::<u64>::new());
+    // A round trip and a quarter and 10 ms after they went, they are sent again (twice
+    // each), but not while the reports are late.
+    let later = t0 + Duration::from_millis(40);
+    assert_eq!(s.poll_send(later, true), Next::Wait(TICK));
+    let again = send_all_due(&mut s, later);
+    assert_eq!(again, [45, 45, 46, 46, 47, 47, 48, 48, 49, 49]);
+    assert!(s
+        .events
+        .iter()
+        .any(|e| matches!(e, UdpEvent::AllSent(_, 50))));
+}
+
+#[test]
+fn reports_make_status_and_segment_events() {
+    let t0 = Instant::now();
+    let mut s = sender(10, 1e9, t0);
+    send_all_due(&mut s, t0);
+    let all: Vec<u64> = (0..10).collect();
+    s.on_report(report(20, &all, 10, 10), t0 + Duration::from_millis(20))
+        .unwrap();
+    let events: Vec<UdpEvent> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert!(events.contains(&UdpEvent::Segment {
+        segment: 0,
+        packets: 10,
+        lost: vec![]
+    }));
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, UdpEvent::Status { rate, .. } if *rate == 1e9)));
+    // A report that claims a packet never sent arrived is an error.
+    let mut s = sender(1000, 1e9, t0);
+    send_all_due(&mut s, t0);
+    assert_eq!(
+        s.on_report(
+            report(20, &[500], 128, 1000),
+            t0 + Duration::from_millis(20)
+        ),
+        Err(LedgerError::NeverSent(500))
+    );
+}
