@@ -227,7 +227,8 @@ impl Fetch<'_> {
         match (self.streams, first.1.as_ref().and_then(|t| t.round_trip())) {
             (Some(n), _) => n.min(MAX_STREAMS),
             (None, Some(rtt)) => {
-                fatpipe_tune::streams::cold::cold_start(rtt, cap, size, MAX_STREAMS).map_or(
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+                fatpipe_tune::streams::cold::cold_start(rtt, cap, size, MAX_STREAMS, cores).map_or(
                     1,
                     |c| {
                         tracing::info!("fetch over {} connections {}", c.streams, c.why);
