@@ -4,6 +4,7 @@
 
 use anyhow::bail;
 use fatpipe_ftp::client::{Connection, Credentials, Location, RemoteUrl, TlsMode, TlsPolicy};
+use fatpipe_net::tls::grid::ClientCert;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,12 +28,38 @@ pub struct SessionArgs {
     /// a user name logs in with Basic instead.
     #[arg(long, value_name = "FILE")]
     pub bearer_token: Option<PathBuf>,
+    /// https:// and davs:// URLs: a client certificate shown to servers that ask for one, PEM:
+    /// a grid proxy (certificate, key and chain in one file, as voms-proxy-init writes it) or
+    /// a certificate (default: $X509_USER_PROXY, else /tmp/x509up_u$UID, when present and
+    /// valid).
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+    /// The key of --cert when it is not in the same file.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
 }
 
 impl SessionArgs {
     /// The TLS policy these options ask for.
     pub fn tls(&self) -> TlsPolicy {
         TlsPolicy::new(self.tls, self.ca.clone())
+    }
+
+    /// The client certificate for HTTPS servers that ask: `--cert`, else the grid proxy found
+    /// where the grid's tools look (left out when it has expired); an expired `--cert` is an
+    /// error.
+    pub fn client_cert(&self) -> anyhow::Result<Option<ClientCert>> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let Some(path) = &self.cert else {
+            return Ok(ClientCert::discover(nix::unistd::getuid().as_raw(), now));
+        };
+        let cert = ClientCert::load(path, self.key.as_deref()).map_err(anyhow::Error::msg)?;
+        if cert.expired(now) {
+            bail!("--cert {}: the certificate has expired", path.display());
+        }
+        Ok(Some(cert))
     }
 }
 

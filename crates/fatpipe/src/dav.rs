@@ -16,8 +16,9 @@ fn with_client<T>(
     how: &SessionArgs,
     op: impl AsyncFnOnce(&Client) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    let client =
-        Client::new(how.ca.as_deref(), TunerConfig::untuned()).map_err(anyhow::Error::msg)?;
+    let cert = how.client_cert()?;
+    let client = Client::new(how.ca.as_deref(), cert.as_ref(), TunerConfig::untuned())
+        .map_err(anyhow::Error::msg)?;
     tokio::runtime::Runtime::new()?.block_on(op(&client))
 }
 

@@ -144,3 +144,45 @@ print(ctx.listdir(dir))
     let log = std::fs::read_to_string(g.pki.log_of(&g.server)).unwrap();
     assert!(log.contains("who=alice"), "{log}");
 }
+
+#[test]
+fn fatpipe_cp_and_ls_show_a_grid_proxy_to_servers_that_ask() {
+    let g = grid();
+    let src = g.pki.dir.path().join("src.bin");
+    random_file(&src, 2 << 20, 11);
+    let port = g.server.https.unwrap().port();
+    let url = format!("davs://localhost:{port}/c.bin");
+    let ca = g.pki.ca.to_str().unwrap();
+    let proxy = g.alice.proxy.to_str().unwrap();
+    // Up with --cert, no other credentials.
+    let mut up = fatpipe_cmd(&["cp", "--quiet", "--ca", ca, "--cert", proxy]);
+    run_ok(up.arg(&src).arg(&url));
+    assert_same(&src, &g.server.path("c.bin"));
+    // Down with the proxy found where the grid's tools look ($X509_USER_PROXY).
+    let got = g.pki.dir.path().join("got.bin");
+    let mut down = fatpipe_cmd(&["cp", "--quiet", "--ca", ca]);
+    run_ok(
+        down.env("X509_USER_PROXY", &g.alice.proxy)
+            .arg(&url)
+            .arg(&got),
+    );
+    assert_same(&src, &got);
+    let mut ls = fatpipe_cmd(&["ls", "--ca", ca, "--cert", proxy]);
+    let out = run_ok(ls.arg(format!("davs://localhost:{port}/")));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("c.bin"),
+        "{out:?}"
+    );
+    // Without a certificate nor any other credentials: refused, and said so.
+    let mut bare = fatpipe_cmd(&["ls", "--ca", ca]);
+    let out = run(bare
+        .env_remove("X509_USER_PROXY")
+        .arg(format!("davs://localhost:{port}/")));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("401"),
+        "{out:?}"
+    );
+    let log = std::fs::read_to_string(g.pki.log_of(&g.server)).unwrap();
+    assert!(log.contains("who=alice method=PUT"), "{log}");
+}

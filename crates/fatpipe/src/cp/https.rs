@@ -47,8 +47,13 @@ pub fn run(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     if a.resume && !download {
         tracing::warn!("--resume over HTTPS continues downloads only: this copy is sent whole");
     }
-    let client = Client::new(a.session.ca.as_deref(), a.tune.config("client")?)
-        .map_err(anyhow::Error::msg)?;
+    let cert = a.session.client_cert()?;
+    let client = Client::new(
+        a.session.ca.as_deref(),
+        cert.as_ref(),
+        a.tune.config("client")?,
+    )
+    .map_err(anyhow::Error::msg)?;
     let progress = Arc::new(AtomicU64::new(0));
     let bar = bar(a.quiet());
     let rt = tokio::runtime::Runtime::new()?;

@@ -114,11 +114,15 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client trusting the system's roots and `ca` (else `$SSL_CERT_FILE`), tuning its
-    /// connections as `tune` says.
-    pub fn new(ca: Option<&Path>, tune: TunerConfig) -> Result<Client, String> {
+    /// A client trusting the system's roots and `ca` (else `$SSL_CERT_FILE`), showing `cert`
+    /// to servers that ask for a client certificate, tuning its connections as `tune` says.
+    pub fn new(
+        ca: Option<&Path>,
+        cert: Option<&fatpipe_net::tls::grid::ClientCert>,
+        tune: TunerConfig,
+    ) -> Result<Client, String> {
         let env = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
-        let tls = fatpipe_net::tls::client_config(ca.or(env.as_deref()))?;
+        let tls = fatpipe_net::tls::client_config_showing(ca.or(env.as_deref()), cert)?;
         Ok(Client { tls, tune })
     }
 

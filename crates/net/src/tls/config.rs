@@ -3,12 +3,13 @@
 //! the client's trust (the system's roots plus `--ca`), both on the ring provider.
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
+use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
 use rustls::crypto::ring::default_provider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::ClientCertVerifier;
 use rustls::server::ServerSessionMemoryCache;
+use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -194,6 +195,14 @@ fn server_config(
 /// Sessions are cached, so data connections resume the control connection's session (servers
 /// such as vsftpd with `require_ssl_reuse` demand it).
 pub fn client_config(ca: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
+    client_config_showing(ca, None)
+}
+
+/// [`client_config`], showing `cert` to servers that ask for a client certificate.
+pub fn client_config_showing(
+    ca: Option<&Path>,
+    cert: Option<&super::grid::ClientCert>,
+) -> Result<Arc<ClientConfig>, String> {
     let provider = Arc::new(default_provider());
     let mut roots = RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
@@ -221,13 +230,43 @@ pub fn client_config(ca: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
         .map_err(|e| e.to_string())?;
-    let config = ClientConfig::builder_with_provider(provider)
+    let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Pinned { pinned, webpki }))
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(Arc::new(Pinned { pinned, webpki }));
+    let config = match cert {
+        Some(c) => {
+            // Not `with_client_auth_cert`: it parses the certificate as WebPKI does, which
+            // refuses a proxy's critical ProxyCertInfo; the server judges the chain.
+            let key = default_provider()
+                .key_provider
+                .load_private_key(c.key.clone_key())
+                .map_err(|e| format!("{}: unusable private key: {e}", c.from.display()))?;
+            let shown = CertifiedKey::new(c.chain.clone(), key);
+            builder.with_client_cert_resolver(Arc::new(ShowCert(Arc::new(shown))))
+        }
+        None => builder.with_no_client_auth(),
+    };
     Ok(Arc::new(config))
+}
+
+/// Shows one certificate (chain and key) to every server that asks for one.
+#[derive(Debug)]
+struct ShowCert(Arc<CertifiedKey>);
+
+impl ResolvesClientCert for ShowCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
 }
 
 /// Whether `cert` is issued for `name` and valid at `now` (what a chain check would say of a

@@ -6,10 +6,12 @@
 //! rustls's own verifier. The handshake only proves that the client holds its certificate's
 //! key; the chain is judged after it, so that a refusal reaches the client as an HTTP answer
 //! with its reason rather than as a TLS alert. Clients without a certificate are served too:
-//! they authenticate in HTTP.
+//! they authenticate in HTTP. On the client's side, [`ClientCert`] is the certificate (a proxy,
+//! found where the grid's tools look for one) that `fatpipe cp` shows servers that ask.
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::{verify_tls13_signature_with_raw_key, CryptoProvider};
+use rustls::pki_types::PrivateKeyDer;
 use rustls::pki_types::{CertificateDer, SubjectPublicKeyInfoDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
@@ -17,7 +19,7 @@ use rustls::{
     CertificateError, DigitallySignedStruct, DistinguishedName, Error, RootCertStore,
     SignatureScheme,
 };
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use x509_parser::der_parser::ber::BerObjectContent;
 use x509_parser::der_parser::der::parse_der;
@@ -101,6 +103,72 @@ impl GridCerts {
             .map_err(|e| format!("certificate refused: {e}"))?;
         let (_, c) = X509Certificate::from_der(eec).map_err(|_| "unparsable certificate")?;
         Ok(dn(c.subject()))
+    }
+}
+
+/// A client's certificate for servers that ask for one: a grid proxy (its certificate, then the
+/// user's that signed it) or a user certificate, with its key.
+#[derive(Debug)]
+pub struct ClientCert {
+    /// The chain, the client's own certificate first.
+    pub chain: Vec<CertificateDer<'static>>,
+    /// Its key.
+    pub key: PrivateKeyDer<'static>,
+    /// The file it came from.
+    pub from: PathBuf,
+    /// When it stops being valid, seconds since the epoch.
+    pub not_after: i64,
+}
+
+impl ClientCert {
+    /// Reads the certificates of `cert` and the key of `key` (`None`: `cert`'s own, as a proxy
+    /// file holds it); an unreadable file, no certificate or no key is an error naming it.
+    pub fn load(cert: &Path, key: Option<&Path>) -> Result<ClientCert, String> {
+        use rustls::pki_types::pem::PemObject;
+        let chain = read_pem_certs(cert)?;
+        let first = chain
+            .first()
+            .ok_or_else(|| format!("{} holds no PEM certificate", cert.display()))?;
+        let (_, parsed) = X509Certificate::from_der(first)
+            .map_err(|_| format!("{}: its certificate does not parse", cert.display()))?;
+        let not_after = parsed.validity().not_after.timestamp();
+        let key_file = key.unwrap_or(cert);
+        let key = PrivateKeyDer::from_pem_file(key_file)
+            .map_err(|e| format!("cannot read a private key from {}: {e}", key_file.display()))?;
+        Ok(ClientCert {
+            chain,
+            key,
+            from: cert.to_path_buf(),
+            not_after,
+        })
+    }
+
+    /// The proxy the grid's tools would show: `$X509_USER_PROXY`, else `/tmp/x509up_u<uid>`;
+    /// `None` where neither is, or where it cannot be read or has expired (said in a warning:
+    /// a server that takes tokens or Basic does not need it).
+    pub fn discover(uid: u32, now_unix: u64) -> Option<ClientCert> {
+        let path = std::env::var_os("X509_USER_PROXY")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(format!("/tmp/x509up_u{uid}")));
+        if !path.exists() {
+            return None;
+        }
+        let cert = ClientCert::load(&path, None)
+            .map_err(|e| tracing::warn!("leaving the grid proxy out: {e}"))
+            .ok()?;
+        if cert.expired(now_unix) {
+            tracing::warn!(
+                "leaving the grid proxy {} out: it has expired",
+                path.display()
+            );
+            return None;
+        }
+        Some(cert)
+    }
+
+    /// Whether it is no longer valid at `now_unix` (seconds since the epoch).
+    pub fn expired(&self, now_unix: u64) -> bool {
+        i64::try_from(now_unix).unwrap_or(i64::MAX) > self.not_after
     }
 }
 

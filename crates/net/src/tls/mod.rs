@@ -7,7 +7,7 @@
 mod config;
 pub mod grid;
 
-pub use config::{client_config, Identity, ServerTls, TlsReuse};
+pub use config::{client_config, client_config_showing, Identity, ServerTls, TlsReuse};
 
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};

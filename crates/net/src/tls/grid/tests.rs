@@ -142,3 +142,23 @@ fn a_ca_directory_is_read_file_by_file() {
     let err = GridCerts::from_path(&empty).unwrap_err();
     assert!(err.contains("holds no CA certificate"), "{err}");
 }
+
+#[test]
+fn a_client_reads_its_proxy_and_knows_when_it_expires() {
+    let (dir, alice, _, _, _) = setup();
+    let cert = ClientCert::load(&alice.proxy, None).unwrap();
+    assert_eq!(cert.chain.len(), 2, "the proxy and the user's certificate");
+    assert!(!cert.expired(1_800_000_000));
+    assert!(cert.expired(u64::MAX));
+    // The key apart from the certificate, and a file without a key.
+    assert!(ClientCert::load(&alice.cert, Some(&alice.key)).is_ok());
+    let err = ClientCert::load(&alice.cert, None).unwrap_err();
+    assert!(err.contains("private key"), "{err}");
+    let missing = dir.path().join("none.pem");
+    assert!(ClientCert::load(&missing, None).is_err());
+    // Where no proxy is, none is found.
+    let nobody = u32::MAX - 7;
+    if std::env::var_os("X509_USER_PROXY").is_none() {
+        assert!(ClientCert::discover(nobody, 1_800_000_000).is_none());
+    }
+}
