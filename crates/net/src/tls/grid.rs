@@ -11,8 +11,8 @@
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::{verify_tls13_signature_with_raw_key, CryptoProvider};
-use rustls::pki_types::PrivateKeyDer;
 use rustls::pki_types::{CertificateDer, SubjectPublicKeyInfoDer, UnixTime};
+use rustls::pki_types::{CertificateRevocationListDer, PrivateKeyDer};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{
@@ -43,13 +43,19 @@ pub struct GridCerts {
 }
 
 impl GridCerts {
-    /// Client certificates checked against the CAs in `roots`.
-    pub fn new(roots: RootCertStore) -> Result<Arc<GridCerts>, String> {
+    /// Client certificates checked against the CAs in `roots`, none of them on one of `crls`
+    /// (a CA without a list is taken at its word).
+    pub fn new(
+        roots: RootCertStore,
+        crls: Vec<CertificateRevocationListDer<'static>>,
+    ) -> Result<Arc<GridCerts>, String> {
         if roots.is_empty() {
             return Err("no CA certificate to check client certificates against".into());
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let eec = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .with_crls(crls)
+            .allow_unknown_revocation_status()
             .allow_unauthenticated()
             .build()
             .map_err(|e| format!("cannot check client certificates: {e}"))?;
@@ -58,23 +64,23 @@ impl GridCerts {
 
     /// Client certificates checked against the CA certificates in `path`: a PEM file, or a
     /// directory of them (`/etc/grid-security/certificates`: every `*.pem`, `*.crt` and
-    /// `*.0`…`*.9` in it).
+    /// `*.0`…`*.9` in it), with the revocation lists there (`*.r0`…`*.r9`, `*.crl`, or CRLs
+    /// in the PEM file).
     pub fn from_path(path: &Path) -> Result<Arc<GridCerts>, String> {
         let mut roots = RootCertStore::empty();
-        let files = if path.is_dir() {
+        let mut crls = Vec::new();
+        let (cas, lists) = if path.is_dir() {
             let entries = std::fs::read_dir(path)
                 .map_err(|e| format!("cannot read CA directory {}: {e}", path.display()))?;
-            let mut files: Vec<_> = entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| is_ca_file(p))
-                .collect();
+            let mut files: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
             files.sort();
-            files
+            let lists = files.iter().filter(|p| is_crl_file(p)).cloned().collect();
+            files.retain(|p| is_ca_file(p));
+            (files, lists)
         } else {
-            vec![path.to_path_buf()]
+            (vec![path.to_path_buf()], vec![path.to_path_buf()])
         };
-        for file in &files {
+        for file in &cas {
             let certs = read_pem_certs(file)?;
             let (_, refused) = roots.add_parsable_certificates(certs);
             if refused > 0 {
@@ -84,10 +90,13 @@ impl GridCerts {
                 );
             }
         }
+        for file in &lists {
+            crls.extend(read_pem_crls(file)?);
+        }
         if roots.is_empty() {
             return Err(format!("{} holds no CA certificate", path.display()));
         }
-        GridCerts::new(roots)
+        GridCerts::new(roots, crls)
     }
 
     /// Judges the chain a client showed (its certificate first) at `now`: the proxies at its
@@ -177,6 +186,21 @@ fn is_ca_file(p: &Path) -> bool {
     let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
     p.is_file()
         && (matches!(ext, "pem" | "crt") || (ext.len() == 1 && ext.as_bytes()[0].is_ascii_digit()))
+}
+
+/// Whether a file in a CA directory holds a revocation list, by its name.
+fn is_crl_file(p: &Path) -> bool {
+    let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let numbered = ext.len() == 2 && ext.starts_with('r') && ext.as_bytes()[1].is_ascii_digit();
+    p.is_file() && (numbered || ext == "crl")
+}
+
+/// The revocation lists of a PEM file; an unreadable file is an error naming it.
+fn read_pem_crls(file: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    CertificateRevocationListDer::pem_file_iter(file)
+        .and_then(|crls| crls.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read revocation lists from {}: {e}", file.display()))
 }
 
 /// The certificates of a PEM file; an unreadable file is an error naming it.

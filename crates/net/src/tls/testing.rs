@@ -56,6 +56,8 @@ pub const INHERIT_ALL_INFO: &[u8] = &[
 pub struct GridUser {
     /// The CA's certificate (`ca.pem`), to trust.
     pub ca: PathBuf,
+    /// The CA's key (`cakey.pem`), to sign revocation lists with.
+    pub ca_key: PathBuf,
     /// The user's subject as grid-mapfiles write it.
     pub dn: String,
     /// The user certificate (`usercert.pem`) and its key (`userkey.pem`).
@@ -110,12 +112,14 @@ pub fn grid_user(
     )?;
     let files = GridUser {
         ca: dir.join("ca.pem"),
+        ca_key: dir.join("cakey.pem"),
         dn: format!("/O=fatpipe/OU=People/UID={user}"),
         cert: dir.join("usercert.pem"),
         key: dir.join("userkey.pem"),
         proxy: dir.join("proxy.pem"),
     };
     std::fs::write(&files.ca, ca.pem())?;
+    std::fs::write(&files.ca_key, ca_key.serialize_pem())?;
     std::fs::write(&files.cert, user_cert.pem())?;
     std::fs::write(&files.key, user_key.serialize_pem())?;
     std::fs::write(
@@ -155,4 +159,34 @@ pub fn proxy_of(
     let key = KeyPair::generate()?;
     let proxy = params.signed_by(&key, &issuer, &signer_key)?;
     Ok((proxy.pem(), key.serialize_pem()))
+}
+
+/// A revocation list (PEM) of `user`'s CA that revokes `user`'s certificate.
+pub fn revoking(user: &GridUser) -> Result<String, Box<dyn std::error::Error>> {
+    use rcgen::{
+        CertificateParams, CertificateRevocationListParams, KeyIdMethod, KeyPair, RevocationReason,
+        RevokedCertParams, SerialNumber,
+    };
+    let ca_key = KeyPair::from_pem(&std::fs::read_to_string(&user.ca_key)?)?;
+    let ca = CertificateParams::from_ca_cert_pem(&std::fs::read_to_string(&user.ca)?)?
+        .self_signed(&ca_key)?;
+    let cert = CertificateParams::from_ca_cert_pem(&std::fs::read_to_string(&user.cert)?)?;
+    let serial = cert
+        .serial_number
+        .ok_or("the certificate has no serial number")?;
+    let crl = CertificateRevocationListParams {
+        this_update: rcgen::date_time_ymd(2020, 1, 1),
+        next_update: rcgen::date_time_ymd(2099, 1, 1),
+        crl_number: SerialNumber::from(1u64),
+        issuing_distribution_point: None,
+        revoked_certs: vec![RevokedCertParams {
+            serial_number: serial,
+            revocation_time: rcgen::date_time_ymd(2021, 1, 1),
+            reason_code: Some(RevocationReason::KeyCompromise),
+            invalidity_date: None,
+        }],
+        key_identifier_method: KeyIdMethod::Sha256,
+    }
+    .signed_by(&ca, &ca_key)?;
+    Ok(crl.pem()?)
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::tls::testing::{grid_user, proxy_of, GridUser, INHERIT_ALL_INFO};
+use crate::tls::testing::{grid_user, proxy_of, revoking, GridUser, INHERIT_ALL_INFO};
 use rustls::pki_types::pem::PemObject;
 
 /// The certificates of PEM text, in order.
@@ -161,4 +161,27 @@ fn a_client_reads_its_proxy_and_knows_when_it_expires() {
     if std::env::var_os("X509_USER_PROXY").is_none() {
         assert!(ClientCert::discover(nobody, 1_800_000_000).is_none());
     }
+}
+
+#[test]
+fn a_revoked_user_is_refused_with_a_ca_directorys_list() {
+    let (dir, alice, _, _, _) = setup();
+    let cas = dir.path().join("certificates");
+    std::fs::create_dir(&cas).unwrap();
+    std::fs::copy(&alice.ca, cas.join("1a2b3c4d.0")).unwrap();
+    let judge = GridCerts::from_path(&cas).unwrap();
+    let proxy = certs(&read(&alice.proxy));
+    assert!(judge.check(&proxy, UnixTime::now()).is_ok());
+    std::fs::write(cas.join("1a2b3c4d.r0"), revoking(&alice).unwrap()).unwrap();
+    let judge = GridCerts::from_path(&cas).unwrap();
+    let why = judge.check(&proxy, UnixTime::now()).unwrap_err();
+    assert!(why.contains("Revoked"), "{why}");
+    // The same list in the CA's PEM file.
+    let both = dir.path().join("ca-and-crl.pem");
+    std::fs::write(&both, read(&alice.ca) + &revoking(&alice).unwrap()).unwrap();
+    let why = GridCerts::from_path(&both)
+        .unwrap()
+        .check(&proxy, UnixTime::now())
+        .unwrap_err();
+    assert!(why.contains("Revoked"), "{why}");
 }
