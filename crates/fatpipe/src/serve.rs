@@ -218,9 +218,12 @@ fn https_config(
     c.ca = a.ca;
     if let Some(gridmap) = a.gridmap {
         let path = x509_ca(a.x509_ca);
-        let cas = fatpipe_net::tls::grid::GridCerts::from_path(&path)
+        let cas = fatpipe_net::tls::grid::CaStore::load(&path, std::time::Instant::now())
             .map_err(|e| anyhow::anyhow!("client certificates (--x509-ca): {e}"))?;
-        c.client_certs = Some(fatpipe_http::ClientCerts { cas, gridmap });
+        c.client_certs = Some(fatpipe_http::ClientCerts {
+            cas: Arc::new(cas),
+            gridmap,
+        });
     }
     Ok(Some(c))
 }

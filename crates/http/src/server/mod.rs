@@ -15,7 +15,7 @@ use anyhow::Context;
 use fatpipe_ftp::server::auth::{Anonymous, Users};
 use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::sandbox::Sandbox;
-use fatpipe_net::tls::grid::GridCerts;
+use fatpipe_net::tls::grid::CaStore;
 use fatpipe_net::tls::Identity;
 use fatpipe_net::TunerConfig;
 use hyper::body::Incoming;
@@ -71,8 +71,8 @@ pub struct HttpsConfig {
 /// maps their subjects to accounts.
 #[derive(Debug, Clone)]
 pub struct ClientCerts {
-    /// The CAs, and the judge of a chain.
-    pub cas: Arc<GridCerts>,
+    /// The CAs (read again when they change), and the judge of a chain.
+    pub cas: Arc<CaStore>,
     /// The grid-mapfile.
     pub gridmap: PathBuf,
 }
@@ -178,7 +178,7 @@ impl HttpsServer {
                 Arc::new(
                     config
                         .tls
-                        .asking_clients(c.cas.clone())
+                        .asking_clients(c.cas.current(Instant::now()))
                         .map_err(anyhow::Error::msg)?,
                 ),
             ),
@@ -256,7 +256,8 @@ async fn connection(
         .context("TLS handshake timed out")??;
     let certified = state.config.client_certs.as_ref().and_then(|c| {
         let chain = stream.get_ref().1.peer_certificates()?;
-        let certified = c.cas.check(chain, rustls::pki_types::UnixTime::now());
+        let cas = c.cas.current(Instant::now());
+        let certified = cas.check(chain, rustls::pki_types::UnixTime::now());
         match &certified {
             Ok(subject) => tracing::info!(%peer, "client certificate of {subject}"),
             Err(why) => tracing::info!(%peer, "client certificate refused: {why}"),

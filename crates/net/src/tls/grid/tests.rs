@@ -185,3 +185,27 @@ fn a_revoked_user_is_refused_with_a_ca_directorys_list() {
         .unwrap_err();
     assert!(why.contains("Revoked"), "{why}");
 }
+
+#[test]
+fn a_ca_store_reads_a_renewed_revocation_list_at_its_next_look() {
+    let (dir, alice, _, _, _) = setup();
+    let cas = dir.path().join("certificates");
+    std::fs::create_dir(&cas).unwrap();
+    std::fs::copy(&alice.ca, cas.join("1a2b3c4d.0")).unwrap();
+    let t0 = Instant::now();
+    let store = CaStore::load(&cas, t0).unwrap();
+    let proxy = certs(&read(&alice.proxy));
+    assert!(store.current(t0).check(&proxy, UnixTime::now()).is_ok());
+    // File times tick coarsely: the list must come a tick after the load to be new.
+    std::thread::sleep(Duration::from_millis(50));
+    std::fs::write(cas.join("1a2b3c4d.r0"), revoking(&alice).unwrap()).unwrap();
+    // Not before the next look; then the list counts.
+    let soon = t0 + Duration::from_secs(60);
+    assert!(store.current(soon).check(&proxy, UnixTime::now()).is_ok());
+    let later = t0 + RELOOK;
+    let why = store
+        .current(later)
+        .check(&proxy, UnixTime::now())
+        .unwrap_err();
+    assert!(why.contains("Revoked"), "{why}");
+}
