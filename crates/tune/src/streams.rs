@@ -24,6 +24,7 @@
 pub mod cold;
 
 use crate::path;
+use crate::path::queue::SHORT_PATH_US;
 use crate::sample::TcpStats;
 use std::time::Duration;
 
@@ -99,9 +100,6 @@ const CPU_BUSY: f64 = 0.7;
 /// After a step taken for the CPU, the streams together must carry this much more than before
 /// it, or the rate has stopped growing with them.
 const CPU_GAIN: f64 = 1.1;
-/// A path whose minimum RTT is below this (µs) is loopback or a LAN: a queue its streams show
-/// while the peer's window holds them is the receiving host's backlog.
-const SHORT_PATH_US: u32 = 1_000;
 /// Evaluation period, in RTTs and at least so long: a lone stream is looked at every RTT,
 /// several (whose new members are ramping up) every two.
 const LONE_PERIOD: (u32, Duration) = (1, Duration::from_millis(150));

@@ -73,8 +73,14 @@ pub fn min_rtt_us(all: &[TcpStats]) -> Option<u32> {
 /// deviation (never below its minimum). A standing queue delays every sample, so the
 /// deviation stays small beside the stretch; a busy host's late acknowledgements, or a
 /// receiver's delayed ones, delay a few samples by much, which lifts the smoothed RTT and the
-/// deviation together: no queue on the path.
+/// deviation together: no queue on the path. On a short path ([`queue::SHORT_PATH_US`]) the
+/// host's timing is all the RTT there is and strays as much as it stands: the smoothed RTT as
+/// it is (there a receiver that falls behind drops segments, and its backlog must not pass
+/// for a path at its minimum with random loss).
 pub fn standing_rtt_us(s: &TcpStats) -> u32 {
+    if s.min_rtt_us < queue::SHORT_PATH_US {
+        return s.rtt_us;
+    }
     s.rtt_us.saturating_sub(s.rttvar_us).max(s.min_rtt_us)
 }
 
@@ -141,6 +147,14 @@ mod tests {
         let two = [stream(21_000, 0), stream(26_000, 1_000)];
         assert!((queue_of(&two, &two) - 1.25).abs() < 1e-9);
         assert!((queue_of(&two, &two[..1]) - 1.05).abs() < 1e-9);
+        // Loopback: the host's backlog, deviation or not, is what the RTT shows.
+        let lo = TcpStats {
+            rtt_us: 60,
+            rttvar_us: 50,
+            min_rtt_us: 15,
+            ..TcpStats::default()
+        };
+        assert_eq!(queue_of(&[lo], &[lo]), 4.0);
     }
 
     #[test]

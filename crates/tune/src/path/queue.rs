@@ -23,6 +23,11 @@ pub const DROPPING_QUEUE: f64 = MODEL_QUEUE;
 /// 1.1 × 1.25.
 pub const LONGER_ROUTE: f64 = 1.5;
 
+/// A path whose minimum RTT is below this (µs) is loopback or a LAN: the host, not a queue on
+/// the path, sets how its RTT strays (a queue its streams show while the peer's window holds
+/// them is the receiving host's backlog).
+pub const SHORT_PATH_US: u32 = 1_000;
+
 /// The delay test's share of the least RTT: a queue once the RTT lies an eighth above it
 /// (HyStart's delay increase) ...
 pub const DELAY_SHARE: u32 = 8;
