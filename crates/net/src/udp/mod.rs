@@ -1,15 +1,15 @@
 //! The UDP data channel (FOBS, shared/seeds/fobs.txt): the file's bytes in UDP packets paced by a
 //! rate controller, the receiver's per-segment bitmaps back over the transfer's TCP data
 //! connection, lost packets resent selectively. Two movers, [`UdpSender`] and [`UdpReceiver`],
-//! behind the same [`Mover`](crate::Mover) trait as the TCP ones; the books they keep are pure
-//! ([`ledger`], [`arrivals`]) and the rate laws are `fatpipe_tune::rate`'s.
+//! behind the same [`Mover`](crate::Mover) trait as the TCP ones. What they decide is pure and
+//! lives in `fatpipe_tune::transfer::udp`: the sender's core (`UdpSend`: its ledger, the rate
+//! law's feedback, what to send when) and the receiver's books (`Arrivals`); these movers
+//! only move packets, write the file and carry the messages.
 //!
 //! On the TCP connection: the sender says how long the transfer is (`Hello`), the receiver
 //! answers with its UDP port and the transfer's token (`Ready`), then reports every
 //! [`REPORT_EVERY`] until it has every byte (`Done`). When no packet gets through within
 //! [`PROBE`], the sender says `Fallback` and sends the bytes over the TCP connection itself.
-
-pub mod arrivals;
 
 mod receive;
 mod send;

@@ -2,7 +2,6 @@
 //! receive offload where the kernel has it), writes new data at its place in the file (runs of
 //! adjacent packets in one write), and reports every [`REPORT_EVERY`](super::REPORT_EVERY).
 
-use super::arrivals::{Arrivals, Take};
 use super::{
     net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, REPORT_EVERY,
 };
@@ -10,6 +9,7 @@ use crate::admission::Proof;
 use crate::mode_e::OnStream;
 use crate::{Moved, Mover, Pump, PumpError};
 use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
+use fatpipe_tune::transfer::udp::{Arrivals, Take};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use std::fs::File;
 use std::hash::{BuildHasher, Hasher};

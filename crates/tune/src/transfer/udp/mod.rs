@@ -1,13 +1,16 @@
-//! The UDP channel's sender, free of I/O: what the receiver's reports mean (arrivals, losses,
-//! the round trip of data, the rate control's feedback), and what to send when (the token
-//! bucket at the controller's rate, resends first, the tail's losses found by age, a stall
-//! never silent). A driver (`fatpipe-net`'s UDP sender) hands in reports with
+//! The UDP channel's decisions, free of I/O: the receiver's books ([`arrivals`]: what arrived,
+//! what each report says) and the sender's core, [`UdpSend`]: what the receiver's reports mean
+//! (arrivals, losses, the round trip of data, the rate control's feedback), and what to send
+//! when (the token bucket at the controller's rate, resends first, the tail's losses found by
+//! age, a stall never silent). A driver (`fatpipe-net`'s UDP sender) hands in reports with
 //! [`UdpSend::on_report`], asks [`UdpSend::poll_send`] what to send at `now`, sends it, says
 //! so with [`UdpSend::on_sent`], and carries out [`UdpSend::poll_event`]'s telemetry and
 //! status messages.
 
+pub mod arrivals;
 pub mod ledger;
 
+pub use arrivals::{Arrivals, Take};
 pub use ledger::{Ledger, LedgerError, WINDOW};
 
 use crate::rate::{Feedback, RateControl};

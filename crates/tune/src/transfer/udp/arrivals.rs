@@ -2,8 +2,8 @@
 //! report, and the one-way delay seen. No I/O: the receive loop feeds it packet headers.
 //! Bounded: only segments within [`WINDOW`] of the lowest unfinished one are accepted.
 
+use super::ledger::WINDOW;
 use fatpipe_proto::udp::{segment_len, DataHeader, Report, SegmentBits, SEGMENT, TRAIN};
-use fatpipe_tune::transfer::udp::WINDOW;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// What became of one packet.
