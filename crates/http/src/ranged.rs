@@ -226,16 +226,17 @@ impl Fetch<'_> {
         let cap = self.tune.control.receive_cap();
         match (self.streams, first.1.as_ref().and_then(|t| t.round_trip())) {
             (Some(n), _) => n.min(MAX_STREAMS),
-            (None, Some(rtt)) => {
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-                fatpipe_tune::streams::cold::cold_start(rtt, cap, size, MAX_STREAMS, cores).map_or(
-                    1,
-                    |c| {
-                        tracing::info!("fetch over {} connections {}", c.streams, c.why);
-                        c.streams
-                    },
-                )
-            }
+            (None, Some(rtt)) => fatpipe_tune::streams::cold::cold_start(
+                rtt,
+                cap,
+                size,
+                MAX_STREAMS,
+                fatpipe_net::conductor::host_cores(),
+            )
+            .map_or(1, |c| {
+                tracing::info!("fetch over {} connections {}", c.streams, c.why);
+                c.streams
+            }),
             (None, None) => 1,
         }
     }

@@ -55,6 +55,12 @@ struct Shared {
     driven: Mutex<Driven>,
 }
 
+/// Cores this process may run on (1 when unknown): the stream policy grows streams held by
+/// the CPU up to them, and a cold start on a short path plans by them.
+pub fn host_cores() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
 /// The driver of one transfer, shared with the mover's connection callback.
 #[derive(Clone)]
 pub struct Conductor(Arc<Shared>);
@@ -108,7 +114,7 @@ impl Conductor {
             cc: cfg.cc.clone(),
             forced: cfg.control.forced(),
             choose_cc,
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            cores: host_cores(),
         };
         let (grow, requests) = match streams {
             Some(_) => {

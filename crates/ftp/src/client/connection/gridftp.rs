@@ -177,8 +177,13 @@ impl Connection {
         let Some(rtt) = self.round_trip else {
             return;
         };
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-        if let Some(c) = cold::cold_start(rtt, cap, size, b.limits.max, cores) {
+        if let Some(c) = cold::cold_start(
+            rtt,
+            cap,
+            size,
+            b.limits.max,
+            fatpipe_net::conductor::host_cores(),
+        ) {
             self.start_streams_at(c.streams, c.why);
         }
     }
