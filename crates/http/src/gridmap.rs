@@ -3,57 +3,31 @@
 //! as Globus, dCache and XRootD read it. Sites regenerate the file (edg-mkgridmap, a VO's
 //! member list): it is read again when it changes, and a broken new version keeps the old.
 
+use fatpipe_net::reload::Reloading;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A grid-mapfile, read again when its modification time changes.
 #[derive(Debug)]
-pub struct GridMap {
-    path: PathBuf,
-    loaded: Mutex<Loaded>,
-}
-
-#[derive(Debug)]
-struct Loaded {
-    stamp: Option<SystemTime>,
-    map: HashMap<String, String>,
-}
+pub struct GridMap(Reloading<Arc<HashMap<String, String>>>);
 
 impl GridMap {
     /// Reads `path`; an unreadable file or a malformed line is an error naming it.
     pub fn load(path: &Path) -> Result<GridMap, String> {
-        let map = read(path)?;
-        Ok(GridMap {
-            path: path.to_path_buf(),
-            loaded: Mutex::new(Loaded {
-                stamp: stamp(path),
-                map,
-            }),
-        })
+        let read = |p: &[PathBuf]| match p {
+            [path] => read(path).map(Arc::new),
+            _ => Err("one grid-mapfile".into()),
+        };
+        let paths = vec![path.to_path_buf()];
+        Reloading::load("grid-mapfile", paths, Duration::ZERO, Instant::now(), read).map(GridMap)
     }
 
     /// The account `subject` maps to, if any (the file read again first if it changed).
     pub fn account(&self, subject: &str) -> Option<String> {
-        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
-        let now = stamp(&self.path);
-        if now != loaded.stamp {
-            match read(&self.path) {
-                Ok(map) => {
-                    tracing::info!(file = %self.path.display(), "grid-mapfile read again");
-                    loaded.map = map;
-                }
-                Err(e) => tracing::warn!("keeping the previous grid-mapfile: {e}"),
-            }
-            loaded.stamp = now;
-        }
-        loaded.map.get(subject).cloned()
+        self.0.current(Instant::now()).get(subject).cloned()
     }
-}
-
-fn stamp(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 fn read(path: &Path) -> Result<HashMap<String, String>, String> {
@@ -174,7 +148,7 @@ mod tests {
         assert_eq!(map.account("/CN=b"), None);
         let touch = |text: &str, secs: u64| {
             std::fs::write(&path, text).unwrap();
-            let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            let t = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
             std::fs::File::options()
                 .write(true)
                 .open(&path)

@@ -17,6 +17,7 @@ pub mod pacing;
 pub mod partial;
 pub mod pump;
 pub mod rate_budget;
+pub mod reload;
 pub mod sandbox;
 pub mod socket;
 mod sockopt;

@@ -2,6 +2,7 @@
 //! again when the files change, so a renewed certificate takes effect without a restart) and
 //! the client's trust (the system's roots plus `--ca`), both on the ring provider.
 
+use crate::reload::Reloading;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
 use rustls::crypto::ring::default_provider;
@@ -12,23 +13,16 @@ use rustls::server::ServerSessionMemoryCache;
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// A server's certificate and key files and the configuration made from them.
+/// A server's certificate and key files and the configuration made from them, read again when
+/// either file changes.
 #[derive(Debug)]
 pub struct Identity {
     cert: PathBuf,
     key: PathBuf,
-    /// Asks clients for a certificate and checks it so (none: no client certificates).
-    clients: Option<Arc<dyn ClientCertVerifier>>,
-    loaded: Mutex<Loaded>,
-}
-
-#[derive(Debug)]
-struct Loaded {
-    stamp: Stamp,
-    config: ServerTls,
+    loaded: Reloading<ServerTls>,
 }
 
 /// A server's two configurations, sharing one session cache: the control connection's
@@ -92,61 +86,44 @@ impl ServerTls {
     }
 }
 
-/// The files' modification times: a change means a renewed certificate.
-type Stamp = (Option<SystemTime>, Option<SystemTime>);
-
-fn stamp(cert: &Path, key: &Path) -> Stamp {
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    (mtime(cert), mtime(key))
-}
-
 impl Identity {
     /// Reads the files; an unreadable file, no certificate or a key that does not match is an
     /// error that names the file.
     pub fn load(cert: &Path, key: &Path) -> Result<Identity, String> {
-        let config = server_config(cert, key, None)?;
-        Ok(Identity {
-            cert: cert.to_path_buf(),
-            key: key.to_path_buf(),
-            clients: None,
-            loaded: Mutex::new(Loaded {
-                stamp: stamp(cert, key),
-                config,
-            }),
-        })
+        Self::asking(cert, key, None)
     }
 
     /// The same identity, asking clients for a certificate that `clients` checks (grid
     /// certificates and proxies: [`super::grid::GridCerts`]).
     pub fn asking_clients(&self, clients: Arc<dyn ClientCertVerifier>) -> Result<Identity, String> {
-        let config = server_config(&self.cert, &self.key, Some(clients.clone()))?;
+        Self::asking(&self.cert, &self.key, Some(clients))
+    }
+
+    fn asking(
+        cert: &Path,
+        key: &Path,
+        clients: Option<Arc<dyn ClientCertVerifier>>,
+    ) -> Result<Identity, String> {
+        let (c, k) = (cert.to_path_buf(), key.to_path_buf());
+        let paths = vec![c.clone(), k.clone()];
+        let read = move |_: &[PathBuf]| server_config(&c, &k, clients.clone());
         Ok(Identity {
-            cert: self.cert.clone(),
-            key: self.key.clone(),
-            clients: Some(clients),
-            loaded: Mutex::new(Loaded {
-                stamp: stamp(&self.cert, &self.key),
-                config,
-            }),
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            loaded: Reloading::load(
+                "TLS certificate",
+                paths,
+                Duration::ZERO,
+                Instant::now(),
+                read,
+            )?,
         })
     }
 
     /// The configuration for a new control connection: read again first if either file
     /// changed since (a reload that fails keeps the previous one and says why).
     pub fn config(&self) -> ServerTls {
-        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
-        let now = stamp(&self.cert, &self.key);
-        if now != loaded.stamp {
-            match server_config(&self.cert, &self.key, self.clients.clone()) {
-                Ok(c) => {
-                    tracing::info!(cert = %self.cert.display(), "TLS certificate reloaded");
-                    loaded.config = c;
-                }
-                Err(e) => tracing::warn!("keeping the previous TLS certificate: {e}"),
-            }
-            loaded.stamp = now;
-        }
-        loaded.config.clone()
+        self.loaded.current(Instant::now())
     }
 }
 

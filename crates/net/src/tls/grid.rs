@@ -9,6 +9,7 @@
 //! they authenticate in HTTP. On the client's side, [`ClientCert`] is the certificate (a proxy,
 //! found where the grid's tools look for one) that `fatpipe cp` shows servers that ask.
 
+use crate::reload::Reloading;
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::{verify_tls13_signature_with_raw_key, CryptoProvider};
 use rustls::pki_types::{CertificateDer, SubjectPublicKeyInfoDer, UnixTime};
@@ -20,8 +21,8 @@ use rustls::{
     SignatureScheme,
 };
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use x509_parser::der_parser::ber::BerObjectContent;
 use x509_parser::der_parser::der::parse_der;
 use x509_parser::prelude::{FromDer, X509Certificate, X509Name};
@@ -122,62 +123,23 @@ const RELOOK: Duration = Duration::from_secs(600);
 /// The CAs of a path ([`GridCerts::from_path`]), read again when its files change: fetch-crl
 /// renews the revocation lists of a CA directory every few hours, and a server runs for months.
 #[derive(Debug)]
-pub struct CaStore {
-    path: PathBuf,
-    state: Mutex<CaState>,
-}
-
-#[derive(Debug)]
-struct CaState {
-    stamp: Option<SystemTime>,
-    looked: Instant,
-    certs: Arc<GridCerts>,
-}
+pub struct CaStore(Reloading<Arc<GridCerts>>);
 
 impl CaStore {
     /// Reads the CAs of `path` at `now`.
     pub fn load(path: &Path, now: Instant) -> Result<CaStore, String> {
-        Ok(CaStore {
-            path: path.to_path_buf(),
-            state: Mutex::new(CaState {
-                stamp: newest(path),
-                looked: now,
-                certs: GridCerts::from_path(path)?,
-            }),
-        })
+        let read = |p: &[PathBuf]| match p {
+            [path] => GridCerts::from_path(path),
+            _ => Err("one CA file or directory".into()),
+        };
+        Reloading::load("client CAs", vec![path.to_path_buf()], RELOOK, now, read).map(CaStore)
     }
 
     /// The CAs at `now`: read again if [`RELOOK`] passed since the last look and a file changed
     /// (a reading that fails keeps the previous CAs, and says why).
     pub fn current(&self, now: Instant) -> Arc<GridCerts> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if now.saturating_duration_since(st.looked) >= RELOOK {
-            st.looked = now;
-            let stamp = newest(&self.path);
-            if stamp != st.stamp {
-                st.stamp = stamp;
-                match GridCerts::from_path(&self.path) {
-                    Ok(c) => {
-                        tracing::info!(path = %self.path.display(), "client CAs read again");
-                        st.certs = c;
-                    }
-                    Err(e) => tracing::warn!("keeping the previous client CAs: {e}"),
-                }
-            }
-        }
-        st.certs.clone()
+        self.0.current(now)
     }
-}
-
-/// The latest modification time of `path` and, for a directory, of what is in it.
-fn newest(path: &Path) -> Option<SystemTime> {
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let inside = std::fs::read_dir(path)
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter_map(|e| mtime(&e.path()));
-    mtime(path).into_iter().chain(inside).max()
 }
 
 /// A client's certificate for servers that ask for one: a grid proxy (its certificate, then the
