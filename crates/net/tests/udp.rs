@@ -225,6 +225,9 @@ fn a_receiver_drops_foreign_and_malformed_packets_and_keeps_the_file_right() {
         sock: TcpStream::connect(l.local_addr().unwrap()).unwrap(),
         buf: Vec::new(),
     };
+    peer.sock
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let (b, _) = l.accept().unwrap();
     let data = pattern(3000);
     let got = std::thread::scope(|s| {
@@ -239,13 +242,15 @@ fn a_receiver_drops_foreign_and_malformed_packets_and_keeps_the_file_right() {
             })
             .run(&Arc::new(Pump::default()), &no_links())
         });
+        // The receiver names its port before it hears the sender's Hello (a round trip
+        // fewer before the first packet).
+        let Message::Ready { port, token } = peer.next() else {
+            panic!("no Ready")
+        };
         peer.send(&Message::Hello {
             packet: 1470,
             length: 3000,
         });
-        let Message::Ready { port, token } = peer.next() else {
-            panic!("no Ready")
-        };
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         udp.connect(("127.0.0.1", port)).unwrap();
         let packet = |token: u64, tx: u64, index: u64, body: &[u8]| {

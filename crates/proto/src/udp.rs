@@ -142,14 +142,16 @@ impl Report {
 /// A message on the feedback connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
-    /// Sender → receiver, first: the payload per packet and the bytes the transfer moves.
+    /// Sender → receiver, first (it crosses the receiver's `Ready`): the payload per packet
+    /// and the bytes the transfer moves.
     Hello {
         /// UDP payload of a data packet, header included.
         packet: u16,
         /// Bytes of the transfer.
         length: u64,
     },
-    /// Receiver → sender: where to send, and the token to put in every packet.
+    /// Receiver → sender, first (it need not wait for `Hello`): where to send, and the token
+    /// to put in every packet.
     Ready {
         /// The receiver's UDP port (on the address of its end of this connection).
         port: u16,

@@ -49,6 +49,19 @@ impl Mover for UdpReceiver<'_> {
         let s = *self;
         Proof::on_plain(s.proof, &s.link).map_err(r)?;
         let mut link = Link::new(s.link.try_clone().map_err(r)?);
+        // Ready goes out before the sender's Hello is read: the sender, which sends its Hello
+        // as it connects or accepts, finds the port waiting (a round trip fewer before the
+        // first packet); a sender that waits for Ready after its Hello is served the same.
+        let local = s.link.local_addr().map_err(r)?.ip();
+        let ports = s.config.ports.as_ref();
+        let sock = crate::socket::bind_in_range(local, ports, 0, UdpSocket::bind).map_err(r)?;
+        size_buffers(&sock, s.config.force_buffers, false);
+        let state = UdpSocketState::new((&sock).into()).map_err(r)?;
+        let token = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let port = sock.local_addr().map_err(r)?.port();
+        link.send(&Message::Ready { port, token }).map_err(r)?;
         let (packet, length) = match link.wait(s.config.timeout).map_err(r)? {
             Message::Hello { packet, length } => (packet, length),
             m => return Err(r(unexpected(&m))),
@@ -68,16 +81,6 @@ impl Mover for UdpReceiver<'_> {
                 ),
             )));
         }
-        let local = s.link.local_addr().map_err(r)?.ip();
-        let ports = s.config.ports.as_ref();
-        let sock = crate::socket::bind_in_range(local, ports, 0, UdpSocket::bind).map_err(r)?;
-        size_buffers(&sock, s.config.force_buffers, false);
-        let state = UdpSocketState::new((&sock).into()).map_err(r)?;
-        let token = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
-        let port = sock.local_addr().map_err(r)?.port();
-        link.send(&Message::Ready { port, token }).map_err(r)?;
         let payload = u64::from(packet) - HEADER as u64;
         let mut run = Receiving {
             file: s.file,

@@ -299,4 +299,33 @@ mod tests {
         }
         assert!(r.is_err(), "a listing past the bound is refused");
     }
+
+    #[test]
+    fn a_fatpipe_server_is_asked_its_passive_port_with_the_transfer_command() {
+        use super::super::fake_server::{take, with_server};
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let data = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let port = data.local_addr().unwrap().port();
+                let replies = format!(
+                    "200 A\r\n229 Entering Extended Passive Mode (|||{port}|)\r\n150 Here\r\n"
+                );
+                // Only a client that sent `EPSV` and `LIST` together gets past this.
+                let lines = take(r, w, 3, &replies);
+                let (mut d, _) = data.accept().unwrap();
+                d.write_all(b"-rw-r--r-- 1 0 0 5 Nov 22 11:20 a\r\n")
+                    .unwrap();
+                drop(d);
+                w.write_all(b"226 Done\r\n").unwrap();
+                lines
+            },
+            |mut c| {
+                let names: Vec<String> =
+                    c.list("/d").unwrap().into_iter().map(|e| e.name).collect();
+                assert_eq!(names, ["a"]);
+            },
+        );
+        assert_eq!(got[3..], ["TYPE A", "EPSV", "LIST /d"]);
+    }
 }

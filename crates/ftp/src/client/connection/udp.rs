@@ -48,19 +48,25 @@ impl Connection {
         std::mem::take(&mut self.left_on_random_loss)
     }
 
-    /// The session's transfers from now on go over the UDP channel, one MODE S stream, as
-    /// [`Connection::use_udp`]; returns why not when the server cannot.
+    /// After a download left TCP on random loss: the session's transfers from now on go over
+    /// the UDP channel, one MODE S stream; returns why not when the server cannot.
     pub fn move_to_udp(
         &mut self,
         stack: &NetStack,
         udp: UdpConfig,
     ) -> anyhow::Result<Option<String>> {
         self.leave_on_random_loss = false;
-        let why = self.use_udp(stack, udp)?;
-        if why.is_none() {
-            self.blocks = None;
+        self.udp = None;
+        if let Some(why) = self.no_udp() {
+            return Ok(Some(why));
         }
-        Ok(why)
+        // The server met the loss and said so: it takes the channel, and `SITE SETNETSTACK`
+        // goes out as a setting with the transfer that goes on (one write, not a round trip
+        // of its own; a refusal fails that transfer).
+        self.set_ahead(Command::Site(format!("{SETNETSTACK} {stack}")));
+        self.udp = Some(udp);
+        self.blocks = None;
+        Ok(None)
     }
 
     /// Why transfers cannot move over the UDP channel with this server, if they cannot.

@@ -71,6 +71,12 @@ impl Control {
         }
     }
 
+    /// Whether the client's commands already read hold another line: its replies can wait to go
+    /// out with that line's (commands sent together are answered in one write).
+    pub(super) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// Whether `AUTH TLS` has secured the connection.
     pub(super) fn is_tls(&self) -> bool {
         matches!(self.stream, Stream::Tls(_))

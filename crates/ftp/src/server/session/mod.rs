@@ -201,21 +201,27 @@ impl Session {
         self.outbox.push(r);
     }
 
-    /// Sends the replies waiting; a client that reads none of them for `--data-timeout` is
-    /// gone (its session would otherwise hold a slot, blocked on the write, forever).
+    /// Sends the replies waiting, in one write (one segment where they fit: on a lossy path
+    /// each segment is another chance to wait out a retransmission); a client that reads none
+    /// of them for `--data-timeout` is gone (its session would otherwise hold a slot, blocked
+    /// on the write, forever).
     async fn flush(&mut self) -> std::io::Result<()> {
-        let patience = self.shared.config.data_timeout;
-        for r in std::mem::take(&mut self.outbox) {
-            tokio::time::timeout(patience, self.control.write_all(&r.encode()))
-                .await
-                .map_err(|_| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "the client read no reply for --data-timeout",
-                    )
-                })??;
+        if self.outbox.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let wire: Vec<u8> = std::mem::take(&mut self.outbox)
+            .iter()
+            .flat_map(Reply::encode)
+            .collect();
+        let patience = self.shared.config.data_timeout;
+        tokio::time::timeout(patience, self.control.write_all(&wire))
+            .await
+            .map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client read no reply for --data-timeout",
+                )
+            })?
     }
 
     /// Records a finished transfer of a file in the transfer log (`--transfer-log`).
@@ -326,7 +332,11 @@ impl Session {
                 }
                 Some(Frame::Line(line)) => self.command(&line).await,
             };
-            self.flush().await?;
+            // Commands the client sent together are answered together (no command waits on
+            // the client: a transfer's data connection is made beside the session).
+            if !self.control.has_pending() || flow == Flow::Close {
+                self.flush().await?;
+            }
             if flow == Flow::Close {
                 return Ok(());
             }
