@@ -47,6 +47,8 @@ pub(super) fn session(
                 memory: udp.memory.clone().or_else(|| Some(Default::default())),
                 ..udp.clone()
             },
+            opts.streams,
+            opts.udp_asked,
         )? {
             None => {}
             Some(why) => {

@@ -64,15 +64,41 @@ pub(super) fn tuned_auto(c: &mut Connection) {
     c.set_streams(auto).unwrap();
 }
 
+/// The features a fatpipe server lists, less the UDP channel.
+const FEATURES: &[&str] = &[
+    "CKSM XXH3",
+    "MDTM",
+    "MFMT",
+    "DRS",
+    "PARALLEL",
+    "DCREUSE",
+    "PIPELINED STOR",
+];
+
 /// Runs `script` as the server of a client logged in with `user_reply` to `USER`.
 pub(super) fn with_server(
     user_reply: &'static str,
     script: impl FnOnce(&mut BufReader<TcpStream>, &mut TcpStream) -> Vec<String> + Send + 'static,
     client: impl FnOnce(Connection),
 ) -> Vec<String> {
+    with_features(&[], user_reply, script, client)
+}
+
+/// [`with_server`] for a server that lists `more` features besides [`FEATURES`].
+pub(super) fn with_features(
+    more: &[&str],
+    user_reply: &'static str,
+    script: impl FnOnce(&mut BufReader<TcpStream>, &mut TcpStream) -> Vec<String> + Send + 'static,
+    client: impl FnOnce(Connection),
+) -> Vec<String> {
+    let lines: String = FEATURES
+        .iter()
+        .chain(more)
+        .map(|f| format!(" {f}\r\n"))
+        .collect();
     let (port, server) = fake_server(move |r, w| {
         w.write_all(b"220 hi\r\n").unwrap();
-        let feat = "211-Features:\r\n CKSM XXH3\r\n MDTM\r\n MFMT\r\n DRS\r\n PARALLEL\r\n DCREUSE\r\n PIPELINED STOR\r\n211 End\r\n";
+        let feat = format!("211-Features:\r\n{lines}211 End\r\n");
         let mut got = take(r, w, 3, &format!("{user_reply}{feat}"));
         got.extend(script(r, w));
         got

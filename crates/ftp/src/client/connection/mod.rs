@@ -99,6 +99,10 @@ pub struct Connection {
     /// The server moves MODE S binary transfers over the UDP channel (`SITE SETNETSTACK udp`):
     /// this end's side of it.
     udp: Option<fatpipe_net::udp::UdpConfig>,
+    /// `SITE SETNETSTACK udp` went out ahead and its answer is not read yet: if the server
+    /// refuses, the session goes on over TCP with these streams (`true`: the user asked for
+    /// the channel, so the refusal is a warning).
+    udp_unconfirmed: Option<(Command, Streams, bool)>,
     /// What the UDP channel of the latest transfer did.
     last_udp: Option<String>,
     /// A download whose sending server meets random loss ends, to go on over the UDP channel
@@ -184,6 +188,7 @@ impl Connection {
             reuse: false,
             kept: None,
             udp: None,
+            udp_unconfirmed: None,
             last_udp: None,
             leave_on_random_loss: false,
             left_on_random_loss: false,

@@ -1,7 +1,7 @@
 //! The UDP data channel on the client side: `SITE SETNETSTACK udp` with a fatpipe server, and
 //! MODE S binary transfers whose bytes then move as UDP packets beside the data connection.
 
-use super::{receive_error, send_error, Connection};
+use super::{receive_error, send_error, Connection, Streams};
 use anyhow::Context;
 use fatpipe_net::mover::StreamWork;
 use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
@@ -16,21 +16,46 @@ use std::sync::Arc;
 
 impl Connection {
     /// Moves MODE S binary transfers over the UDP channel from now on, as `udp` says (this
-    /// end's side; `stack` is what the server is told). Returns why not when the server cannot.
-    pub fn use_udp(&mut self, stack: &NetStack, udp: UdpConfig) -> anyhow::Result<Option<String>> {
+    /// end's side; `stack` is what the server is told). Returns why not when the server cannot
+    /// by its features. `SITE SETNETSTACK` goes out with the next command (not a round trip of
+    /// its own) and its answer is read before the first transfer: a server that refuses it
+    /// then moves the data over TCP with `fallback` streams (`asked`: the user asked for the
+    /// channel, and hears why not as a warning).
+    pub fn use_udp(
+        &mut self,
+        stack: &NetStack,
+        udp: UdpConfig,
+        fallback: Streams,
+        asked: bool,
+    ) -> anyhow::Result<Option<String>> {
         self.udp = None;
         if let Some(why) = self.no_udp() {
             return Ok(Some(why));
         }
-        let r = self.ask(&Command::Site(format!("{SETNETSTACK} {stack}")))?;
-        if !r.is_success() {
-            return Ok(Some(format!(
-                "{} refused the UDP data channel: {r}",
-                self.peer
-            )));
-        }
+        let cmd = Command::Site(format!("{SETNETSTACK} {stack}"));
+        self.ask_ahead(cmd.clone());
         self.udp = Some(udp);
+        self.udp_unconfirmed = Some((cmd, fallback, asked));
         Ok(None)
+    }
+
+    /// Reads the server's answer to a `SITE SETNETSTACK udp` sent ahead, if one is owed: a
+    /// refusal ends the UDP channel, and the session's transfers go over TCP.
+    fn confirm_udp(&mut self) -> anyhow::Result<()> {
+        let Some((cmd, fallback, asked)) = self.udp_unconfirmed.take() else {
+            return Ok(());
+        };
+        let r = self.ask(&cmd)?;
+        if r.is_success() {
+            return Ok(());
+        }
+        let why = format!("{} refused the UDP data channel: {r}", self.peer);
+        match asked {
+            true => tracing::warn!("{why}: the data goes over TCP"),
+            false => tracing::info!("{why}: the data goes over TCP"),
+        }
+        self.udp = None;
+        self.set_streams(fallback)
     }
 
     /// From now on a download ends as soon as its sending server says it met random loss (it
@@ -100,6 +125,7 @@ impl Connection {
     /// with where `file` stands; `None` when transfers go over TCP.
     fn udp_start(&mut self, mut file: &File) -> anyhow::Result<Option<(UdpConfig, u64)>> {
         self.last_udp = None;
+        self.confirm_udp()?;
         let Some(config) = self.udp.clone() else {
             return Ok(None);
         };
@@ -177,5 +203,43 @@ impl Connection {
         })?;
         self.last_udp = moved.udp.map(|u| u.to_string());
         Ok(moved.bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake_server::{take, with_features};
+    use super::*;
+    use fatpipe_net::udp::UdpConfig;
+
+    /// A client that asks for the UDP channel, then a file's size; the server answers
+    /// `SETNETSTACK` with `answer`. Whether the channel is on after the answer is read.
+    fn asked_with_size(answer: &'static str) -> (Vec<String>, bool) {
+        let mut on = false;
+        let got = with_features(
+            &["SETNETSTACK tcp,udp"],
+            "331 pass\r\n230 in\r\n",
+            // Only a client that sent both in one write gets past this.
+            move |r, w| take(r, w, 3, &format!("{answer}\r\n200 I\r\n213 5\r\n")),
+            |mut c| {
+                let stack = NetStack::parse("udp control=default").unwrap();
+                let why = c.use_udp(&stack, UdpConfig::default(), Streams::Fixed(1), true);
+                assert_eq!(why.unwrap(), None);
+                assert_eq!(c.size("/f").unwrap(), Some(5));
+                c.confirm_udp().unwrap();
+                on = c.uses_udp();
+            },
+        );
+        (got, on)
+    }
+
+    #[test]
+    fn the_udp_channel_is_asked_for_with_the_next_command_and_a_refusal_leaves_tcp() {
+        let (got, on) = asked_with_size("200 Network stack: udp");
+        let sent = ["SITE SETNETSTACK udp control=default", "TYPE I", "SIZE /f"];
+        assert_eq!(got[3..], sent);
+        assert!(on);
+        let (_, on) = asked_with_size("501 unknown rate control");
+        assert!(!on, "refused: the data goes over TCP");
     }
 }
