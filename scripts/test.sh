@@ -5,12 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real peers the interop tests start: curl, lftp, vsftpd, Python's ftplib, gfal2 (FTS3's library, for copies between
-# servers; tcpdump captures the FTPS test's traffic); unshare/setpriv
+# servers, and its file plugin for copies to and from local files; tcpdump captures the FTPS test's traffic); unshare/setpriv
 # (util-linux) for the full-disk and unreadable-file tests; iproute2 and iperf3 for the lab; fonts-dejavu-core for `fatpipe plot`;
 # clang, libelf-dev, zlib1g-dev and pkg-config to build the BPF congestion control (the `bpf` feature);
 # for the HTTPS front-end: litmus, davix, rclone, gfal2's HTTP plugin, openssl (CA directories),
 # XRootD's server with XrdHttp and XrdTpc (third-party copies both ways).
-packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates tcpdump globus-gass-copy-progs globus-gridftp-server-progs gfal2-util-scripts gfal2-plugin-gridftp fonts-dejavu-core
+packages=(curl lftp vsftpd python3 util-linux iproute2 iperf3 ca-certificates tcpdump globus-gass-copy-progs globus-gridftp-server-progs gfal2-util-scripts gfal2-plugin-gridftp gfal2-plugin-file fonts-dejavu-core
           clang libelf-dev zlib1g-dev pkg-config
           litmus davix rclone gfal2-plugin-http openssl xrootd-server xrootd-server-plugins)
 missing=()
