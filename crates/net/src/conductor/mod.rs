@@ -75,10 +75,11 @@ impl Conductor {
         Self::build(cfg, role, Pacing::Off, None, true).0
     }
 
-    /// A conductor for one connection of a front-end that runs no per-transfer policy (an
-    /// HTTP body): its buffer and pacing laws only.
+    /// A conductor for one connection of a front-end with no stream policy (an HTTP body):
+    /// its buffer and pacing laws, and a sender's congestion control chosen as the path shows
+    /// (random loss: bbr, as on an FTP data connection).
     pub fn one_connection(cfg: TunerConfig, role: Role) -> Conductor {
-        Self::build(Some(cfg), role, Pacing::Off, None, false).0
+        Self::build(Some(cfg), role, Pacing::Off, None, true).0
     }
 
     /// The conductor of a sending transfer that starts with `start` streams; with a `policy`

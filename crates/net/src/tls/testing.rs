@@ -13,7 +13,8 @@ pub fn self_signed_files(dir: &Path) -> Result<(PathBuf, PathBuf), Box<dyn std::
     Ok((cert, key))
 }
 
-/// A test CA and a certificate it signed for `localhost` and 127.0.0.1, written to `dir`:
+/// A test CA and a certificate it signed for `localhost`, 127.0.0.1 and the two ends of an
+/// emulated path (`fatpipe testbed`: 198.18.0.1 and 198.18.0.2), written to `dir`:
 /// (the CA's certificate, the chain leaf first, the leaf's key). Clients that refuse a
 /// self-signed server certificate (davix, gfal2) trust the CA.
 pub fn ca_signed_files(
@@ -26,8 +27,8 @@ pub fn ca_signed_files(
         .push(rcgen::DnType::CommonName, "fatpipe test CA");
     let ca_key = rcgen::KeyPair::generate()?;
     let ca = ca_params.self_signed(&ca_key)?;
-    let mut leaf_params =
-        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
+    let names = ["localhost", "127.0.0.1", "198.18.0.1", "198.18.0.2"];
+    let mut leaf_params = rcgen::CertificateParams::new(names.map(String::from).to_vec())?;
     leaf_params
         .distinguished_name
         .push(rcgen::DnType::CommonName, "localhost");
