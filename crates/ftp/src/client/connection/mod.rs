@@ -9,6 +9,7 @@ mod fake_server;
 mod gridftp;
 mod listing;
 mod login;
+mod passive;
 mod pipelined;
 mod replies;
 mod secure;
@@ -23,19 +24,17 @@ pub use secure::{TlsMode, TlsPolicy};
 use anyhow::{anyhow, bail, Context};
 use fatpipe_net::admission::{Proof, Token};
 pub use fatpipe_net::at_most::AtMost;
-use fatpipe_net::mode_e::{Kept, Prepare};
+use fatpipe_net::mode_e::Kept;
 use fatpipe_net::mover::{StreamMover, StreamWork};
-use fatpipe_net::tuner::before_connect;
 use fatpipe_net::{Conductor, Moved, Mover, Pump, PumpError, TuneSummary, TunerConfig};
 use fatpipe_proto::drs::DrsOpts;
 use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_proto::reply::ReplyParser;
-use fatpipe_proto::{addr, Command, Reply, TransferType};
+use fatpipe_proto::{Command, Reply, TransferType};
 use fatpipe_tune::{Role, Tuning};
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -399,62 +398,6 @@ impl Connection {
         }
     }
 
-    /// Opens a passive data connection to `target` (the server's, from [`Self::passive_target`]).
-    fn open_data(&self, target: SocketAddr) -> anyhow::Result<TcpStream> {
-        let prepare = self.prepare();
-        let s = fatpipe_net::socket::connect_prepared(target, None, self.timeout, |sock| {
-            prepare(sock.as_fd())
-        })
-        .with_context(|| format!("cannot open data connection to {target}"))?;
-        s.set_read_timeout(Some(self.timeout))?;
-        s.set_write_timeout(Some(self.timeout))?;
-        Ok(s)
-    }
-
-    /// Sets a data socket's buffers as the tuning mode wants them before it connects.
-    fn prepare(&self) -> Prepare {
-        let tune = self.tune.clone();
-        Arc::new(move |fd| match &tune {
-            Some(t) => before_connect(t, fd),
-            None => Ok(()),
-        })
-    }
-
-    /// The server's passive data address (`EPSV`, falling back to `PASV`); a new address ends
-    /// the kept MODE E connections at both ends.
-    fn passive_target(&mut self) -> anyhow::Result<SocketAddr> {
-        self.kept = None;
-        let port = match self.epsv_failed {
-            false => self.epsv_port()?,
-            true => None,
-        };
-        let port = match port {
-            Some(p) => p,
-            None => {
-                let r = self.checked(&Command::Pasv)?;
-                addr::parse_pasv_reply(&r.text())
-                    .with_context(|| format!("cannot read the PASV reply {r}"))?
-                    .port()
-            }
-        };
-        Ok(SocketAddr::new(self.peer.ip(), port))
-    }
-
-    /// The port `EPSV` (asked now, or ahead) names; `None` when the server cannot (this session
-    /// asks `PASV` from then on). A new address ends the kept MODE E connections.
-    fn epsv_port(&mut self) -> anyhow::Result<Option<u16>> {
-        self.kept = None;
-        let r = self.ask(&Command::Epsv(None))?;
-        match addr::parse_epsv_reply(&r.text()) {
-            Some(p) if r.code == 229 => Ok(Some(p)),
-            _ => {
-                self.epsv_failed = true;
-                tracing::debug!("EPSV -> {r}: PASV from now on");
-                Ok(None)
-            }
-        }
-    }
-
     /// Runs one transfer command over a fresh data connection (MODE S): `REST` first when
     /// `offset` > 0, then `cmd`, then `work` on the data connection, then the final reply,
     /// which must be 2xx. With tuning on (`tuned`: this end's role), the connection's laws run
@@ -487,29 +430,9 @@ impl Connection {
         failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<(Moved, Reply)> {
         self.settle()?;
-        // A fatpipe server takes `EPSV`, `REST` and the transfer command in one write (it opens
-        // the data connection beside the session): one round trip fewer.
-        let ahead = self.has_feature("DRS") && !self.epsv_failed && !self.pipe.sent;
-        let target = match ahead {
-            true => {
-                self.ask_ahead(Command::Epsv(None));
-                None
-            }
-            false => Some(self.passive_target()?),
-        };
+        let passive = self.ask_passive()?;
         let rest = (offset > 0).then_some(Command::Rest(offset));
-        let (what, data) = self.begin(rest, &cmd, |c| {
-            let target = match target {
-                Some(t) => t,
-                // The transfer command went out already: no PASV can come before it now
-                // (the session ends, a retry asks PASV).
-                None => match c.epsv_port()? {
-                    Some(p) => SocketAddr::new(c.peer.ip(), p),
-                    None => bail!("{} refused EPSV", c.peer),
-                },
-            };
-            c.open_data(target)
-        })?;
+        let (what, data) = self.begin(rest, &cmd, |c| c.connect_passive(passive))?;
         let cfg = tuned.and(self.tune.clone());
         let conductor = Conductor::new(cfg, tuned.unwrap_or(Role::Receiver));
         let on_link = conductor.on_link();

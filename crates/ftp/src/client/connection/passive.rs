@@ -1,0 +1,104 @@
+//! The passive data connection of a MODE S transfer: the server's address (`EPSV`, falling
+//! back to `PASV`), asked alone or, to a fatpipe server, ahead with the transfer command, and
+//! the connection made to it with the tuning's buffers.
+
+use super::Connection;
+use anyhow::{bail, Context};
+use fatpipe_net::mode_e::Prepare;
+use fatpipe_net::tuner::before_connect;
+use fatpipe_proto::{addr, Command};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+/// Where a transfer's passive data connection goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Passive {
+    /// The server's address, asked before the transfer command.
+    At(SocketAddr),
+    /// `EPSV` went out ahead, with the transfer command: its answer comes first.
+    Asked,
+}
+
+impl Connection {
+    /// The passive address of the next transfer: a fatpipe server takes `EPSV`, `REST` and the
+    /// transfer command in one write (it opens the data connection beside the session, one
+    /// round trip fewer); another server is asked now.
+    pub(super) fn ask_passive(&mut self) -> anyhow::Result<Passive> {
+        if self.has_feature("DRS") && !self.epsv_failed && !self.pipe.sent {
+            self.ask_ahead(Command::Epsv(None));
+            return Ok(Passive::Asked);
+        }
+        self.passive_target().map(Passive::At)
+    }
+
+    /// The data connection to where `passive` says (its `EPSV` answer read first when it was
+    /// asked ahead: the transfer command went out already, so no `PASV` can come before it
+    /// now, and a refusal ends the session; a retry asks `PASV`).
+    pub(super) fn connect_passive(&mut self, passive: Passive) -> anyhow::Result<TcpStream> {
+        let target = match passive {
+            Passive::At(t) => t,
+            Passive::Asked => match self.epsv_port()? {
+                Some(p) => SocketAddr::new(self.peer.ip(), p),
+                None => bail!("{} refused EPSV", self.peer),
+            },
+        };
+        self.open_data(target)
+    }
+
+    /// Opens a passive data connection to `target` (the server's, from [`Self::passive_target`]).
+    fn open_data(&self, target: SocketAddr) -> anyhow::Result<TcpStream> {
+        let prepare = self.prepare();
+        let s = fatpipe_net::socket::connect_prepared(target, None, self.timeout, |sock| {
+            prepare(sock.as_fd())
+        })
+        .with_context(|| format!("cannot open data connection to {target}"))?;
+        s.set_read_timeout(Some(self.timeout))?;
+        s.set_write_timeout(Some(self.timeout))?;
+        Ok(s)
+    }
+
+    /// Sets a data socket's buffers as the tuning mode wants them before it connects.
+    pub(super) fn prepare(&self) -> Prepare {
+        let tune = self.tune.clone();
+        Arc::new(move |fd| match &tune {
+            Some(t) => before_connect(t, fd),
+            None => Ok(()),
+        })
+    }
+
+    /// The server's passive data address (`EPSV`, falling back to `PASV`); a new address ends
+    /// the kept MODE E connections at both ends.
+    pub(super) fn passive_target(&mut self) -> anyhow::Result<SocketAddr> {
+        self.kept = None;
+        let port = match self.epsv_failed {
+            false => self.epsv_port()?,
+            true => None,
+        };
+        let port = match port {
+            Some(p) => p,
+            None => {
+                let r = self.checked(&Command::Pasv)?;
+                addr::parse_pasv_reply(&r.text())
+                    .with_context(|| format!("cannot read the PASV reply {r}"))?
+                    .port()
+            }
+        };
+        Ok(SocketAddr::new(self.peer.ip(), port))
+    }
+
+    /// The port `EPSV` (asked now, or ahead) names; `None` when the server cannot (this session
+    /// asks `PASV` from then on). A new address ends the kept MODE E connections.
+    fn epsv_port(&mut self) -> anyhow::Result<Option<u16>> {
+        self.kept = None;
+        let r = self.ask(&Command::Epsv(None))?;
+        match addr::parse_epsv_reply(&r.text()) {
+            Some(p) if r.code == 229 => Ok(Some(p)),
+            _ => {
+                self.epsv_failed = true;
+                tracing::debug!("EPSV -> {r}: PASV from now on");
+                Ok(None)
+            }
+        }
+    }
+}
