@@ -20,19 +20,8 @@ trap 'rm -rf "$scratch"' EXIT
 
 # The rows of one lab result, with the path's goodput ceiling for `loss`.
 rows() {
-    python3 - "$1/results.json" "$2" "$3" <<'PY' || echo "| $2 | $3 | no result (see the lab's output) | | | | |"
-import json, sys
-loss = float(sys.argv[2])
-ceiling = 1000 * 1448 / 1500 * (1 - loss)
-for d in json.load(open(sys.argv[1])):
-    label = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else d["label"]
-    for r in d["runs"]:
-        whole = d["bytes"] * 8 / r["wall_seconds"] / 1e6
-        mem = (r["peak_rb_receiver"] + r["peak_tb_sender"]) / 2**20
-        print(f"| {loss:.0%} | {label} | {whole:.0f} | {whole / ceiling:.2f} | {r['retrans']} | {mem:.0f} | {mem * 2**20 / 12.5e6:.1f} |")
-    for f in d.get("failures", []):
-        print(f"| {loss:.0%} | {label} | failed: {f} | | | | |")
-PY
+    python3 bench/lab-rows.py "$1/results.json" "$2" "${3:-}" ||
+        echo "| $2 | $3 | no result (see the lab's output) | | | | |"
 }
 lab() { "$bin" lab --rtt 100ms --rate 1gbit --timeout 90s "$@" >/dev/null 2>&1 || true; }
 header() {
