@@ -320,3 +320,34 @@ fn memory_goes_back_after_a_burst_of_many_stream_uploads() {
         after >> 20
     );
 }
+
+/// The resident memory of process `pid`, KiB.
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn answers_to_commands_sent_together_are_not_held_past_a_bound() {
+    // Commands that come in one write are answered in one write, but a client that sends 900
+    // STATs of a large directory at once and reads nothing must not make the server hold 900
+    // listings (about 200 MB): it writes as it goes and waits on the full socket.
+    let s = FatpipeServer::start(&["--anonymous"]);
+    let dir = s.path("d");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 0..3000 {
+        std::fs::write(
+            dir.join(format!("a-file-with-a-rather-long-name-{i:05}")),
+            b"",
+        )
+        .unwrap();
+    }
+    let mut c = Raw::login(s.addr, "anonymous", "x");
+    let pid = s.proc.child.id();
+    let before = resident_kib(pid);
+    c.send(&b"STAT /d\r\n".repeat(900));
+    std::thread::sleep(Duration::from_secs(4));
+    let grown = resident_kib(pid).saturating_sub(before);
+    assert!(grown < 64 << 10, "the server grew by {grown} KiB");
+}

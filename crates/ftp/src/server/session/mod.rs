@@ -77,11 +77,15 @@ fn features(more: Vec<String>) -> Vec<String> {
     all
 }
 
+/// Most reply bytes held back to go out with the answers to commands that came with them.
+const OUTBOX: usize = 64 << 10;
+
 struct Session {
     shared: Arc<Shared>,
     id: u64,
     control: Control,
-    outbox: Vec<Reply>,
+    /// Replies not written yet, on the wire.
+    outbox: Vec<u8>,
     peer: SocketAddr,
     local: SocketAddr,
     /// When the control connection was accepted (the login timeout counts from it).
@@ -198,7 +202,7 @@ pub async fn run(
 
 impl Session {
     fn send(&mut self, r: Reply) {
-        self.outbox.push(r);
+        self.outbox.extend(r.encode());
     }
 
     /// Sends the replies waiting, in one write (one segment where they fit: on a lossy path
@@ -209,10 +213,7 @@ impl Session {
         if self.outbox.is_empty() {
             return Ok(());
         }
-        let wire: Vec<u8> = std::mem::take(&mut self.outbox)
-            .iter()
-            .flat_map(Reply::encode)
-            .collect();
+        let wire = std::mem::take(&mut self.outbox);
         let patience = self.shared.config.data_timeout;
         tokio::time::timeout(patience, self.control.write_all(&wire))
             .await
@@ -333,8 +334,10 @@ impl Session {
                 Some(Frame::Line(line)) => self.command(&line).await,
             };
             // Commands the client sent together are answered together (no command waits on
-            // the client: a transfer's data connection is made beside the session).
-            if !self.control.has_pending() || flow == Flow::Close {
+            // the client: a transfer's data connection is made beside the session), up to
+            // [`OUTBOX`] bytes: a client that sends a thousand `STAT`s of a large directory in
+            // one write and reads nothing must not make the server hold all the answers.
+            if !self.control.has_pending() || flow == Flow::Close || self.outbox.len() > OUTBOX {
                 self.flush().await?;
             }
             if flow == Flow::Close {
