@@ -32,7 +32,7 @@ impl Connection {
         if let Some(why) = self.no_udp() {
             return Ok(Some(why));
         }
-        let cmd = Command::Site(format!("{SETNETSTACK} {stack}"));
+        let cmd = setnetstack(stack);
         self.ask_ahead(cmd.clone());
         self.udp = Some(udp);
         self.udp_unconfirmed = Some((cmd, fallback, asked));
@@ -88,7 +88,7 @@ impl Connection {
         // The server met the loss and said so: it takes the channel, and `SITE SETNETSTACK`
         // goes out as a setting with the transfer that goes on (one write, not a round trip
         // of its own; a refusal fails that transfer).
-        self.set_ahead(Command::Site(format!("{SETNETSTACK} {stack}")));
+        self.set_ahead(setnetstack(stack));
         self.udp = Some(udp);
         self.blocks = None;
         Ok(None)
@@ -204,6 +204,11 @@ impl Connection {
         self.last_udp = moved.udp.map(|u| u.to_string());
         Ok(moved.bytes)
     }
+}
+
+/// `SITE SETNETSTACK` with what the server is told.
+fn setnetstack(stack: &NetStack) -> Command {
+    Command::Site(format!("{SETNETSTACK} {stack}"))
 }
 
 #[cfg(test)]
