@@ -62,8 +62,22 @@ impl Connection {
     /// a transfer that already ended (an aborted one's conductor may still speak after the
     /// final reply) is no answer and is skipped.
     pub(super) fn read_reply_after_transfers(&mut self) -> anyhow::Result<Reply> {
+        self.past_announcements(Self::read_reply)
+    }
+
+    /// [`Connection::read_reply_after_transfers`] for a command asked ahead (its reply comes
+    /// before those of the command it went with).
+    pub(super) fn read_owed_reply(&mut self) -> anyhow::Result<Reply> {
+        self.past_announcements(Self::read_one_reply)
+    }
+
+    /// The first reply `read` gives that is not an announcement of an ended transfer.
+    fn past_announcements(
+        &mut self,
+        read: fn(&mut Self) -> anyhow::Result<Reply>,
+    ) -> anyhow::Result<Reply> {
         loop {
-            let r = self.read_reply()?;
+            let r = read(self)?;
             if Heard::from_announcement(&r).is_none() {
                 return Ok(r);
             }
