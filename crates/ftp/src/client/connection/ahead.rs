@@ -181,7 +181,7 @@ impl Connection {
     /// `worked`, else dropped.
     pub(super) fn take_answers(&mut self, asked: Vec<Ahead>, worked: bool) -> anyhow::Result<()> {
         for a in asked {
-            // After the final reply, a `126` is the ended transfer's, no answer.
+            // After the final reply, a `1xx` is the ended transfer's, no answer.
             let r = self.read_owed_reply()?;
             if worked {
                 self.absorb(a, r);
@@ -326,7 +326,7 @@ impl Connection {
             self.take_stored(a.cmd)?;
             return Ok(None);
         }
-        // Owed replies come before any of the next transfer's: a `126` here is an ended
+        // Owed replies come before any of the next transfer's: a `1xx` here is an ended
         // transfer's (one this end left, say, to go on over the UDP channel).
         let r = self.read_owed_reply()?;
         Ok(self.absorb(a, r))
@@ -389,12 +389,15 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn an_ended_transfer_s_announcement_is_no_answer_to_a_setting_asked_ahead() {
+    fn an_ended_transfer_s_last_words_are_no_answer_to_a_setting_asked_ahead() {
         // The server's last word on a transfer this end stopped comes after its final reply,
         // before the answers to what went out next (TYPE ahead of SIZE).
         let got = with_server(
             "331 pass\r\n230 in\r\n",
-            |r, w| take(r, w, 2, "126 SBUF 131072\r\n200 I\r\n213 5\r\n"),
+            |r, w| {
+                let ended = "126 SBUF 131072\r\n112 Perf Marker\r\n";
+                take(r, w, 2, &format!("{ended}200 I\r\n213 5\r\n"))
+            },
             |mut c| assert_eq!(c.size("/f").unwrap(), Some(5)),
         );
         assert_eq!(got[3..], ["TYPE I", "SIZE /f"]);

@@ -62,26 +62,28 @@ impl Connection {
     /// a transfer that already ended (an aborted one's conductor may still speak after the
     /// final reply) is no answer and is skipped.
     pub(super) fn read_reply_after_transfers(&mut self) -> anyhow::Result<Reply> {
-        self.past_announcements(Self::read_reply)
+        self.past_ended(Self::read_reply, |r| Heard::from_announcement(r).is_some())
     }
 
-    /// [`Connection::read_reply_after_transfers`] for a command asked ahead (its reply comes
-    /// before those of the command it went with).
+    /// The reply to a command asked ahead or behind (none of which is answered with a `1xx`):
+    /// what an ended transfer still said (a `126` announcement, a `111`/`112` marker of a
+    /// transfer this end stopped) is skipped.
     pub(super) fn read_owed_reply(&mut self) -> anyhow::Result<Reply> {
-        self.past_announcements(Self::read_one_reply)
+        self.past_ended(Self::read_one_reply, Reply::is_preliminary)
     }
 
-    /// The first reply `read` gives that is not an announcement of an ended transfer.
-    fn past_announcements(
+    /// The first reply `read` gives that is not an ended transfer's (`ended` says which are).
+    fn past_ended(
         &mut self,
         read: fn(&mut Self) -> anyhow::Result<Reply>,
+        ended: fn(&Reply) -> bool,
     ) -> anyhow::Result<Reply> {
         loop {
             let r = read(self)?;
-            if Heard::from_announcement(&r).is_none() {
+            if !ended(&r) {
                 return Ok(r);
             }
-            tracing::debug!("{r} (announced by a transfer that has ended)");
+            tracing::debug!("{r} (said by a transfer that has ended)");
         }
     }
 
