@@ -5,7 +5,7 @@
 
 use fatpipe_net::reload::Reloading;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,10 +16,8 @@ pub struct GridMap(Reloading<Arc<HashMap<String, String>>>);
 impl GridMap {
     /// Reads `path`; an unreadable file or a malformed line is an error naming it.
     pub fn load(path: &Path) -> Result<GridMap, String> {
-        let read = |p: &[PathBuf]| match p {
-            [path] => read(path).map(Arc::new),
-            _ => Err("one grid-mapfile".into()),
-        };
+        let at = path.to_path_buf();
+        let read = move || read(&at).map(Arc::new);
         let paths = vec![path.to_path_buf()];
         Reloading::load("grid-mapfile", paths, Duration::ZERO, Instant::now(), read).map(GridMap)
     }

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How a [`Reloading`] value is read from its files.
-type Read<T> = Box<dyn Fn(&[PathBuf]) -> Result<T, String> + Send + Sync>;
+type Read<T> = Box<dyn Fn() -> Result<T, String> + Send + Sync>;
 
 /// A value read from files, read again when they change.
 pub struct Reloading<T> {
@@ -31,16 +31,17 @@ struct State<T> {
 }
 
 impl<T: Clone> Reloading<T> {
-    /// Reads `paths` with `read` at `now`; its error (naming the file) when that fails.
+    /// Reads the value with `read` at `now`, watching `paths` for changes; `read`'s error
+    /// (naming the file) when that fails.
     pub fn load(
         what: &'static str,
         paths: Vec<PathBuf>,
         every: Duration,
         now: Instant,
-        read: impl Fn(&[PathBuf]) -> Result<T, String> + Send + Sync + 'static,
+        read: impl Fn() -> Result<T, String> + Send + Sync + 'static,
     ) -> Result<Reloading<T>, String> {
         let stamps = stamps(&paths);
-        let value = read(&paths)?;
+        let value = read()?;
         Ok(Reloading {
             what,
             paths,
@@ -63,7 +64,7 @@ impl<T: Clone> Reloading<T> {
             let stamps = stamps(&self.paths);
             if stamps != st.stamps {
                 st.stamps = stamps;
-                match (self.read)(&self.paths) {
+                match (self.read)() {
                     Ok(v) => {
                         let files: Vec<_> = self.paths.iter().map(|p| p.display()).collect();
                         tracing::info!("{} read again from {files:?}", self.what);
@@ -116,8 +117,8 @@ mod tests {
             .unwrap();
     }
 
-    fn number(paths: &[PathBuf]) -> Result<u32, String> {
-        let text = std::fs::read_to_string(&paths[0]).map_err(|e| e.to_string())?;
+    fn number(path: &Path) -> Result<u32, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
         text.trim()
             .parse()
             .map_err(|_| format!("not a number: {text:?}"))
@@ -130,7 +131,9 @@ mod tests {
         std::fs::write(&path, "1").unwrap();
         touch(&path, 1000);
         let t0 = Instant::now();
-        let r = Reloading::load("number", vec![path.clone()], Duration::ZERO, t0, number).unwrap();
+        let p = path.clone();
+        let read = move || number(&p);
+        let r = Reloading::load("number", vec![path.clone()], Duration::ZERO, t0, read).unwrap();
         assert_eq!(r.current(t0), 1);
         std::fs::write(&path, "2").unwrap();
         touch(&path, 2000);
@@ -142,7 +145,9 @@ mod tests {
         touch(&path, 4000);
         assert_eq!(r.current(t0), 3);
         std::fs::write(&path, "x").unwrap();
-        assert!(Reloading::load("number", vec![path], Duration::ZERO, t0, number).is_err());
+        let p = path.clone();
+        let read = move || number(&p);
+        assert!(Reloading::load("number", vec![path], Duration::ZERO, t0, read).is_err());
     }
 
     #[test]
@@ -155,9 +160,10 @@ mod tests {
         let counted = reads.clone();
         let t0 = Instant::now();
         let every = Duration::from_secs(600);
-        let r = Reloading::load("number", vec![path.clone()], every, t0, move |p| {
+        let p = path.clone();
+        let r = Reloading::load("number", vec![path.clone()], every, t0, move || {
             counted.fetch_add(1, Ordering::Relaxed);
-            number(p)
+            number(&p)
         })
         .unwrap();
         assert_eq!(r.current(t0 + every), 1);

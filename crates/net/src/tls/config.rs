@@ -106,7 +106,7 @@ impl Identity {
     ) -> Result<Identity, String> {
         let (c, k) = (cert.to_path_buf(), key.to_path_buf());
         let paths = vec![c.clone(), k.clone()];
-        let read = move |_: &[PathBuf]| server_config(&c, &k, clients.clone());
+        let read = move || server_config(&c, &k, clients.clone());
         Ok(Identity {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
