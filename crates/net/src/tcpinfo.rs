@@ -89,6 +89,7 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
         notsent_bytes: raw.notsent_bytes,
         total_retrans: raw.total_retrans,
         bytes_acked: raw.bytes_acked,
+        snd_mss: raw.snd_mss,
         bytes_received: raw.bytes_received,
         rcv_mss: raw.rcv_mss,
         rcv_ooopack: raw.rcv_ooopack,

@@ -56,6 +56,8 @@ pub struct TcpStats {
     pub total_retrans: u32,
     /// Bytes the peer has acknowledged (what the path delivered).
     pub bytes_acked: u64,
+    /// The segment size this end sends, bytes (`tcpi_snd_mss`).
+    pub snd_mss: u32,
     /// Bytes that arrived in order (what the receiving kernel took, read or not): a receiver's
     /// arrival clock, free of the application's read pace.
     pub bytes_received: u64,

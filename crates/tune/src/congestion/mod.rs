@@ -19,6 +19,13 @@ const LOSSES: u64 = 8;
 /// start is one event (three streams starting together on a 100 Mbit/s path lost 260
 /// segments in one look, counted as they were resent after the queue had drained).
 const LOOKS: u32 = 3;
+/// Segments the path must have delivered per segment lost for a look to count: random loss
+/// leaves most of the data through (at 10 % loss nine of ten), while a link outage delivers
+/// nothing and every timeout's resend counts as lost (a 28 s outage read as random loss
+/// moved copies to the UDP channel), and the recovery after it resends what it acknowledges.
+const DELIVERED_PER_LOST: u64 = 2;
+/// The segment size assumed where the kernel gave none.
+const SEGMENT: u64 = 1448;
 
 /// What the policy decided: the control to run from now on, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +39,8 @@ pub struct CcChange {
 /// The congestion-control policy of one sending transfer.
 #[derive(Debug, Clone, Default)]
 pub struct CongestionPolicy {
-    /// Retransmissions of every stream at the previous look.
-    last: Vec<u64>,
+    /// Retransmissions and bytes acknowledged of every stream at the previous look.
+    last: Vec<(u64, u64)>,
     /// Segments lost without a queue so far.
     random: u64,
     /// Looks that saw such losses.
@@ -47,14 +54,25 @@ impl CongestionPolicy {
         if self.switched || o.streams.is_empty() {
             return None;
         }
-        let now: Vec<u64> = o.streams.iter().map(|s| s.total_retrans.into()).collect();
-        let lost: u64 = now
+        let now: Vec<(u64, u64)> = o
+            .streams
             .iter()
-            .enumerate()
-            .map(|(i, &r)| r.saturating_sub(self.last.get(i).copied().unwrap_or(0)))
-            .sum();
+            .map(|s| (s.total_retrans.into(), s.bytes_acked))
+            .collect();
+        let (mut lost, mut delivered) = (0, 0);
+        for (i, (s, &(retrans, acked))) in o.streams.iter().zip(&now).enumerate() {
+            let (r0, a0) = self.last.get(i).copied().unwrap_or_default();
+            let segment = match s.snd_mss {
+                0 => SEGMENT,
+                mss => u64::from(mss),
+            };
+            lost += retrans.saturating_sub(r0);
+            delivered += acked.saturating_sub(a0) / segment;
+        }
         self.last = now;
-        if lost == 0 {
+        // Losses without deliveries beside them are an outage (or the resends after one), not
+        // a lossy link: the look says nothing either way.
+        if lost == 0 || delivered < lost * DELIVERED_PER_LOST {
             return None;
         }
         // A queue at the bottleneck delays every stream; one stream's RTT a little above the
@@ -94,54 +112,73 @@ impl CongestionPolicy {
 mod tests {
     use super::*;
     use crate::sample::TcpStats;
-    use std::time::Duration;
 
-    fn look(p: &mut CongestionPolicy, rtt_us: u32, retrans: u32) -> Option<CcChange> {
-        let s = TcpStats {
+    /// Segments each stream has acknowledged per look in these traces.
+    const DELIVERED: u64 = 1_000;
+
+    /// A policy fed looks in which every stream had `DELIVERED` segments acknowledged.
+    #[derive(Default)]
+    struct Trace {
+        policy: CongestionPolicy,
+        looks: u64,
+    }
+
+    impl Trace {
+        fn look(&mut self, streams: &[TcpStats]) -> Option<CcChange> {
+            self.looks += 1;
+            let acked = self.looks * DELIVERED * SEGMENT;
+            let streams: Vec<TcpStats> = streams
+                .iter()
+                .map(|s| TcpStats {
+                    bytes_acked: acked,
+                    ..*s
+                })
+                .collect();
+            self.policy.observe(&Observation {
+                streams: &streams,
+                ..Observation::default()
+            })
+        }
+    }
+
+    /// A stream on a path of `min_rtt_us` at `rtt_us` that has retransmitted `retrans`.
+    fn stream(min_rtt_us: u32, rtt_us: u32, retrans: u32) -> TcpStats {
+        TcpStats {
             rtt_us,
-            min_rtt_us: 100_000,
+            min_rtt_us,
             total_retrans: retrans,
             ..TcpStats::default()
-        };
-        p.observe(&Observation {
-            now: Duration::ZERO,
-            streams: &[s, s],
-            memory: 0,
-            ..Observation::default()
-        })
+        }
+    }
+
+    /// Two streams alike on a 100 ms path.
+    fn two(rtt_us: u32, retrans: u32) -> [TcpStats; 2] {
+        [stream(100_000, rtt_us, retrans); 2]
     }
 
     #[test]
     fn losses_at_the_minimum_rtt_switch_to_bbr_once() {
-        let mut p = CongestionPolicy::default();
-        assert_eq!(look(&mut p, 100_000, 0), None);
+        let mut t = Trace::default();
+        assert_eq!(t.look(&two(100_000, 0)), None);
         // Two streams, two segments each: 4 of the 8 needed.
-        assert_eq!(look(&mut p, 101_000, 2), None);
+        assert_eq!(t.look(&two(101_000, 2)), None);
         // 8, but seen in two looks: one burst may be the end of slow start.
-        assert_eq!(look(&mut p, 102_000, 4), None);
-        let c = look(&mut p, 102_000, 5).expect("a switch");
+        assert_eq!(t.look(&two(102_000, 4)), None);
+        let c = t.look(&two(102_000, 5)).expect("a switch");
         assert_eq!(c.cc, CongestionControl::Bbr);
         assert!(c.reason.contains("10 segments lost"), "{}", c.reason);
-        assert_eq!(look(&mut p, 100_000, 40), None, "only once");
+        assert_eq!(t.look(&two(100_000, 40)), None, "only once");
     }
 
     #[test]
     fn one_stream_a_little_slower_than_the_others_is_not_a_queue() {
-        let mut p = CongestionPolicy::default();
-        let stream = |rtt_us, retrans| TcpStats {
-            rtt_us,
-            min_rtt_us: 20_000,
-            total_retrans: retrans,
-            ..TcpStats::default()
-        };
+        let mut t = Trace::default();
+        // 20 ms path: one stream 8 % above the minimum, its siblings at it.
         let mut look = |retrans| {
-            p.observe(&Observation {
-                now: Duration::ZERO,
-                // 20 ms path: one stream 8 % above the minimum, its siblings at it.
-                streams: &[stream(21_600, retrans), stream(20_300, retrans)],
-                memory: 0,
-                ..Observation::default()
-            })
+            t.look(&[
+                stream(20_000, 21_600, retrans),
+                stream(20_000, 20_300, retrans),
+            ])
         };
         assert_eq!(look(0), None);
         assert_eq!(look(4), None);
@@ -151,15 +188,10 @@ mod tests {
             "24 segments lost without a queue in three looks"
         );
         // A stream just opened (no RTT yet) does not hide a queue the others show.
-        let mut p = CongestionPolicy::default();
+        let mut t = Trace::default();
         for retrans in [0, 4, 8] {
-            let o = Observation {
-                now: Duration::ZERO,
-                streams: &[stream(30_000, retrans), stream(0, 0)],
-                memory: 0,
-                ..Observation::default()
-            };
-            assert_eq!(p.observe(&o), None);
+            let look = t.look(&[stream(20_000, 30_000, retrans), stream(20_000, 0, 0)]);
+            assert_eq!(look, None);
         }
     }
 
@@ -167,57 +199,76 @@ mod tests {
     fn a_lone_stream_with_late_acknowledgements_still_sees_random_loss() {
         // A lone stream on a lossy 20 ms path, its smoothed RTT 11 % above the minimum with
         // samples that stray by 3 ms (delayed acknowledgements, a busy host): no queue.
-        let mut p = CongestionPolicy::default();
-        let mut look = |rttvar_us, retrans| {
-            let s = TcpStats {
-                rtt_us: 22_200,
-                rttvar_us,
-                min_rtt_us: 20_000,
-                total_retrans: retrans,
-                ..TcpStats::default()
-            };
-            p.observe(&Observation {
-                streams: &[s],
-                ..Observation::default()
-            })
+        let lone = |rttvar_us, retrans| TcpStats {
+            rttvar_us,
+            ..stream(20_000, 22_200, retrans)
         };
+        let mut t = Trace::default();
         for retrans in [0, 4, 8] {
-            assert_eq!(look(3_000, retrans), None);
+            assert_eq!(t.look(&[lone(3_000, retrans)]), None);
         }
-        assert!(look(3_000, 12).is_some(), "12 lost in three looks");
+        assert!(
+            t.look(&[lone(3_000, 12)]).is_some(),
+            "12 lost in three looks"
+        );
         // Samples close together: a queue, and losses beside it are congestion.
-        let mut p = CongestionPolicy::default();
+        let mut t = Trace::default();
         for retrans in [0, 5, 10, 20, 40] {
-            let s = TcpStats {
-                rtt_us: 22_200,
-                rttvar_us: 300,
-                min_rtt_us: 20_000,
-                total_retrans: retrans,
-                ..TcpStats::default()
-            };
-            let o = Observation {
-                streams: &[s],
-                ..Observation::default()
-            };
-            assert_eq!(p.observe(&o), None);
+            assert_eq!(t.look(&[lone(300, retrans)]), None);
         }
     }
 
     #[test]
     fn one_burst_of_losses_is_no_random_loss() {
-        let mut p = CongestionPolicy::default();
-        assert_eq!(look(&mut p, 100_000, 0), None);
-        assert_eq!(look(&mut p, 101_000, 130), None, "260 segments in one look");
+        let mut t = Trace::default();
+        assert_eq!(t.look(&two(100_000, 0)), None);
+        assert_eq!(t.look(&two(101_000, 130)), None, "260 segments in one look");
         for _ in 0..20 {
-            assert_eq!(look(&mut p, 100_000, 130), None, "none lost since");
+            assert_eq!(t.look(&two(100_000, 130)), None, "none lost since");
         }
     }
 
     #[test]
     fn losses_with_a_queue_are_congestion() {
-        let mut p = CongestionPolicy::default();
+        let mut t = Trace::default();
         for (i, rtt) in [150_000, 190_000, 130_000, 160_000].into_iter().enumerate() {
-            assert_eq!(look(&mut p, rtt, 10 * (i as u32 + 1)), None);
+            assert_eq!(t.look(&two(rtt, 10 * (i as u32 + 1))), None);
         }
+    }
+
+    #[test]
+    fn an_outage_is_no_random_loss() {
+        // A 20 ms path goes dead: nothing is acknowledged, the RTT keeps its last value (at the
+        // minimum), and each timeout resends a segment per stream, for 30 looks.
+        let mut p = CongestionPolicy::default();
+        let at = |retrans, acked_segments: u64| TcpStats {
+            bytes_acked: acked_segments * 1448,
+            snd_mss: 1448,
+            ..stream(20_000, 20_100, retrans)
+        };
+        let mut look = |retrans, acked| {
+            p.observe(&Observation {
+                streams: &[at(retrans, acked), at(retrans, acked)],
+                ..Observation::default()
+            })
+        };
+        assert_eq!(look(0, 5_000), None);
+        for i in 1..=30 {
+            assert_eq!(look(i, 5_000), None, "{i} resends each, nothing delivered");
+        }
+        // The link is back: the window's worth lost in the outage is resent as it is
+        // acknowledged, about one resend per segment delivered.
+        for (i, delivered) in [(60, 5_030), (120, 5_090), (180, 5_150)] {
+            assert_eq!(look(i, delivered), None, "resends of what the outage lost");
+        }
+        // Then random loss after all: 1 % of what goes through.
+        let mut switched = None;
+        for k in 1..=5 {
+            switched = switched.or(look(180 + 10 * k, 5_150 + 1_000 * u64::from(k)));
+        }
+        assert!(
+            switched.is_some(),
+            "random loss after the outage is still seen"
+        );
     }
 }

@@ -289,6 +289,8 @@ fn random_loss_switches_every_connection_and_every_later_one_to_bbr() {
                         rtt_us: 100_000,
                         min_rtt_us: 100_000,
                         total_retrans: retrans,
+                        // 1 MB through per look beside the losses.
+                        bytes_acked: (i as u64 + 1) << 20,
                         ..TcpStats::default()
                     };
                     t.handle(
