@@ -35,7 +35,11 @@ fn uploads_and_downloads_ride_through_a_28_second_outage() {
     for (p, seed) in modes {
         random_file(&root.path().join(format!("down{p}.bin")), 8 << 20, seed);
     }
-    let s = server(&tb, root);
+    let log = work.path().join("server.log");
+    let mut c = tb.fatpipe("a", &["serve", "--anonymous-write", "--root"]);
+    c.arg(root.path()).args(["--listen", "198.18.0.1:0"]);
+    c.env("FATPIPE_LOG", "info");
+    let s = FatpipeServer::spawn_logging(c, root, std::fs::File::create(&log).unwrap().into());
     for (p, seed) in modes {
         random_file(&work.path().join(format!("up{p}.bin")), 8 << 20, seed + 1);
     }
@@ -63,7 +67,7 @@ fn uploads_and_downloads_ride_through_a_28_second_outage() {
             .iter()
             .map(|(p, from, to)| {
                 let tb = &tb;
-                sc.spawn(move || run(&mut tb.fatpipe("b", &["cp", "--quiet", "-p", p, from, to])))
+                sc.spawn(move || run(&mut tb.fatpipe("b", &["cp", "-v", "-p", p, from, to])))
             })
             .collect();
         running
@@ -83,6 +87,20 @@ fn uploads_and_downloads_ride_through_a_28_second_outage() {
         assert_same(&s.path(&down), &work.path().join(&down));
         assert_same(&work.path().join(&up), &s.path(&up));
     }
+    // The outage's resends are no random loss: no sender, here or there, changed its
+    // congestion control for it, and no download left TCP for the UDP channel.
+    let said: Vec<String> = outs
+        .iter()
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        .chain([std::fs::read_to_string(&log).unwrap()])
+        .collect();
+    assert!(
+        !said
+            .iter()
+            .any(|t| t.contains("random loss, not congestion") || t.contains("UDP channel")),
+        "an outage taken for random loss:\n{}",
+        said.join("\n")
+    );
 }
 
 #[test]

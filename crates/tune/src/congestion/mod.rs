@@ -11,14 +11,23 @@ pub mod control;
 pub use control::CongestionControl;
 
 use crate::path;
+use crate::sample::TcpStats;
 use crate::streams::Observation;
-/// Segments lost without a queue, over the transfer, before the switch (a lone loss may be a
-/// tail drop the queue had drained from by the time it was seen).
+use std::collections::VecDeque;
+
+/// Segments lost without a queue, over the recent looks, before the switch (a lone loss may
+/// be a tail drop the queue had drained from by the time it was seen).
 const LOSSES: u64 = 8;
-/// Looks that saw them, at least: random loss goes on, while the overflow that ends slow
-/// start is one event (three streams starting together on a 100 Mbit/s path lost 260
-/// segments in one look, counted as they were resent after the queue had drained).
-const LOOKS: u32 = 3;
+/// Looks that saw them, at least, of the last [`RECENT`]: random loss goes on, while the
+/// overflow that ends slow start is one event (three streams starting together on a 100
+/// Mbit/s path lost 260 segments in one look, counted as they were resent after the queue
+/// had drained).
+const LOOKS: usize = 3;
+/// The looks the evidence must lie within: random loss shows in most of them, while events
+/// apart (a start-up's overflow, a link's outage and its end, a second later) are no pattern.
+/// Counted over a whole transfer, such events switched 4 of 10 downloads through a 28 s
+/// outage on a clean 20 ms path to bbr (`outage_wan.rs`).
+const RECENT: usize = 6;
 /// Segments the path must have delivered per segment lost for a look to count: random loss
 /// leaves most of the data through (at 10 % loss nine of ten), while a link outage delivers
 /// nothing and every timeout's resend counts as lost (a 28 s outage read as random loss
@@ -26,6 +35,9 @@ const LOOKS: u32 = 3;
 const DELIVERED_PER_LOST: u64 = 2;
 /// The segment size assumed where the kernel gave none.
 const SEGMENT: u64 = 1448;
+/// The slow-start threshold of a stream that has not left slow start
+/// (`TCP_INFINITE_SSTHRESH` segments), bytes at least.
+const NO_SSTHRESH: u64 = 0x7fff_ffff;
 
 /// What the policy decided: the control to run from now on, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,15 +48,58 @@ pub struct CcChange {
     pub reason: String,
 }
 
+/// One stream as the previous look saw it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    retrans: u64,
+    acked: u64,
+    /// Its slow-start threshold, bytes (0: unknown).
+    ssthresh: u64,
+    /// The threshold its slow start ended with, while it holds: the losses that ended slow
+    /// start are an overflow of the queue the stream's own start-up filled, whatever the RTT
+    /// shows once that queue drained, and so are their resends until a loss of its own sets
+    /// another threshold.
+    exit: Option<u64>,
+}
+
+impl Seen {
+    /// A stream not seen yet: in slow start, nothing sent.
+    const NEW: Seen = Seen {
+        retrans: 0,
+        acked: 0,
+        ssthresh: NO_SSTHRESH,
+        exit: None,
+    };
+
+    /// `s` seen now, after `self`: the stream's state and the segments it lost since, save
+    /// those of its slow start's overflow.
+    fn next(self, s: &TcpStats) -> (Seen, u64) {
+        let ssthresh = s.ssthresh_bytes;
+        let known = ssthresh > 0;
+        let exit = if known && self.ssthresh >= NO_SSTHRESH && ssthresh < NO_SSTHRESH {
+            Some(ssthresh)
+        } else {
+            self.exit.filter(|&e| e == ssthresh)
+        };
+        let retrans = u64::from(s.total_retrans);
+        let lost = retrans.saturating_sub(self.retrans);
+        let now = Seen {
+            retrans,
+            acked: s.bytes_acked,
+            ssthresh,
+            exit,
+        };
+        (now, if exit.is_some() { 0 } else { lost })
+    }
+}
+
 /// The congestion-control policy of one sending transfer.
 #[derive(Debug, Clone, Default)]
 pub struct CongestionPolicy {
-    /// Retransmissions and bytes acknowledged of every stream at the previous look.
-    last: Vec<(u64, u64)>,
-    /// Segments lost without a queue so far.
-    random: u64,
-    /// Looks that saw such losses.
-    looks: u32,
+    /// Every stream at the previous look.
+    last: Vec<Seen>,
+    /// Segments lost without a queue in each of the last [`RECENT`] looks.
+    recent: VecDeque<u64>,
     switched: bool,
 }
 
@@ -54,26 +109,52 @@ impl CongestionPolicy {
         if self.switched || o.streams.is_empty() {
             return None;
         }
-        let now: Vec<(u64, u64)> = o
-            .streams
-            .iter()
-            .map(|s| (s.total_retrans.into(), s.bytes_acked))
-            .collect();
+        let (random, stretch) = self.random_losses(o);
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(random);
+        let looks = self.recent.iter().filter(|&&n| n > 0).count();
+        let lost: u64 = self.recent.iter().sum();
+        if random == 0 || lost < LOSSES || looks < LOOKS {
+            return None;
+        }
+        self.switched = true;
+        let cc = CongestionControl::FOR_RANDOM_LOSS;
+        Some(CcChange {
+            reason: format!(
+                "{lost} segments lost in {looks} of the last {} looks with the RTT at its \
+                 minimum ({:.0} % above it): random loss, not congestion; congestion control \
+                 {cc} from now on",
+                self.recent.len(),
+                (stretch - 1.0) * 100.0
+            ),
+            cc,
+        })
+    }
+
+    /// The segments lost since the last look that random loss explains (0 where a queue,
+    /// an outage or a slow start's overflow does), and how far the RTT stood above its
+    /// minimum.
+    fn random_losses(&mut self, o: &Observation<'_>) -> (u64, f64) {
         let (mut lost, mut delivered) = (0, 0);
-        for (i, (s, &(retrans, acked))) in o.streams.iter().zip(&now).enumerate() {
-            let (r0, a0) = self.last.get(i).copied().unwrap_or_default();
+        let mut now = Vec::with_capacity(o.streams.len());
+        for (i, s) in o.streams.iter().enumerate() {
+            let before = self.last.get(i).copied().unwrap_or(Seen::NEW);
+            let (seen, l) = before.next(s);
             let segment = match s.snd_mss {
                 0 => SEGMENT,
                 mss => u64::from(mss),
             };
-            lost += retrans.saturating_sub(r0);
-            delivered += acked.saturating_sub(a0) / segment;
+            lost += l;
+            delivered += s.bytes_acked.saturating_sub(before.acked) / segment;
+            now.push(seen);
         }
         self.last = now;
         // Losses without deliveries beside them are an outage (or the resends after one), not
-        // a lossy link: the look says nothing either way.
+        // a lossy link.
         if lost == 0 || delivered < lost * DELIVERED_PER_LOST {
-            return None;
+            return (0, 1.0);
         }
         // A queue at the bottleneck delays every stream; one stream's RTT a little above the
         // minimum (its receiver's delayed acknowledgements, a burst of its own) is not one, so
@@ -86,25 +167,10 @@ impl CongestionPolicy {
             .min_by_key(|s| s.rtt_us);
         let judged = quietest.map_or(o.streams, std::slice::from_ref);
         let stretch = path::queue_of(o.streams, judged);
-        if stretch > path::QUEUE {
-            return None;
+        match stretch > path::QUEUE {
+            true => (0, stretch),
+            false => (lost, stretch),
         }
-        self.random += lost;
-        self.looks += 1;
-        if self.random < LOSSES || self.looks < LOOKS {
-            return None;
-        }
-        self.switched = true;
-        let cc = CongestionControl::FOR_RANDOM_LOSS;
-        Some(CcChange {
-            reason: format!(
-                "{} segments lost with the RTT at its minimum ({:.0} % above it): random loss, \
-                 not congestion; congestion control {cc} from now on",
-                self.random,
-                (stretch - 1.0) * 100.0
-            ),
-            cc,
-        })
     }
 }
 
@@ -270,5 +336,41 @@ mod tests {
             switched.is_some(),
             "random loss after the outage is still seen"
         );
+    }
+
+    #[test]
+    fn the_overflow_that_ends_slow_start_is_no_random_loss() {
+        // Five streams start together on a 20 ms path; their slow start overflows the queue,
+        // each leaves it (a finite threshold) and resends its losses over three looks while
+        // the queue has drained.
+        let at = |ssthresh_bytes, retrans| TcpStats {
+            ssthresh_bytes,
+            ca_state: 3,
+            ..stream(20_000, 20_200, retrans)
+        };
+        let infinite = NO_SSTHRESH * SEGMENT;
+        let mut t = Trace::default();
+        assert_eq!(t.look(&[at(infinite, 0); 5]), None);
+        for retrans in [6, 12, 15] {
+            assert_eq!(t.look(&[at(70_000, retrans); 5]), None, "{retrans} each");
+        }
+        // Then losses of their own, each setting another threshold: random loss.
+        let mut switched = None;
+        for (k, ssthresh) in [60_000, 50_000, 45_000].into_iter().enumerate() {
+            switched = switched.or(t.look(&[at(ssthresh, 17 + 2 * k as u32); 5]));
+        }
+        assert!(switched.is_some(), "losses after the overflow count");
+    }
+
+    #[test]
+    fn losses_a_second_apart_are_no_pattern() {
+        // A burst in two looks, a second of nothing, a third: each event apart, the last
+        // RECENT looks never hold three with losses.
+        let mut t = Trace::default();
+        let mut retrans = 0;
+        for lost in [0, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 3] {
+            retrans += lost;
+            assert_eq!(t.look(&two(100_000, retrans)), None, "at {retrans}");
+        }
     }
 }
