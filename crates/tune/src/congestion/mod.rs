@@ -14,6 +14,7 @@ use crate::path;
 use crate::sample::TcpStats;
 use crate::streams::Observation;
 use std::collections::VecDeque;
+use std::time::Duration;
 
 /// Segments lost without a queue, over the recent looks, before the switch (a lone loss may
 /// be a tail drop the queue had drained from by the time it was seen).
@@ -23,16 +24,19 @@ const LOSSES: u64 = 8;
 /// Mbit/s path lost 260 segments in one look, counted as they were resent after the queue
 /// had drained).
 const LOOKS: usize = 3;
-/// The looks the evidence must lie within: random loss shows in most of them, while events
-/// apart (a start-up's overflow, a link's outage and its end, a second later) are no pattern.
-/// Counted over a whole transfer, such events switched 4 of 10 downloads through a 28 s
-/// outage on a clean 20 ms path to bbr (`outage_wan.rs`).
+/// The looks the evidence must lie within, none of them with a queue: random loss shows in
+/// most looks while the RTT stays at its minimum, while a full drop-tail queue's losses are
+/// resent after it drained, between looks that see it full again, and events apart (a
+/// start-up's overflow, a link's outage and its end) are no pattern. Counted over a whole
+/// transfer, such losses switched 4 of 10 downloads through a 28 s outage on a clean 20 ms
+/// path to bbr (`outage_wan.rs`).
 const RECENT: usize = 6;
 /// Segments the path must have delivered per segment lost for a look to count: random loss
-/// leaves most of the data through (at 10 % loss nine of ten), while a link outage delivers
-/// nothing and every timeout's resend counts as lost (a 28 s outage read as random loss
-/// moved copies to the UDP channel), and the recovery after it resends what it acknowledges.
-const DELIVERED_PER_LOST: u64 = 2;
+/// worth a switch leaves most of the data through (at 10 % loss nine of ten), while a link
+/// outage delivers nothing and every timeout's resend counts as lost, the recovery after it
+/// resends much of what it delivers (2.8 to 3.3 per loss seen), and so does a start-up's
+/// overflow.
+const DELIVERED_PER_LOST: u64 = 4;
 /// The segment size assumed where the kernel gave none.
 const SEGMENT: u64 = 1448;
 /// The slow-start threshold of a stream that has not left slow start
@@ -55,11 +59,13 @@ struct Seen {
     acked: u64,
     /// Its slow-start threshold, bytes (0: unknown).
     ssthresh: u64,
-    /// The threshold its slow start ended with, while it holds: the losses that ended slow
-    /// start are an overflow of the queue the stream's own start-up filled, whatever the RTT
-    /// shows once that queue drained, and so are their resends until a loss of its own sets
-    /// another threshold.
-    exit: Option<u64>,
+    /// Its smoothed RTT over its minimum.
+    stretch: f64,
+    /// The threshold a slow start that had filled a queue ended with, while it holds: the
+    /// losses that ended it are that queue's overflow, whatever the RTT shows once the queue
+    /// drained, and so are their resends until a loss of the stream's own sets another
+    /// threshold. (A slow start ended by random loss saw no queue: its losses count.)
+    overflow: Option<u64>,
 }
 
 impl Seen {
@@ -68,18 +74,21 @@ impl Seen {
         retrans: 0,
         acked: 0,
         ssthresh: NO_SSTHRESH,
-        exit: None,
+        stretch: 1.0,
+        overflow: None,
     };
 
     /// `s` seen now, after `self`: the stream's state and the segments it lost since, save
     /// those of its slow start's overflow.
     fn next(self, s: &TcpStats) -> (Seen, u64) {
         let ssthresh = s.ssthresh_bytes;
-        let known = ssthresh > 0;
-        let exit = if known && self.ssthresh >= NO_SSTHRESH && ssthresh < NO_SSTHRESH {
-            Some(ssthresh)
+        let us = |v: u32| Duration::from_micros(v.into());
+        let stretch = path::stretch(us(s.rtt_us), us(s.min_rtt_us));
+        let exited = ssthresh > 0 && self.ssthresh >= NO_SSTHRESH && ssthresh < NO_SSTHRESH;
+        let overflow = if exited {
+            (self.stretch.max(stretch) > path::queue::STARTUP_QUEUE).then_some(ssthresh)
         } else {
-            self.exit.filter(|&e| e == ssthresh)
+            self.overflow.filter(|&e| e == ssthresh)
         };
         let retrans = u64::from(s.total_retrans);
         let lost = retrans.saturating_sub(self.retrans);
@@ -87,10 +96,21 @@ impl Seen {
             retrans,
             acked: s.bytes_acked,
             ssthresh,
-            exit,
+            stretch,
+            overflow,
         };
-        (now, if exit.is_some() { 0 } else { lost })
+        (now, if overflow.is_some() { 0 } else { lost })
     }
+}
+
+/// What one look shows.
+enum Look {
+    /// Losses without a queue, and how far the RTT stood above its minimum.
+    Random(u64, f64),
+    /// A queue: losses beside it, now or in the recent looks, are congestion.
+    Queue,
+    /// No evidence either way: no losses, those of an outage or an overflow.
+    Nothing,
 }
 
 /// The congestion-control policy of one sending transfer.
@@ -98,7 +118,8 @@ impl Seen {
 pub struct CongestionPolicy {
     /// Every stream at the previous look.
     last: Vec<Seen>,
-    /// Segments lost without a queue in each of the last [`RECENT`] looks.
+    /// Segments lost without a queue in each of the last [`RECENT`] looks since one with a
+    /// queue.
     recent: VecDeque<u64>,
     switched: bool,
 }
@@ -109,7 +130,14 @@ impl CongestionPolicy {
         if self.switched || o.streams.is_empty() {
             return None;
         }
-        let (random, stretch) = self.random_losses(o);
+        let (random, stretch) = match self.look(o) {
+            Look::Queue => {
+                self.recent.clear();
+                return None;
+            }
+            Look::Nothing => (0, 1.0),
+            Look::Random(lost, stretch) => (lost, stretch),
+        };
         if self.recent.len() == RECENT {
             self.recent.pop_front();
         }
@@ -133,10 +161,8 @@ impl CongestionPolicy {
         })
     }
 
-    /// The segments lost since the last look that random loss explains (0 where a queue,
-    /// an outage or a slow start's overflow does), and how far the RTT stood above its
-    /// minimum.
-    fn random_losses(&mut self, o: &Observation<'_>) -> (u64, f64) {
+    /// What the streams show since the last look.
+    fn look(&mut self, o: &Observation<'_>) -> Look {
         let (mut lost, mut delivered) = (0, 0);
         let mut now = Vec::with_capacity(o.streams.len());
         for (i, s) in o.streams.iter().enumerate() {
@@ -151,11 +177,6 @@ impl CongestionPolicy {
             now.push(seen);
         }
         self.last = now;
-        // Losses without deliveries beside them are an outage (or the resends after one), not
-        // a lossy link.
-        if lost == 0 || delivered < lost * DELIVERED_PER_LOST {
-            return (0, 1.0);
-        }
         // A queue at the bottleneck delays every stream; one stream's RTT a little above the
         // minimum (its receiver's delayed acknowledgements, a burst of its own) is not one, so
         // the stream that shows the least says whether there is a queue (one that has no RTT
@@ -167,10 +188,15 @@ impl CongestionPolicy {
             .min_by_key(|s| s.rtt_us);
         let judged = quietest.map_or(o.streams, std::slice::from_ref);
         let stretch = path::queue_of(o.streams, judged);
-        match stretch > path::QUEUE {
-            true => (0, stretch),
-            false => (lost, stretch),
+        if stretch > path::QUEUE {
+            return Look::Queue;
         }
+        // Losses without deliveries beside them are an outage (or the resends after one), not
+        // a lossy link.
+        if lost == 0 || delivered < lost * DELIVERED_PER_LOST {
+            return Look::Nothing;
+        }
+        Look::Random(lost, stretch)
     }
 }
 
@@ -340,26 +366,49 @@ mod tests {
 
     #[test]
     fn the_overflow_that_ends_slow_start_is_no_random_loss() {
-        // Five streams start together on a 20 ms path; their slow start overflows the queue,
-        // each leaves it (a finite threshold) and resends its losses over three looks while
-        // the queue has drained.
-        let at = |ssthresh_bytes, retrans| TcpStats {
+        // Five streams start together on a 20 ms path; their slow start fills the queue (RTT
+        // doubled), overflows it, and each leaves slow start (a finite threshold) and resends
+        // its losses over three looks once the queue has drained.
+        let at = |rtt_us, ssthresh_bytes, retrans| TcpStats {
             ssthresh_bytes,
             ca_state: 3,
-            ..stream(20_000, 20_200, retrans)
+            ..stream(20_000, rtt_us, retrans)
         };
         let infinite = NO_SSTHRESH * SEGMENT;
         let mut t = Trace::default();
-        assert_eq!(t.look(&[at(infinite, 0); 5]), None);
+        assert_eq!(t.look(&[at(38_000, infinite, 0); 5]), None);
         for retrans in [6, 12, 15] {
-            assert_eq!(t.look(&[at(70_000, retrans); 5]), None, "{retrans} each");
+            let look = t.look(&[at(20_200, 70_000, retrans); 5]);
+            assert_eq!(look, None, "{retrans} each");
         }
         // Then losses of their own, each setting another threshold: random loss.
         let mut switched = None;
         for (k, ssthresh) in [60_000, 50_000, 45_000].into_iter().enumerate() {
-            switched = switched.or(t.look(&[at(ssthresh, 17 + 2 * k as u32); 5]));
+            switched = switched.or(t.look(&[at(20_200, ssthresh, 17 + 2 * k as u32); 5]));
         }
         assert!(switched.is_some(), "losses after the overflow count");
+        // A slow start that random loss ended saw no queue: its losses count at once.
+        let mut t = Trace::default();
+        assert_eq!(t.look(&[at(20_100, infinite, 0); 5]), None);
+        let mut switched = None;
+        for retrans in [2, 4, 6] {
+            switched = switched.or(t.look(&[at(20_100, 70_000, retrans); 5]));
+        }
+        assert!(
+            switched.is_some(),
+            "10 segments in three looks, no queue ever"
+        );
+    }
+
+    #[test]
+    fn a_queue_between_losses_makes_them_congestion() {
+        // Losses resent after a full queue drained, between looks that see it full again.
+        let mut t = Trace::default();
+        let mut retrans = 0;
+        for (rtt, lost) in [(100_000, 4), (100_000, 4), (190_000, 0), (100_000, 4)] {
+            retrans += lost;
+            assert_eq!(t.look(&two(rtt, retrans)), None, "at {retrans}");
+        }
     }
 
     #[test]
