@@ -8,10 +8,11 @@ mod report;
 use crate::progress::{Finished, Progress};
 use crate::tuning::TuneArgs;
 use anyhow::Context;
+use fatpipe_ftp::client::auto::{self, AutoPlan};
 use fatpipe_ftp::client::copy::{self, CopyOptions, Verify};
-use fatpipe_ftp::client::path_memory::{self, CopyMemory};
+use fatpipe_ftp::client::path_memory;
 use fatpipe_ftp::client::sync::Existing;
-use fatpipe_ftp::client::transport::{self, Asked};
+use fatpipe_ftp::client::transport::Asked;
 use fatpipe_ftp::client::{relay, Location, Streams};
 use fatpipe_net::rate_budget::RateBudget;
 use fatpipe_net::udp::UdpConfig;
@@ -194,47 +195,27 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let (srcs, dst, creds) = (&ends.srcs, &ends.dst, &ends.creds);
     let remote = ends.remote();
     let mut tune = a.tune.config("client")?;
-    let several = several_at_once(&a.files.paths, a.files.recursive || a.from.is_some());
-    // `-p auto` remembers per server where its streams ended, for the next copy.
-    let memory = match (remote, a.parallel) {
-        (Some(u), CountArg::Auto) if !a.no_path_memory => path_memory::default_path().map(|p| {
-            let server = format!("{}:{}", u.host, u.port);
-            CopyMemory::recall(p, server, several, tune.cc.is_some())
-        }),
-        _ => None,
+    let sources = &a.files.paths[..a.files.paths.len().saturating_sub(1)];
+    let server = remote.map(|u| format!("{}:{}", u.host, u.port));
+    let request = auto::Request {
+        srcs,
+        dst,
+        server: server.as_deref(),
+        several: auto::several_at_once(sources, a.files.recursive || a.from.is_some()),
+        transport: a.transport,
     };
-    // The last copy to this server met random loss: this one starts on the control it took.
-    if let Some(cc) = memory.as_ref().and_then(|m| m.carried.clone()) {
-        tune.cc = Some(cc);
-    }
-    let between_servers = matches!(
-        (srcs.as_slice(), dst),
-        ([Location::Remote(_)], Location::Remote(_))
-    );
-    let transport = transport::choose(
-        a.transport,
-        &transport::Copy {
-            server: memory.as_ref().map_or("the server", CopyMemory::server),
-            several,
-            between_servers,
-            download_to_file: matches!(
-                (srcs.as_slice(), dst),
-                ([Location::Remote(_)], Location::Local(_))
-            ),
-            cc_set: tune.cc.is_some(),
-            lossy_ago: memory.as_ref().and_then(CopyMemory::lossy_ago),
-        },
-    );
+    // `-p auto` remembers per server where its streams ended, for the next copy.
+    let remember = matches!(a.parallel, CountArg::Auto) && !a.no_path_memory;
+    let memory = remember.then(path_memory::default_path).flatten();
+    let plan = AutoPlan::new(&request, memory, &mut tune.cc);
+    let transport = &plan.transport;
     let stats = tune.stats.clone();
     let progress = Progress::new(
         a.quiet,
         (transport.udp || transport.leave_tcp_on_loss).then(Default::default),
     )?;
     tune.live = Some(progress.live.clone());
-    let udp_channel = || {
-        let learned = memory.as_ref().and_then(CopyMemory::udp);
-        udp_choice(a, stats.clone(), &progress, learned)
-    };
+    let udp_channel = || udp_choice(a, stats.clone(), &progress, plan.udp_learned());
     let opts = CopyOptions {
         recursive: a.files.recursive,
         create_dirs: a.create_dirs,
@@ -262,7 +243,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 max_memory: Some(a.max_memory),
             },
         },
-        first_start: memory.as_ref().and_then(CopyMemory::first_start),
+        first_start: plan.first_start(),
         verify: if a.verify {
             Verify::On
         } else if a.no_verify {
@@ -289,15 +270,13 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     })?;
     progress.bar.finish_and_clear();
     let interrupted = progress.interrupted.load(Ordering::SeqCst);
-    if let Some(m) = memory {
-        let udp = opts.udp.as_ref().and_then(|(_, u)| u.memory.as_ref());
-        m.keep(&results, udp.and_then(|m| m.lock().ok().map(|m| m.clone())));
-    }
+    let udp = opts.udp.as_ref().and_then(|(_, u)| u.memory.as_ref());
+    let transport = plan.finish(&results, udp.and_then(|m| m.lock().ok().map(|m| m.clone())));
     let ending = report::Ending {
         results: &results,
         interrupted,
         seconds: started.elapsed().as_secs_f64(),
-        transport: transport.as_it_went(results.iter().any(|r| r.udp.is_some())),
+        transport,
         dry_run: a.dry_run,
     };
     report::finish(a, &ending, verbose, *dst == Location::Stdout)
@@ -353,33 +332,4 @@ fn read_list(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(str::to_string)
         .collect())
-}
-
-/// Whether a copy of `paths` (sources, then the destination) may move several files at once: a
-/// tree or a list (`tree`), several sources, a glob. Such a copy neither starts on nor keeps a
-/// congestion control remembered from random loss: the streams of its sessions share the path,
-/// and losses from their start-ups can look random to each session (a stream with little in
-/// flight sees no queue); bbr taken on them started every session of the next tree copy on it,
-/// and eight sessions' bbr start-ups on a clean path stalled one of them for up to 50 s
-/// (docs/parallel-streams-experiments.md).
-fn several_at_once(paths: &[String], tree: bool) -> bool {
-    let sources = &paths[..paths.len().saturating_sub(1)];
-    tree || sources.len() > 1 || sources.iter().any(|s| s.contains(['*', '?', '[']))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_copy_of_one_file_takes_or_keeps_a_control_remembered_from_random_loss() {
-        let paths = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(!several_at_once(&paths(&["ftp://h/f", "."]), false));
-        assert!(several_at_once(&paths(&["ftp://h/d", "."]), true));
-        assert!(several_at_once(
-            &paths(&["ftp://h/a", "ftp://h/b", "."]),
-            false
-        ));
-        assert!(several_at_once(&paths(&["ftp://h/d/*.h5", "."]), false));
-    }
 }

@@ -1,6 +1,7 @@
 //! The FTP client: a control connection ([`Connection`]), locations given on the command line
 //! ([`Location`]), and whole copies of files and trees ([`copy`]).
 
+pub mod auto;
 pub mod check;
 mod connection;
 pub mod copy;
