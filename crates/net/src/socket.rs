@@ -1,11 +1,19 @@
 //! Socket set-up for data connections: sockets bound in a port range (passive listeners, the
-//! UDP channel's receiver), bounded connects.
+//! UDP channel's receiver), bounded connects, and connects hedged against a lost handshake.
 
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::ops::RangeInclusive;
-use std::time::Duration;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+/// A hedged connect's second attempt waits this many round trips for the first's answer.
+const HEDGE_RTTS: u32 = 3;
+/// ... but at least this long (a busy host answers late) ...
+const HEDGE_MIN: Duration = Duration::from_millis(200);
+/// ... and at most this long: past it the kernel's own resend (1 s) is as near.
+const HEDGE_MAX: Duration = Duration::from_millis(700);
 
 /// Binds a socket with `bind` (a TCP listener's, a UDP socket's) on `ip` at a free port of
 /// `ports` (any port when `None`), starting the search at `hint` so that concurrent sessions
@@ -40,26 +48,110 @@ pub fn bind_in_range<S>(
 
 /// Connects with a time limit.
 pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-    connect_prepared(addr, None, timeout, |_| Ok(()))
+    connect_prepared(addr, None, timeout, None, |_| Ok(()))
+}
+
+/// When a data connection's second connect attempt starts, on a path whose round trip (the
+/// control connection's) is `rtt`: a lost SYN or SYN-ACK costs the kernel's initial timeout
+/// (1 s, and the second loss another second), on a lossy long path the whole transfer's start
+/// (a cold download at 5 % loss waited 2.1 s for its first data connection); a second attempt
+/// after a few round trips without an answer crosses it.
+pub fn hedge_after(rtt: Duration) -> Duration {
+    (rtt * HEDGE_RTTS).clamp(HEDGE_MIN, HEDGE_MAX)
 }
 
 /// Connects with a time limit, from `from` (a multi-homed host's address the peer knows it
 /// by) when given, after `prepare` has set options on the unconnected socket (buffers set
-/// before the SYN fix the window scale).
+/// before the SYN fix the window scale). With `hedge`, a second attempt on a new socket starts
+/// when the first has had no answer for that long, and the first connected is kept (the other
+/// is closed before it carries a byte): only towards a peer that ignores a connection that
+/// shows no data token (a fatpipe with `DTOK`), since a stock server may take the spare for
+/// the transfer's.
 pub fn connect_prepared(
     addr: SocketAddr,
     from: Option<IpAddr>,
     timeout: Duration,
-    prepare: impl FnOnce(&Socket) -> io::Result<()>,
+    hedge: Option<Duration>,
+    prepare: impl Fn(&Socket) -> io::Result<()>,
 ) -> io::Result<TcpStream> {
-    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    if let Some(ip) = from {
-        sock.bind(&SocketAddr::new(ip, 0).into())?;
-    }
-    prepare(&sock)?;
-    sock.connect_timeout(&addr.into(), timeout)?;
+    let open = || -> io::Result<Socket> {
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        if let Some(ip) = from {
+            sock.bind(&SocketAddr::new(ip, 0).into())?;
+        }
+        prepare(&sock)?;
+        Ok(sock)
+    };
+    let sock = match hedge {
+        None => {
+            let sock = open()?;
+            sock.connect_timeout(&addr.into(), timeout)?;
+            sock
+        }
+        Some(after) => hedged(addr, timeout, after, open)?,
+    };
     sock.set_nodelay(true)?;
     Ok(sock.into())
+}
+
+/// The connect of [`connect_prepared`] with a second attempt `after` without an answer.
+fn hedged(
+    addr: SocketAddr,
+    timeout: Duration,
+    after: Duration,
+    open: impl Fn() -> io::Result<Socket>,
+) -> io::Result<Socket> {
+    let start = |sock: Socket| -> io::Result<Socket> {
+        sock.set_nonblocking(true)?;
+        match sock.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(sock)
+    };
+    let begun = Instant::now();
+    let deadline = begun + timeout;
+    let mut tries = vec![start(open()?)?];
+    let mut second = Some(begun + after);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no answer from {addr} within {timeout:?}"),
+            ));
+        }
+        if second.is_some_and(|at| now >= at) {
+            second = None;
+            tracing::debug!("no answer from {addr} after {after:?}: a second connect attempt");
+            tries.push(start(open()?)?);
+        }
+        let until = second.map_or(deadline, |at| at.min(deadline));
+        let fds: Vec<_> = tries.iter().map(|s| s.as_fd()).collect();
+        let ready = crate::wake::ready(&fds, true, until.saturating_duration_since(now))?;
+        let mut failed = None;
+        for i in (0..tries.len()).rev() {
+            if !ready.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            match tries[i].take_error()? {
+                None => {
+                    let sock = tries.swap_remove(i);
+                    sock.set_nonblocking(false)?;
+                    return Ok(sock);
+                }
+                Some(e) => {
+                    tries.swap_remove(i);
+                    failed = Some(e);
+                }
+            }
+        }
+        // A refusal is the peer's answer: no second attempt changes it.
+        if let (Some(e), true) = (failed, tries.is_empty()) {
+            return Err(e);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -81,5 +173,65 @@ mod tests {
         // UDP ports are their own: a UDP socket binds where the TCP listener is.
         let udp = bind_in_range(ip, Some(&full), 0, UdpSocket::bind).unwrap();
         assert_eq!(udp.local_addr().unwrap().port(), p);
+    }
+
+    #[test]
+    fn a_connect_whose_first_syn_is_dropped_gets_through_on_its_second_attempt() {
+        use std::io::{Read, Write};
+        // A listener whose accept queue is full drops SYNs: the first attempt's is lost, and
+        // the kernel sends it again only after its initial timeout (1 s).
+        let l = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        l.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        l.listen(0).unwrap();
+        let l: std::net::TcpListener = l.into();
+        let at = l.local_addr().unwrap();
+        let filler = TcpStream::connect(at).unwrap();
+        let l = std::sync::Arc::new(l);
+        let room = {
+            let l = l.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                l.accept().unwrap()
+            })
+        };
+        let begun = Instant::now();
+        let hedge = Some(Duration::from_millis(250));
+        let mut s = connect_prepared(at, None, Duration::from_secs(5), hedge, |_| Ok(())).unwrap();
+        let took = begun.elapsed();
+        assert!(
+            took < Duration::from_millis(900),
+            "connected after {took:?}: the second attempt did not cross the lost SYN"
+        );
+        // The connection kept is a working one.
+        drop((room.join().unwrap(), filler));
+        s.write_all(b"x").unwrap();
+        let (mut got, _) = l.accept().unwrap();
+        let mut b = [0u8; 1];
+        got.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"x");
+    }
+
+    #[test]
+    fn a_refused_connect_fails_at_once_hedged_or_not() {
+        let at = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        for hedge in [None, Some(Duration::from_millis(250))] {
+            let e = connect_prepared(at, None, Duration::from_secs(5), hedge, |_| Ok(()));
+            assert_eq!(
+                e.map(|_| ()).unwrap_err().kind(),
+                io::ErrorKind::ConnectionRefused
+            );
+        }
+    }
+
+    #[test]
+    fn the_second_attempt_waits_three_round_trips_within_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(hedge_after(ms(100)), ms(300));
+        assert_eq!(hedge_after(ms(1)), HEDGE_MIN);
+        assert_eq!(hedge_after(ms(600)), HEDGE_MAX);
     }
 }

@@ -27,6 +27,10 @@ pub enum Links {
         prepare: Prepare,
         /// Limit for each connect.
         timeout: Duration,
+        /// A second attempt for a connection that had no answer this long
+        /// ([`crate::socket::hedge_after`]); only where the peer checks the data token, so
+        /// that the spare is never taken for a transfer's connection.
+        hedge: Option<Duration>,
     },
     /// This end accepts connections, as `admission` says.
     Accept {
@@ -47,7 +51,8 @@ impl Links {
                 from,
                 prepare,
                 timeout,
-            } => crate::socket::connect_prepared(*target, *from, *timeout, |s: &Socket| {
+                hedge,
+            } => crate::socket::connect_prepared(*target, *from, *timeout, *hedge, |s: &Socket| {
                 prepare(s.as_fd())
             }),
             Links::Accept {

@@ -90,6 +90,7 @@ mod tests {
             from: None,
             prepare: Arc::new(|_| Ok(())),
             timeout: Duration::from_secs(5),
+            hedge: Some(crate::socket::hedge_after(Duration::ZERO)),
         });
         let receiving = Channel::new(Links::Accept {
             listener,

@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 use fatpipe_net::admission::Admission;
 use fatpipe_net::mode_e::{Channel, Kept, Links, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender};
+use fatpipe_net::socket::hedge_after;
 use fatpipe_net::{Conductor, Moved, Mover, Pump};
 use fatpipe_proto::gridftp::{parse_transfer_notes, ChecksumAlg, Cksm, Parallelism};
 use fatpipe_proto::mode_e::Reassembly;
@@ -403,6 +404,7 @@ impl Connection {
                 from: None,
                 prepare: self.prepare(),
                 timeout: self.timeout,
+                hedge: self.token.and(self.round_trip).map(hedge_after),
             })
             .secured(self.secure.clone())
             .proved(self.token),

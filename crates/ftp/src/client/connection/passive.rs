@@ -49,7 +49,7 @@ impl Connection {
     /// Opens a passive data connection to `target` (the server's, from [`Self::passive_target`]).
     fn open_data(&self, target: SocketAddr) -> anyhow::Result<TcpStream> {
         let prepare = self.prepare();
-        let s = fatpipe_net::socket::connect_prepared(target, None, self.timeout, |sock| {
+        let s = fatpipe_net::socket::connect_prepared(target, None, self.timeout, None, |sock| {
             prepare(sock.as_fd())
         })
         .with_context(|| format!("cannot open data connection to {target}"))?;

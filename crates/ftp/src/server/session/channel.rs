@@ -13,6 +13,7 @@ use fatpipe_proto::{addr, Reply, TransferType};
 use std::io::{Seek, SeekFrom};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 impl Session {
     pub(super) fn bind_passive(&mut self) -> Result<u16, Reply> {
@@ -142,11 +143,18 @@ impl Session {
         let kept = self.kept.take().map(|k| k.channel);
         let c = &self.shared.config;
         let tune = self.tune.clone();
+        let control_rtt = self
+            .control
+            .socket()
+            .and_then(|fd| fatpipe_net::tcpinfo::tcp_stats(fd).ok())
+            .filter(|t| t.rtt_us > 0)
+            .map(|t| Duration::from_micros(t.rtt_us.into()));
         let ends = Endpoints {
             spec: std::mem::take(&mut self.data),
             // A third-party copy's data comes from the other server.
             admission: self.admission(),
             token: self.token,
+            control_rtt,
             local_ip: self.local.ip(),
             timeout: c.data_timeout,
             prepare: Arc::new(move |fd| before_connect(&tune, fd)),

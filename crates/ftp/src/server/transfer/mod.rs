@@ -10,6 +10,7 @@ use fatpipe_net::conductor::Told;
 use fatpipe_net::mode_e::{Channel, Links, Prepare, Requests};
 use fatpipe_net::partial;
 use fatpipe_net::sandbox::Upload;
+use fatpipe_net::socket::hedge_after;
 use fatpipe_net::stall::StallWatch;
 use fatpipe_net::tls::Secure;
 use fatpipe_net::udp::UdpConfig;
@@ -128,7 +129,7 @@ impl Job {
 /// it is up), or MODE E's channel.
 enum Data {
     Stream(TcpStream, Option<Proof>),
-    Blocks(Channel),
+    Blocks(Box<Channel>),
 }
 
 /// Where the connection is made, how long to wait for it, and how an active socket is prepared.
@@ -138,6 +139,9 @@ pub struct Endpoints {
     pub admission: Admission,
     /// The session's data token (`DTOK`): each new data connection shows or checks it.
     pub token: Option<Token>,
+    /// The control connection's round trip, when known: a connect that has no answer for a
+    /// few of them gets a second attempt (only with a token, which a spare never shows).
+    pub control_rtt: Option<Duration>,
     /// The address connections this end makes leave from (the control connection's).
     pub local_ip: IpAddr,
     pub timeout: Duration,
@@ -289,10 +293,12 @@ impl Running {
             let max_streams = ends.max_streams;
             let data = if job.blocks() {
                 match ends.kept {
-                    Some(c) => Data::Blocks(c),
+                    Some(c) => Data::Blocks(Box::new(c)),
                     None => {
                         let (secure, token) = (ends.secure.clone(), ends.token);
-                        Data::Blocks(Channel::new(links(ends)?).secured(secure).proved(token))
+                        Data::Blocks(Box::new(
+                            Channel::new(links(ends)?).secured(secure).proved(token),
+                        ))
                     }
                 }
             } else {
@@ -526,6 +532,7 @@ fn links(ends: Endpoints) -> Result<Links, Reply> {
             from: Some(ends.local_ip),
             prepare: ends.prepare,
             timeout: ends.timeout,
+            hedge: ends.token.and(ends.control_rtt).map(hedge_after),
         }),
         DataSpec::Passive(l) => Ok(Links::Accept {
             listener: l

@@ -46,7 +46,7 @@ pub(super) fn run(
         Data::Stream(link, proof) => {
             return (stream(pump, job, link, proof, how.secure, &on_link), None)
         }
-        Data::Blocks(channel) => channel,
+        Data::Blocks(channel) => *channel,
     };
     let r = match job {
         Job::SendBlocks {
