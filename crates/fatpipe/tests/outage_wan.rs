@@ -1,10 +1,12 @@
 //! Broken links and broken processes across an emulated 20 ms, 20 Mbit/s path (`fatpipe
 //! testbed`, needs root, as CI has): uploads and downloads, MODE E and MODE S, ride through a
-//! link outage of 28 s with the default limits; a download stopped with Ctrl-C and an upload whose server was
-//! killed resume to identical bytes (MODE E, four streams: the partial files have holes).
+//! link outage of 28 s with the default limits, no sender taking it for random loss; a
+//! download stopped with Ctrl-C and an upload whose server was killed resume to identical
+//! bytes (MODE E, four streams: the partial files have holes).
 
 mod common;
 use common::*;
+use std::process::Stdio;
 use std::time::Duration;
 
 /// Brings up testbed `name` (20 ms, 20 Mbit/s) with `extra` settings; taken down when dropped.
@@ -14,11 +16,12 @@ fn testbed(name: &'static str, extra: &[&str]) -> Testbed {
     Testbed::up(name, &settings)
 }
 
-/// A writable anonymous server in side a of testbed `tb`, on `root`.
-fn server(tb: &Testbed, root: tempfile::TempDir) -> FatpipeServer {
+/// A writable anonymous server in side a of testbed `tb`, on `root`, logging at info to `log`.
+fn server(tb: &Testbed, root: tempfile::TempDir, log: Stdio) -> FatpipeServer {
     let mut c = tb.fatpipe("a", &["serve", "--anonymous-write", "--root"]);
     c.arg(root.path()).args(["--listen", "198.18.0.1:0"]);
-    FatpipeServer::spawn(c, root)
+    c.env("FATPIPE_LOG", "info");
+    FatpipeServer::spawn_logging(c, root, log)
 }
 
 #[test]
@@ -36,10 +39,7 @@ fn uploads_and_downloads_ride_through_a_28_second_outage() {
         random_file(&root.path().join(format!("down{p}.bin")), 8 << 20, seed);
     }
     let log = work.path().join("server.log");
-    let mut c = tb.fatpipe("a", &["serve", "--anonymous-write", "--root"]);
-    c.arg(root.path()).args(["--listen", "198.18.0.1:0"]);
-    c.env("FATPIPE_LOG", "info");
-    let s = FatpipeServer::spawn_logging(c, root, std::fs::File::create(&log).unwrap().into());
+    let s = server(&tb, root, std::fs::File::create(&log).unwrap().into());
     for (p, seed) in modes {
         random_file(&work.path().join(format!("up{p}.bin")), 8 << 20, seed + 1);
     }
@@ -108,7 +108,7 @@ fn an_interrupted_download_and_a_killed_server_resume_to_identical_bytes() {
     let tb = testbed("fpkill", &[]);
     let root = tempfile::tempdir().unwrap();
     random_file(&root.path().join("big.bin"), 24 << 20, 61);
-    let s = server(&tb, root);
+    let s = server(&tb, root, Stdio::null());
     let work = tempfile::tempdir().unwrap();
     let dest = work.path().join("big.bin");
     let part = work.path().join("big.bin.fatpipe-part");
@@ -139,7 +139,7 @@ fn an_interrupted_download_and_a_killed_server_resume_to_identical_bytes() {
     let FatpipeServer { root, proc, .. } = s;
     drop(proc); // SIGKILL, by PID
     assert!(!wait(cp).success());
-    let s = server(&tb, root);
+    let s = server(&tb, root, Stdio::null());
     assert!(wait(four_streams(&tb, &dst, &s.url("again.bin"), true)).success());
     assert_same(&dest, &s.path("again.bin"));
 }

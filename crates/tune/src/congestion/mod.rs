@@ -353,10 +353,34 @@ mod tests {
         for (i, delivered) in [(60, 5_030), (120, 5_090), (180, 5_150)] {
             assert_eq!(look(i, delivered), None, "resends of what the outage lost");
         }
+        // The link is back after timeouts' backoff: the estimates are scattered (RTT 150 times
+        // the minimum, deviation twice that), resends beside deliveries; no reading of a
+        // path at its minimum.
+        let scattered = |retrans, acked_segments: u64| TcpStats {
+            rttvar_us: 6_000_000,
+            ..at(retrans, acked_segments)
+        };
+        for (i, delivered) in [(184, 5_400), (188, 5_600), (192, 5_800)] {
+            let streams = [TcpStats {
+                rtt_us: 3_000_000,
+                ..scattered(i, delivered)
+            }; 2];
+            let look = p.observe(&Observation {
+                streams: &streams,
+                ..Observation::default()
+            });
+            assert_eq!(look, None, "scattered estimates after the outage");
+        }
+        let mut look = |retrans, acked| {
+            p.observe(&Observation {
+                streams: &[at(retrans, acked), at(retrans, acked)],
+                ..Observation::default()
+            })
+        };
         // Then random loss after all: 1 % of what goes through.
         let mut switched = None;
         for k in 1..=5 {
-            switched = switched.or(look(180 + 10 * k, 5_150 + 1_000 * u64::from(k)));
+            switched = switched.or(look(192 + 10 * k, 5_800 + 1_000 * u64::from(k)));
         }
         assert!(
             switched.is_some(),

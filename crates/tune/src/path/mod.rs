@@ -76,9 +76,13 @@ pub fn min_rtt_us(all: &[TcpStats]) -> Option<u32> {
 /// deviation together: no queue on the path. On a short path ([`queue::SHORT_PATH_US`]) the
 /// host's timing is all the RTT there is and strays as much as it stands: the smoothed RTT as
 /// it is (there a receiver that falls behind drops segments, and its backlog must not pass
-/// for a path at its minimum with random loss).
+/// for a path at its minimum with random loss). Nor is anything discounted where the
+/// deviation is over [`queue::SCATTERED`] of the smoothed RTT: samples scattered by a
+/// timeout's backoff (after a link outage: RTT 150 times the minimum, deviation twice that)
+/// say nothing of the path, and the discount would read them as its minimum.
 pub fn standing_rtt_us(s: &TcpStats) -> u32 {
-    if s.min_rtt_us < queue::SHORT_PATH_US {
+    let scattered = f64::from(s.rttvar_us) > f64::from(s.rtt_us) * queue::SCATTERED;
+    if s.min_rtt_us < queue::SHORT_PATH_US || scattered {
         return s.rtt_us;
     }
     s.rtt_us.saturating_sub(s.rttvar_us).max(s.min_rtt_us)
@@ -155,6 +159,10 @@ mod tests {
             ..TcpStats::default()
         };
         assert_eq!(queue_of(&[lo], &[lo]), 4.0);
+        // After an outage: timeouts' backoff leaves an estimate far above the minimum and a
+        // deviation twice that; no reading of a path at its minimum.
+        let after_outage = [stream(2_900_000, 5_800_000)];
+        assert_eq!(queue_of(&after_outage, &after_outage), 145.0);
     }
 
     #[test]

@@ -28,6 +28,11 @@ pub const LONGER_ROUTE: f64 = 1.5;
 /// them is the receiving host's backlog).
 pub const SHORT_PATH_US: u32 = 1_000;
 
+/// An RTT estimate whose mean deviation is more than this share of it is scattered (a
+/// timeout's backoff, an outage's end), not a reading of the path: the kernel starts a
+/// connection's deviation at half its first sample.
+pub const SCATTERED: f64 = 0.5;
+
 /// The delay test's share of the least RTT: a queue once the RTT lies an eighth above it
 /// (HyStart's delay increase) ...
 pub const DELAY_SHARE: u32 = 8;
