@@ -125,7 +125,11 @@ fn hedged(
         if second.is_some_and(|at| now >= at) {
             second = None;
             tracing::debug!("no answer from {addr} after {after:?}: a second connect attempt");
-            tries.push(start(open()?)?);
+            // A spare that cannot be made leaves the first attempt to go on alone.
+            match open().and_then(start) {
+                Ok(sock) => tries.push(sock),
+                Err(e) => tracing::debug!("no second connect attempt: {e}"),
+            }
         }
         let until = second.map_or(deadline, |at| at.min(deadline));
         let fds: Vec<_> = tries.iter().map(|s| s.as_fd()).collect();

@@ -97,6 +97,12 @@ pub fn tcp_stats(fd: BorrowedFd<'_>) -> io::Result<TcpStats> {
     })
 }
 
+/// The least RTT the kernel has seen on the TCP connection `fd`, once it has seen one.
+pub fn min_rtt(fd: BorrowedFd<'_>) -> Option<std::time::Duration> {
+    let us = tcp_stats(fd).ok()?.min_rtt_us;
+    (us > 0).then(|| std::time::Duration::from_micros(us.into()))
+}
+
 /// The path MTU the kernel keeps for the TCP connection `fd`, bytes.
 pub fn path_mtu(fd: BorrowedFd<'_>) -> io::Result<u32> {
     let raw: RawTcpInfo = crate::sockopt::get(fd, libc::IPPROTO_TCP, libc::TCP_INFO)?;

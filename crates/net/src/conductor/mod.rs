@@ -12,7 +12,6 @@
 mod connection;
 
 use crate::mode_e::{growth, Grow, OnStream, Requests};
-use crate::tcpinfo::tcp_stats;
 use crate::{Pump, TuneSummary, TunerConfig};
 use connection::DataConnection;
 use fatpipe_tune::streams::StreamPolicy;
@@ -418,16 +417,17 @@ fn conn_mut(d: &mut Driven, conn: ConnId) -> Option<&mut DataConnection> {
 /// size every buffer for a LAN.
 fn control_rtt(d: &Driven) -> Option<Duration> {
     let (fd, peer) = d.control.as_ref()?;
-    let stats = tcp_stats(fd.as_fd()).ok()?;
     let data_peer = d.conns.iter().flatten().next().map(DataConnection::peer_ip);
-    (data_peer == Some((*peer)?) && stats.min_rtt_us > 0)
-        .then(|| Duration::from_micros(stats.min_rtt_us.into()))
+    (data_peer == Some((*peer)?))
+        .then(|| crate::tcpinfo::min_rtt(fd.as_fd()))
+        .flatten()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::buffers::BufferControl;
+    use crate::tcpinfo::tcp_stats;
     use crate::Pump;
     use fatpipe_tune::{Params, Tuning};
     use std::net::TcpListener;

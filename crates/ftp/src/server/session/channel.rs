@@ -13,7 +13,6 @@ use fatpipe_proto::{addr, Reply, TransferType};
 use std::io::{Seek, SeekFrom};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 impl Session {
     pub(super) fn bind_passive(&mut self) -> Result<u16, Reply> {
@@ -143,12 +142,17 @@ impl Session {
         let kept = self.kept.take().map(|k| k.channel);
         let c = &self.shared.config;
         let tune = self.tune.clone();
-        let control_rtt = self
-            .control
-            .socket()
-            .and_then(|fd| fatpipe_net::tcpinfo::tcp_stats(fd).ok())
-            .filter(|t| t.rtt_us > 0)
-            .map(|t| Duration::from_micros(t.rtt_us.into()));
+        // The control connection's RTT stands for the data path's only where the data goes to
+        // the client itself (a third-party copy's client may sit beside this server).
+        let to_client =
+            matches!(&self.data, DataSpec::Active(t) if same_host(t.ip(), self.peer.ip()));
+        let control_rtt = match to_client {
+            true => self
+                .control
+                .socket()
+                .and_then(fatpipe_net::tcpinfo::min_rtt),
+            false => None,
+        };
         let ends = Endpoints {
             spec: std::mem::take(&mut self.data),
             // A third-party copy's data comes from the other server.

@@ -139,8 +139,9 @@ pub struct Endpoints {
     pub admission: Admission,
     /// The session's data token (`DTOK`): each new data connection shows or checks it.
     pub token: Option<Token>,
-    /// The control connection's round trip, when known: a connect that has no answer for a
-    /// few of them gets a second attempt (only with a token, which a spare never shows).
+    /// The control connection's least round trip, where it stands for the data path's: a
+    /// connect that has no answer for a few of them gets a second attempt (only with a token,
+    /// which a spare never shows).
     pub control_rtt: Option<Duration>,
     /// The address connections this end makes leave from (the control connection's).
     pub local_ip: IpAddr,
