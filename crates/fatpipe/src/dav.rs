@@ -19,7 +19,7 @@ fn with_client<T>(
     let cert = how.client_cert()?;
     let client = Client::new(how.ca.as_deref(), cert.as_ref(), TunerConfig::untuned())
         .map_err(anyhow::Error::msg)?;
-    tokio::runtime::Runtime::new()?.block_on(op(&client))
+    fatpipe_http::runtime::for_connections(1)?.block_on(op(&client))
 }
 
 /// `e` as `ls` prints it: its name (the last path component), kind, size and time.

@@ -22,6 +22,7 @@ pub mod paths;
 mod pending;
 pub mod range;
 mod ranged;
+pub mod runtime;
 pub mod server;
 pub mod token;
 pub mod tpc;

@@ -6,6 +6,7 @@ use super::Args;
 use crate::credentials;
 use fatpipe_ftp::client::copy::FileResult;
 use fatpipe_ftp::client::failure::misuse;
+use fatpipe_ftp::client::filter::is_glob;
 use fatpipe_ftp::client::transport;
 use fatpipe_http::client::{Client, Download, Endpoint};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -56,7 +57,7 @@ pub fn run(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     .map_err(anyhow::Error::msg)?;
     let progress = Arc::new(AtomicU64::new(0));
     let bar = bar(a.quiet());
-    let rt = tokio::runtime::Runtime::new()?;
+    let rt = fatpipe_http::runtime::for_connections(connections(&client, a, src, dst))?;
     let started = Instant::now();
     let results = rt.block_on(async {
         let shown = async {
@@ -87,6 +88,31 @@ pub fn run(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     report::finish(a, &ending, verbose, false)
 }
 
+/// How a download goes, as the options say.
+fn download(a: &Args) -> Download {
+    Download {
+        streams: a.parallel.fixed(),
+        resume: a.resume,
+        retry_for: a.retry_for,
+    }
+}
+
+/// Data connections the copy `src` → `dst` may have open at once here: none of a third-party
+/// copy's (the servers move its bytes), a download's for each file at once, an upload's one.
+fn connections(client: &Client, a: &Args, src: &str, dst: &str) -> usize {
+    let last = src.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    let files = if a.files.recursive || is_glob(last) {
+        at_once(a)
+    } else {
+        1
+    };
+    match (credentials::is_https(src), credentials::is_https(dst)) {
+        (true, true) => 1,
+        (true, false) => files * client.connections(&download(a)),
+        _ => files,
+    }
+}
+
 /// The copy `src` → `dst` asks for: a result per file, or why it could not begin.
 async fn copy(
     client: &Client,
@@ -98,11 +124,7 @@ async fn copy(
     let tree = a.files.recursive;
     // `-p N` asks the destination of a third-party copy for N connections; auto: its choice.
     let streams = a.parallel.fixed().unwrap_or(1);
-    let how = Download {
-        streams: a.parallel.fixed(),
-        resume: a.resume,
-        retry_for: a.retry_for,
-    };
+    let how = download(a);
     let results = match (credentials::is_https(src), credentials::is_https(dst)) {
         (true, true) if tree => {
             let (s, mut d) = (endpoint(src, a)?, endpoint(dst, a)?);

@@ -126,6 +126,12 @@ impl Client {
         Ok(Client { tls, tune })
     }
 
+    /// Data connections a download as `how` says may open at once (what the runtime it runs
+    /// on may spread over threads: [`crate::runtime::for_connections`]).
+    pub fn connections(&self, how: &Download) -> usize {
+        crate::runtime::connections(how.streams, &self.tune)
+    }
+
     async fn open(
         &self,
         e: &Endpoint,
