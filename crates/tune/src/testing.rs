@@ -41,6 +41,9 @@ pub struct FluidPath {
     /// With holes: the in-order count moves only every this many rounds, all at once, as a
     /// filled hole releases what waited behind it; `None`: smoothly.
     pub released_every: Option<u32>,
+    /// Bytes the reader leaves unread (it comes late): the window the sender gets is that
+    /// much smaller than the one the receiver offers.
+    pub unread: f64,
     /// Bytes that arrived behind a hole, not yet in order.
     behind: f64,
     rounds: u32,
@@ -72,6 +75,7 @@ impl FluidPath {
             holes: None,
             out_of_order: 0,
             released_every: None,
+            unread: 0.0,
             behind: 0.0,
             rounds: 0,
             cwnd: 10.0 * SEGMENT,
@@ -87,7 +91,7 @@ impl FluidPath {
     fn round(&mut self) {
         let bdp = self.rate * self.base;
         // Holes hold part of the window: what flies is the window over the RTTs it covers.
-        let window = self.window / (1.0 + self.holes.unwrap_or(0.0));
+        let window = (self.window - self.unread).max(SEGMENT) / (1.0 + self.holes.unwrap_or(0.0));
         if self.holes.is_some() {
             self.out_of_order += 10;
         }
@@ -141,7 +145,8 @@ impl FluidPath {
             let tcp = TcpStats {
                 min_rtt_us: (self.handshake * 1e6) as u32,
                 rcv_rtt_us: (self.rtt * 1e6) as u32,
-                rcv_wnd: self.window as u32,
+                rcv_ssthresh: self.window as u32,
+                rcv_wnd: (self.window - self.unread).max(SEGMENT) as u32,
                 bytes_received: self.bytes as u64,
                 rcv_mss: self.segment,
                 rcv_ooopack: self.out_of_order,

@@ -29,6 +29,7 @@
 //! over 8 RTTs (filled holes release bursts) and its window holds the holes beside the BDP.
 
 use super::holes::Holes;
+use super::lag::Lag;
 use super::trains::{outlasts_two_spans, train_span, TrainRates, Trains};
 use super::window::History;
 use super::{rate, Decision, Law, Setup};
@@ -57,6 +58,10 @@ const RAMP_RTTS: u32 = 3;
 const GROWTH_GAIN: f64 = 4.0;
 /// Growth per trial after start-up (the path may already be full).
 const GENTLE_GAIN: f64 = 1.25;
+/// The most a reader's lag adds to the window, per unit of BDP: a lag grows with the window
+/// (a reader that stalls leaves unread whatever the window lets in), so a longer stall gets no
+/// more than this for it.
+const MOST_LAG: f64 = 0.5;
 /// "Most of the window" for the receiver's window-limited test.
 const FULL: f64 = 0.9;
 /// Trains this much faster than the rate come from an unpaced sender (a paced one's arrive at
@@ -141,6 +146,8 @@ pub struct Drs {
     history: History,
     trains: Trains,
     holes: Holes,
+    /// What the reader left unread lately.
+    lag: Lag,
     /// On a lossy path: the rate that last grew by a quarter, and when.
     ramp: (f64, Duration),
     /// The window leads a growing rate on a lossy path.
@@ -186,6 +193,7 @@ impl Drs {
             history: History::default(),
             trains: Trains::default(),
             holes: Holes::default(),
+            lag: Lag::default(),
             ramp: (0.0, Duration::ZERO),
             ramping: false,
             path: PathEstimate::default(),
@@ -307,6 +315,17 @@ impl Drs {
         };
         let bdp = peak * base.as_secs_f64();
         d.bdp = Some(bdp as u64);
+        // What the reader leaves unread the sender cannot use: the window holds it beside the
+        // BDP where it outgrows the steady window's spare (up to a BDP more: a reader stalled
+        // for good gets no more for it).
+        let lag = match tcp.rcv_wnd {
+            0 => 0.0,
+            advertised => {
+                let offered = u64::from(tcp.rcv_ssthresh).min(window as u64);
+                let unread = self.lag.observe(s.now, offered, u64::from(advertised));
+                (unread as f64).min(MOST_LAG * bdp)
+            }
+        };
         // The steady window of the capacity the trains show, once a train is longer than two
         // spans (a shorter one shows only its length per span, not the bottleneck's rate).
         // A sender that paces sends no trains: its packets arrive at its pacing rate, about
@@ -362,6 +381,7 @@ impl Drs {
         // of the capacity the packet trains show. Later a full window without a queue is tried
         // a quarter larger once each change has shown its effect.
         let settled = s.now.saturating_sub(self.changed_at) >= 2 * rtt;
+        let mut for_lag = false;
         let target = if self.size.is_none() {
             // The first sample takes the window over from the kernel's autotuning, a start-up
             // step ahead of it (the kernel's window grows only as data arrives, an RTT behind).
@@ -407,6 +427,10 @@ impl Drs {
             (GENTLE_GAIN * window)
                 .max(path.min(GROWTH_GAIN * window))
                 .max(gain * bdp)
+        } else if bdp + lag > gain * bdp {
+            // More than the steady window's spare for jitter.
+            for_lag = true;
+            (bdp + lag).max((gain * bdp).min(window))
         } else {
             (gain * bdp).min(window)
         };
@@ -429,6 +453,11 @@ impl Drs {
             format!("take the window over from the kernel at {size} bytes")
         } else if (size as f64) < window {
             format!("shrink: BDP fell to {} bytes", bdp as u64)
+        } else if for_lag {
+            format!(
+                "hold the reader's lag: {} bytes left unread lately",
+                lag as u64
+            )
         } else if !self.starting {
             self.trial = Some(Trial {
                 at: s.now,

@@ -8,6 +8,7 @@ pub mod drs;
 pub mod fixed;
 pub mod follow;
 mod holes;
+mod lag;
 pub mod probe;
 mod trains;
 pub(crate) mod window;

@@ -346,3 +346,43 @@ fn a_sender_repairing_losses_keeps_its_buffer() {
     assert_eq!(shrunk.len(), 1, "{shrunk:?}");
     assert!(2 * shrunk[0] >= 4 << 20, "{shrunk:?}");
 }
+
+#[test]
+fn a_reader_that_comes_late_gets_its_lag_beside_the_bdp() {
+    // 1 Gbit/s, 100 ms (BDP 12.5 MB); the reader leaves 3 MB unread from 3 s on (an HTTPS
+    // body on a busy host). At 1.1 x BDP the sender would get 10.75 MB: 0.86 of the path.
+    // A lag within the steady window's spare (a tenth of the BDP) changes nothing.
+    let mut path = FluidPath::new(125e6, 0.1);
+    let mut law = receiver();
+    path.run(&mut law, 3.0);
+    let steady = path.window;
+    assert!(steady <= 1.2 * 12.5e6, "{steady}");
+    path.unread = 1e6;
+    path.run(&mut law, 4.0);
+    assert_eq!(path.window, steady);
+    path.unread = 3e6;
+    path.run(&mut law, 6.0);
+    assert!(
+        (12.5e6 + 3e6..=12.5e6 + 3.5e6).contains(&path.window),
+        "{steady} -> {}",
+        path.window
+    );
+    let before = path.bytes;
+    path.run(&mut law, 9.0);
+    assert!((path.bytes - before) / 3.0 > 0.99 * 125e6);
+}
+
+#[test]
+fn a_reader_stalled_for_good_adds_at_most_half_a_bdp() {
+    let mut path = FluidPath::new(125e6, 0.1);
+    let mut law = receiver();
+    path.run(&mut law, 3.0);
+    // Nothing is read: every byte of the window stays unread.
+    path.unread = path.window;
+    for _ in 0..40 {
+        let t = path.t;
+        path.run(&mut law, t + 0.25);
+        path.unread = path.window;
+    }
+    assert!(path.window <= 1.6 * 12.5e6, "{}", path.window);
+}
