@@ -696,3 +696,43 @@ fn a_cut_https_download_keeps_what_arrived_and_resumes_from_there() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("trying again in 1s"), "{err}");
 }
+
+#[test]
+fn a_copy_between_servers_goes_through_here_only_when_asked() {
+    let pki = Pki::new();
+    // The destination makes no third-party copies: it refuses the COPY.
+    let (a, b) = (pki.server(&TPC), pki.server(&[]));
+    random_file(&a.path("x"), (5 << 20) + 3, 41);
+    let token = pki.token("storage.read:/ storage.modify:/", 600);
+    let davs = |p: u16, f: &str| format!("davs://localhost:{p}/{f}");
+    let (pa, pb) = (a.https.unwrap().port(), b.https.unwrap().port());
+    let cp = |args: &[&str]| {
+        let mut c = fatpipe_cmd(&["cp", "--retry-for", "0", "--ca", pki.ca.to_str().unwrap()]);
+        c.args(args).env("BEARER_TOKEN", &token);
+        c
+    };
+    let out = run(&mut cp(&[&davs(pa, "x"), &davs(pb, "y")]));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("403") && err.contains("third-party"), "{err}");
+    assert!(!b.path("y").exists());
+    // Asked for: the file streams through here, the same bytes arrive.
+    let out = run_ok(&mut cp(&[
+        "--streamed-fallback",
+        &davs(pa, "x"),
+        &davs(pb, "y"),
+    ]));
+    assert_same(&a.path("x"), &b.path("y"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("streaming"), "{err}");
+    // A source whose body breaks: the destination keeps nothing of it.
+    let cutting = cutter(&pki, &a.path("x"), 3 << 20, u32::MAX);
+    let cut = format!("https://localhost:{}/x", cutting.port);
+    let out = run(&mut cp(&["--streamed-fallback", &cut, &davs(pb, "z")]));
+    assert!(!out.status.success());
+    let names: Vec<_> = std::fs::read_dir(b.root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["y"], "left at the destination: {names:?}");
+}

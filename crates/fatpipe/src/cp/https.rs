@@ -8,7 +8,7 @@ use fatpipe_ftp::client::copy::FileResult;
 use fatpipe_ftp::client::failure::misuse;
 use fatpipe_ftp::client::filter::is_glob;
 use fatpipe_ftp::client::transport;
-use fatpipe_http::client::{Client, Download, Endpoint};
+use fatpipe_http::client::{Client, Download, Endpoint, ThirdParty};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -123,7 +123,10 @@ async fn copy(
 ) -> anyhow::Result<Vec<FileResult>> {
     let tree = a.files.recursive;
     // `-p N` asks the destination of a third-party copy for N connections; auto: its choice.
-    let streams = a.parallel.fixed().unwrap_or(1);
+    let between = ThirdParty {
+        streams: a.parallel.fixed().unwrap_or(1),
+        streamed_fallback: a.streamed_fallback,
+    };
     let how = download(a);
     let results = match (credentials::is_https(src), credentials::is_https(dst)) {
         (true, true) if tree => {
@@ -135,13 +138,13 @@ async fn copy(
                 }
             }
             client
-                .third_party_tree(&s, &d, streams, a.retry_for, at_once(a), progress)
+                .third_party_tree(&s, &d, between, a.retry_for, at_once(a), progress)
                 .await
                 .map_err(anyhow::Error::msg)?
         }
         (true, true) => {
             let (s, d) = (endpoint(src, a)?, endpoint(dst, a)?);
-            let copy = client.third_party_file(&s, &d, streams, a.retry_for, progress);
+            let copy = client.third_party_file(&s, &d, between, a.retry_for, progress);
             vec![copy.await]
         }
         (true, false) => {

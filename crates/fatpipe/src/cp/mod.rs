@@ -39,6 +39,12 @@ pub struct Args {
     /// complete (same size and checksum): a re-run copies only what is missing.
     #[arg(long)]
     resume: bool,
+    /// Between two HTTPS servers: where the destination cannot pull a file itself (it refuses
+    /// the third-party COPY, or the copy fails), stream it through this machine instead (a GET
+    /// from the source sent on as a PUT to the destination). Without it a third-party copy
+    /// never passes through here.
+    #[arg(long)]
+    streamed_fallback: bool,
     /// Leave files that exist at the destination as they are.
     #[arg(long, conflicts_with_all = ["update", "resume"])]
     no_clobber: bool,
@@ -173,7 +179,11 @@ fn parse_concurrency(s: &str) -> Result<CountArg, String> {
 /// adds how the tuning and the streams went to the summary. With `--json`, a failure before
 /// the first file is a JSON object too.
 pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
-    let copied = match a.files.paths.iter().any(|p| credentials::is_https(p)) {
+    let https = |p: &String| credentials::is_https(p);
+    if a.streamed_fallback && !(a.files.paths.len() == 2 && a.files.paths.iter().all(https)) {
+        tracing::warn!("--streamed-fallback applies to copies between two HTTPS servers only");
+    }
+    let copied = match a.files.paths.iter().any(https) {
         true => https::run(&a, verbose),
         false => copy_all(&a, verbose),
     };

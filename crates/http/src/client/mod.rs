@@ -7,26 +7,25 @@
 
 mod files;
 mod results;
+mod third_party;
 mod tree;
 
 pub use files::Listing;
 pub use results::{file_result, Failed, Got};
+pub use third_party::ThirdParty;
 pub use tree::{member_of, MAX_DEPTH};
 
-use crate::body::{full, FileSink};
-use crate::connect::{self, refusal, Record, Remote};
-use crate::markers::Reading;
+use crate::body::FileSink;
+use crate::connect::{self, Record, Remote};
 use crate::ranged::Fetch;
 use crate::tuned::Tunable;
 use fatpipe_ftp::client::part::{self, Part};
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::ranges::RangeSet;
-use http_body_util::BodyExt;
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION};
-use hyper::Method;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// A remote file and how to authenticate to its server.
@@ -323,51 +322,5 @@ impl Client {
         )
         .await?;
         Ok(size)
-    }
-
-    /// Has `dst`'s server pull `src` (a third-party `COPY`, `streams` connections asked);
-    /// returns the bytes the last marker reported.
-    pub async fn third_party(
-        &self,
-        src: &Endpoint,
-        dst: &Endpoint,
-        streams: u32,
-        progress: &Arc<AtomicU64>,
-    ) -> Result<u64, String> {
-        let (mut send, _, remote) = self.open(dst).await?;
-        let mut headers = dst.headers();
-        let mut add = |name: &'static str, value: &str| {
-            if let Ok(v) = HeaderValue::from_str(value) {
-                headers.push((HeaderName::from_static(name), v));
-            }
-        };
-        add("source", &src.https_url());
-        add("x-number-of-streams", &streams.to_string());
-        if let Some(a) = &src.authorization {
-            add("transferheaderauthorization", a);
-        }
-        let copy = Method::from_bytes(b"COPY").map_err(|e| e.to_string())?;
-        let resp = connect::exchange(&mut send, copy, &remote, &headers, full("")).await?;
-        if !resp.status().is_success() {
-            return Err(refusal("the destination", resp).await);
-        }
-        let mut body = resp.into_body();
-        let mut reading = Reading::default();
-        // Several copies may report at once: each adds what its markers say it moved.
-        let mut told = 0;
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| format!("the destination stopped reporting: {e}"))?;
-            if let Ok(data) = frame.into_data() {
-                reading.feed(&data);
-                let now = reading.bytes.max(told);
-                progress.fetch_add(now - told, Ordering::Relaxed);
-                told = now;
-            }
-        }
-        match reading.outcome {
-            Some(Ok(())) => Ok(reading.bytes),
-            Some(Err(e)) => Err(format!("the destination reports: {e}")),
-            None => Err("the destination ended its report without an outcome".into()),
-        }
     }
 }

@@ -2,7 +2,7 @@
 //! result type, so that both front-ends share one summary, one `--json` and one set of exit
 //! codes; and a download that rides through a broken link as an FTP copy does (`--retry-for`).
 
-use super::{Client, Download, Endpoint};
+use super::{Client, Download, Endpoint, ThirdParty};
 use fatpipe_ftp::client::copy::{special_file, FileResult};
 use fatpipe_ftp::client::retry::next_pause;
 use std::path::Path;
@@ -121,12 +121,12 @@ impl Client {
         &self,
         src: &Endpoint,
         dst: &Endpoint,
-        streams: u32,
+        how: ThirdParty,
         retry_for: Duration,
         progress: &Arc<AtomicU64>,
     ) -> FileResult {
         let (source, into) = (src.https_url(), dst.https_url());
-        let copy = async || self.third_party(src, dst, streams, progress).await;
+        let copy = async || self.third_party(src, dst, how, progress).await;
         sent_whole(retry_for, &source, &into, copy).await
     }
 }

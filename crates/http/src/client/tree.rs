@@ -3,7 +3,7 @@
 //! each member must be one plain name directly under the collection listed: a server that
 //! answers `../x`, an absolute path or another collection's member is refused, never followed.
 
-use super::{file_result, Client, Download, Endpoint, Got};
+use super::{file_result, Client, Download, Endpoint, Got, ThirdParty};
 use crate::multistatus::Resource;
 use fatpipe_ftp::client::copy::FileResult;
 use fatpipe_ftp::client::failure::NOT_BEGUN;
@@ -72,14 +72,14 @@ impl Client {
     }
 
     /// Copies the collection `src` on one server into the collection `dst` on another (made,
-    /// as are those below it), each file a third-party copy (`streams` connections asked of the
-    /// destination; a copy whose connection broke tried again for `retry_for`), `at_once` at
-    /// a time; the bytes never pass through here. A result per file, as for a download.
+    /// as are those below it), each file a third-party copy as `how` says (a copy whose
+    /// connection broke tried again for `retry_for`), `at_once` at a time. A result per file,
+    /// as for a download.
     pub async fn third_party_tree(
         &self,
         src: &Endpoint,
         dst: &Endpoint,
-        streams: u32,
+        how: ThirdParty,
         retry_for: Duration,
         at_once: usize,
         progress: &Arc<AtomicU64>,
@@ -99,7 +99,7 @@ impl Client {
             ((url, to), shown)
         });
         Ok(side_by_side(jobs.collect(), at_once, async |(from, to)| {
-            (self.third_party_file(&from, &to, streams, retry_for, progress)).await
+            (self.third_party_file(&from, &to, how, retry_for, progress)).await
         })
         .await)
     }
