@@ -319,3 +319,59 @@ fn redirects_are_followed_within_what_a_copy_may_reach() {
     );
     assert!(!b.path("z").exists());
 }
+
+/// A PUT sent on by a 307 (a dCache door sends an upload to a pool, a capability in the URL)
+/// follows it, an upload and a push alike; a push may not follow it out of its networks.
+#[test]
+fn puts_follow_a_door_to_its_pool() {
+    require("python3");
+    let pki = Pki::new();
+    let a = pki.server(&TPC);
+    random_file(&a.path("x"), (6 << 20) + 5, 71);
+    let work = tempfile::tempdir().unwrap();
+    let stored = work.path().join("pool");
+    std::fs::create_dir(&stored).unwrap();
+    let pool = pool(&pki, &stored);
+    let door = redirector(&pki, &format!("https://localhost:{}", pool.port));
+    let via = format!("https://localhost:{}", door.port);
+    let rw = pki.token("storage.read:/ storage.modify:/", 600);
+    // An upload.
+    let mut c = fatpipe_cmd(&["cp", "--quiet", "--retry-for", "0"]);
+    c.args(["--ca", pki.ca.to_str().unwrap()]);
+    run_ok(
+        c.args([a.path("x").to_str().unwrap(), &format!("{via}/up")])
+            .env("BEARER_TOKEN", &rw),
+    );
+    assert_same(&a.path("x"), &stored.join("up"));
+    // A push from A.
+    let push = |to: &str| {
+        curl(
+            &pki,
+            &[
+                "-X",
+                "COPY",
+                "-H",
+                &format!("Authorization: Bearer {rw}"),
+                "-H",
+                &format!("Destination: {to}"),
+                &format!("{}/x", base(&a)),
+            ],
+        )
+    };
+    let (code, body) = push(&format!("{via}/pushed"));
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        code == 202 && body.ends_with("success: Created\n"),
+        "{code} {body}"
+    );
+    assert_same(&a.path("x"), &stored.join("pushed"));
+    // A door that sends the push to [::1], outside A's networks: refused, nothing stored.
+    let outside = redirector(&pki, &format!("https://[::1]:{}", pool.port));
+    let (code, body) = push(&format!("https://localhost:{}/far", outside.port));
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        code == 202 && body.contains("failure: ") && body.contains("may not reach"),
+        "{body}"
+    );
+    assert!(!stored.join("far").exists());
+}

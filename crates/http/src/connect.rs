@@ -11,7 +11,7 @@ use fatpipe_proto::ranges::RangeSet;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{HeaderName, HeaderValue, HOST};
+use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION, HOST};
 use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
@@ -173,6 +173,37 @@ pub async fn connect(
     Ok((sender, tunable))
 }
 
+/// Where a request goes: the remote and the headers for it.
+pub struct At {
+    /// The remote.
+    pub remote: Remote,
+    /// The headers sent there.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// Where a redirect to `to` leads from `at`: https only, to an address within `networks` (a
+/// third-party copy's reach; `None`: anywhere, as a client goes where its user's server sends
+/// it); the credentials go on only to the same host and port (as curl does: a redirect
+/// elsewhere carries what it needs in its URL).
+pub async fn follow(
+    at: &At,
+    to: url::Url,
+    networks: Option<&ThirdPartyNetworks>,
+) -> Result<At, String> {
+    let remote = match networks {
+        Some(n) => resolve(&to, n).await,
+        None => resolve_any(&to).await,
+    }
+    .map_err(|e| format!("{} redirected to {to}: {e}", at.remote.url))?;
+    let here = |u: &url::Url| (u.host_str().map(str::to_string), u.port_or_known_default());
+    let mut headers = at.headers.clone();
+    if here(&to) != here(&at.remote.url) {
+        headers.retain(|(name, _)| name != AUTHORIZATION);
+    }
+    tracing::info!("{} redirected to {to}", at.remote.url);
+    Ok(At { remote, headers })
+}
+
 /// `status: first line of the body`, for a remote's refusal.
 pub async fn refusal(what: &str, resp: Response<Incoming>) -> String {
     let code = resp.status();
@@ -194,34 +225,81 @@ pub fn length(resp: &Response<Incoming>) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// PUTs `size` bytes of `file` on `send` with `headers` (and its length), the connection tuned
-/// as a sender, the bytes sent added to `progress`; an answer other than 2xx is an error.
-pub async fn put_file(
-    send: &mut SendRequest<ResponseBody>,
-    remote: &Remote,
-    headers: &[(HeaderName, HeaderValue)],
-    file: std::fs::File,
+/// PUTs `size` bytes of `file` to `at`, over a connection made as `tls` and `tune` say,
+/// following a 307 or 308 (a dCache door sends an upload on to a pool) where `networks` lets
+/// it reach, as [`follow`] does, at most [`crate::ranged::MAX_REDIRECTS`] times; the bytes
+/// sent are added to `progress` (those of a redirected attempt taken back). Returns where the
+/// file went. An answer other than 2xx is an error.
+pub async fn put_following(
+    mut at: At,
+    file: &std::fs::File,
     size: u64,
-    tunable: Option<Tunable>,
-    progress: &std::sync::Arc<std::sync::atomic::AtomicU64>,
-) -> Result<(), String> {
-    let mut headers = headers.to_vec();
+    (tls, tune): (&Arc<rustls::ClientConfig>, &TunerConfig),
+    networks: Option<&ThirdPartyNetworks>,
+    progress: &Arc<std::sync::atomic::AtomicU64>,
+) -> Result<At, String> {
+    use std::sync::atomic::Ordering::Relaxed;
+    for _ in 0..=crate::ranged::MAX_REDIRECTS {
+        let (mut send, tunable) = connect(&at.remote, tls, tune).await?;
+        let body = file.try_clone().map_err(|e| e.to_string())?;
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let put = (body, size, tunable, progress, &sent);
+        match put_file(&mut send, &at, put).await? {
+            None => return Ok(at),
+            Some(to) => {
+                progress.fetch_sub(sent.load(Relaxed), Relaxed);
+                at = follow(&at, to, networks).await?;
+            }
+        }
+    }
+    Err(format!(
+        "PUT {}: more than {} redirects",
+        at.remote.url,
+        crate::ranged::MAX_REDIRECTS
+    ))
+}
+
+/// A file's PUT: the file, its size, the connection's tuning, the copy's byte count and this
+/// attempt's.
+type PutOf<'a> = (
+    std::fs::File,
+    u64,
+    Option<Tunable>,
+    &'a Arc<std::sync::atomic::AtomicU64>,
+    &'a Arc<std::sync::atomic::AtomicU64>,
+);
+
+/// One PUT of a file on `send` to `at` (with its length), the connection tuned as a sender,
+/// the bytes sent added to both counts; `Some(url)` where the answer sends it there instead
+/// (307, 308).
+async fn put_file(
+    send: &mut SendRequest<ResponseBody>,
+    at: &At,
+    (file, size, tunable, progress, sent): PutOf<'_>,
+) -> Result<Option<url::Url>, String> {
+    let mut headers = at.headers.clone();
     headers.push((hyper::header::CONTENT_LENGTH, HeaderValue::from(size)));
     let tuned = tunable.map(|t| t.start(fatpipe_tune::Role::Sender));
-    let p = progress.clone();
+    let (p, this) = (progress.clone(), sent.clone());
     // `n` counts this file's bytes from 0; other files of a copy may be on their way too.
-    let sent = std::sync::atomic::AtomicU64::new(0);
     let body = crate::body::from_file(file, vec![crate::body::Piece::File(0..size)], move |n| {
         use std::sync::atomic::Ordering::Relaxed;
-        p.fetch_add(n - sent.swap(n, Relaxed), Relaxed);
+        p.fetch_add(n - this.swap(n, Relaxed), Relaxed);
         if let Some(t) = &tuned {
             t.moved(n);
         }
     });
-    let resp = exchange(send, Method::PUT, remote, &headers, body).await?;
+    let resp = exchange(send, Method::PUT, &at.remote, &headers, body).await?;
+    let keeps_method = matches!(
+        resp.status(),
+        hyper::StatusCode::TEMPORARY_REDIRECT | hyper::StatusCode::PERMANENT_REDIRECT
+    );
+    if let Some(to) = moved_to(&resp, &at.remote.url).filter(|_| keeps_method) {
+        return Ok(Some(to));
+    }
     match resp.status().is_success() {
-        true => Ok(()),
-        false => Err(refusal(&format!("PUT {}", remote.url), resp).await),
+        true => Ok(None),
+        false => Err(refusal(&format!("PUT {}", at.remote.url), resp).await),
     }
 }
 

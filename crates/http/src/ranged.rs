@@ -3,12 +3,12 @@
 //! `fatpipe cp https://… FILE` both fetch so.
 
 use crate::body::{full, FileSink};
-use crate::connect::{self, refusal, Miss, Record, Remote};
+use crate::connect::{self, refusal, At, Miss, Record, Remote};
 use fatpipe_ftp::client::part::Source;
 use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::TunerConfig;
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION};
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, StatusCode};
 use std::ops::Range;
 use std::sync::atomic::AtomicU64;
@@ -86,12 +86,6 @@ pub struct Head {
     pub ranges: bool,
 }
 
-/// Where the fetch asks now: the remote and the headers for it.
-struct At {
-    remote: Remote,
-    headers: Vec<(HeaderName, HeaderValue)>,
-}
-
 impl Fetch<'_> {
     /// Fetches the file into `sink` (in parts only where `sink` seeks), following redirects
     /// of its first request (a dCache door sends GETs on to a pool); returns the bytes.
@@ -102,7 +96,7 @@ impl Fetch<'_> {
         };
         for _ in 0..=MAX_REDIRECTS {
             match self.run_at(&at, sink, progress).await {
-                Err(Miss::Moved(to)) => at = self.follow(&at, to).await?,
+                Err(Miss::Moved(to)) => at = connect::follow(&at, to, self.networks).await?,
                 Err(Miss::Failed(e)) => return Err(e),
                 Ok(n) => return Ok(n),
             }
@@ -122,7 +116,7 @@ impl Fetch<'_> {
         for _ in 0..=MAX_REDIRECTS {
             let mut c = self.connect(&at).await?;
             match self.head_at(&at, &mut c.0).await {
-                Err(Miss::Moved(to)) => at = self.follow(&at, to).await?,
+                Err(Miss::Moved(to)) => at = connect::follow(&at, to, self.networks).await?,
                 Err(Miss::Failed(e)) => return Err(e),
                 Ok(h) => return Ok(h),
             }
@@ -178,24 +172,6 @@ impl Fetch<'_> {
         let left: u64 = gaps.iter().map(|g| g.end - g.start).sum();
         let streams = self.streams_for(first, left);
         Ok(spread(gaps, streams))
-    }
-
-    /// Where a redirect to `to` leads from `at`: https only, to an address the fetch may
-    /// reach; the credentials go on only to the same host and port (as curl does: a redirect
-    /// elsewhere carries what it needs in its URL).
-    async fn follow(&self, at: &At, to: url::Url) -> Result<At, String> {
-        let remote = match self.networks {
-            Some(n) => connect::resolve(&to, n).await,
-            None => connect::resolve_any(&to).await,
-        }
-        .map_err(|e| format!("{} redirected to {to}: {e}", at.remote.url))?;
-        let here = |u: &url::Url| (u.host_str().map(str::to_string), u.port_or_known_default());
-        let mut headers = at.headers.clone();
-        if here(&to) != here(&at.remote.url) {
-            headers.retain(|(name, _)| name != AUTHORIZATION);
-        }
-        tracing::info!("{} redirected to {to}", at.remote.url);
-        Ok(At { remote, headers })
     }
 
     /// The parts to fetch at once: as many as asked, or as a `-p auto` cold start would open

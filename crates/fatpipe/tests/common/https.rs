@@ -278,10 +278,33 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
     do_GET = moved
     do_HEAD = moved
+    def do_PUT(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.moved()
     def log_message(self, *a):
         pass
 "#;
     PyTls::start(pki, &format!("{handler}{SERVE}"), &[target.as_ref()])
+}
+
+/// An HTTPS server that stores each PUT's body under `dir` (as a dCache pool takes an upload
+/// its door sent there) and answers 201; it asks for no credentials.
+pub fn pool(pki: &Pki, dir: &Path) -> PyTls {
+    let handler = r#"
+import http.server, os, ssl, sys
+root = sys.argv[3]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_PUT(self):
+        data = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        with open(os.path.join(root, os.path.basename(self.path.split("?")[0])), "wb") as f:
+            f.write(data)
+        self.send_response(201)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+"#;
+    PyTls::start(pki, &format!("{handler}{SERVE}"), &[dir.as_os_str()])
 }
 
 /// An HTTPS server that serves one file as a plain web server does (`Accept-Ranges`,

@@ -310,17 +310,12 @@ impl Client {
     ) -> Result<u64, String> {
         let file = std::fs::File::open(src).map_err(|e| format!("{}: {e}", src.display()))?;
         let size = file.metadata().map_err(|e| e.to_string())?.len();
-        let (mut send, tunable, remote) = self.open(dst).await?;
-        connect::put_file(
-            &mut send,
-            &remote,
-            &dst.headers(),
-            file,
-            size,
-            tunable,
-            progress,
-        )
-        .await?;
+        let at = connect::At {
+            remote: connect::resolve_any(&dst.url).await?,
+            headers: dst.headers(),
+        };
+        let how = (&self.tls, &self.tune);
+        connect::put_following(at, &file, size, how, None, progress).await?;
         Ok(size)
     }
 }

@@ -71,24 +71,18 @@ impl Push {
     /// Sends `size` bytes of `file` to the destination with a PUT.
     pub async fn run(self, file: File, size: u64, progress: &Arc<AtomicU64>) -> Result<(), String> {
         let check = file.try_clone().map_err(|e| e.to_string())?;
-        let (mut send, tunable) = client::connect(
-            &self.remote,
-            &self.state.client_tls,
-            &self.state.config.tune,
-        )
-        .await?;
-        client::put_file(
-            &mut send,
-            &self.remote,
-            &self.headers,
-            file,
-            size,
-            tunable,
-            progress,
-        )
-        .await?;
+        let at = client::At {
+            remote: self.remote.clone(),
+            headers: self.headers.clone(),
+        };
+        let state = &self.state;
+        let how = (&state.client_tls, &state.config.tune);
+        let reach = Some(&state.config.third_party_networks);
+        client::put_following(at, &file, size, how, reach, progress).await?;
+        // The checksum is asked where the file is named, not where a redirect sent its bytes
+        // (a dCache door, not its pool).
         if self.verify {
-            verify(&self.state, &self.remote, &self.headers, check).await?;
+            verify(state, &self.remote, &self.headers, check).await?;
         }
         Ok(())
     }
