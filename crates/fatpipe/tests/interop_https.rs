@@ -736,3 +736,39 @@ fn a_copy_between_servers_goes_through_here_only_when_asked() {
         .collect();
     assert_eq!(names, ["y"], "left at the destination: {names:?}");
 }
+
+#[test]
+fn a_large_collection_is_listed_whole_in_pieces() {
+    // 3,000 members with long names: about 2 MB of XML, written as the listing is read.
+    let pki = Pki::new();
+    let s = pki.server(&[]);
+    std::fs::create_dir(s.path("big")).unwrap();
+    for i in 0..3000 {
+        std::fs::write(
+            s.path(&format!("big/member-{i:05}-{}", "x".repeat(100))),
+            b"1",
+        )
+        .unwrap();
+    }
+    let (code, xml) = curl(
+        &pki,
+        &[
+            "-u",
+            "alice:pw",
+            "-X",
+            "PROPFIND",
+            "-H",
+            "Depth: 1",
+            &format!("{}/big/", base(&s)),
+        ],
+    );
+    assert_eq!(code, 207);
+    let xml = String::from_utf8_lossy(&xml);
+    assert!(xml.len() > 1 << 20, "{} bytes", xml.len());
+    assert!(xml.starts_with("<?xml") && xml.ends_with("</D:multistatus>\n"));
+    assert_eq!(xml.matches("<D:response>").count(), 3001);
+    for i in [0, 1234, 2999] {
+        let href = format!("<D:href>/big/member-{i:05}-{}</D:href>", "x".repeat(100));
+        assert_eq!(xml.matches(&href).count(), 1, "{href}");
+    }
+}

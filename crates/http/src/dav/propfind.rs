@@ -4,14 +4,17 @@
 
 use super::{check, fs_failed, header, on_tree, small_body, Answer};
 use crate::auth::{Grant, Op};
-use crate::body::full;
+use crate::body::{self, full, ResponseBody};
 use crate::server::{refuse, State};
+use bytes::Bytes;
+use fatpipe_proto::listing::Entry;
 use fatpipe_proto::VPath;
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Request, Response, StatusCode};
 use std::fs::Metadata;
 use std::sync::Arc;
+use tokio::sync::mpsc;
 
 /// Largest PROPFIND body read.
 const MAX_BODY: usize = 64 << 10;
@@ -103,33 +106,64 @@ pub async fn propfind(
             "the PROPFIND body is not XML",
         ));
     }
-    let xml = on_tree(state, path, move |sandbox, p| {
+    // The listing is read first: a collection that cannot be listed is an error status, not
+    // a body cut short.
+    let (m, listed) = on_tree(state, path, move |sandbox, p| {
         let m = sandbox.metadata(p)?;
-        let mut xml = String::from(
-            "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:multistatus xmlns:D=\"DAV:\">\n",
-        );
-        xml.push_str(&response_xml(p, &m));
-        if deep && m.is_dir() {
-            for e in sandbox.list_dir(p)? {
-                let c = p.join(&e.name);
-                // A link that leads nowhere is left out.
-                if let Ok(cm) = sandbox.metadata(&c) {
-                    xml.push_str(&response_xml(&c, &cm));
-                }
-            }
-        }
-        xml.push_str("</D:multistatus>\n");
-        Ok(xml)
+        let listed = match deep && m.is_dir() {
+            true => Some(sandbox.list_dir(p)?),
+            false => None,
+        };
+        Ok((m, listed))
     })
     .await
     .map_err(|e| fs_failed(&e, path))?;
-    let mut r = Response::new(full(xml));
+    let head = format!("{XML_HEAD}{}", response_xml(path, &m));
+    let body = match listed {
+        Some(names) => members(state, path, head, names),
+        None => full(head + XML_TAIL),
+    };
+    let mut r = Response::new(body);
     *r.status_mut() = StatusCode::MULTI_STATUS;
     r.headers_mut().insert(
         "Content-Type",
         HeaderValue::from_static("application/xml; charset=utf-8"),
     );
     Ok(r)
+}
+
+/// A 207's opening, and its end.
+const XML_HEAD: &str =
+    "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:multistatus xmlns:D=\"DAV:\">\n";
+const XML_TAIL: &str = "</D:multistatus>\n";
+/// XML handed to the connection at a time: a collection of a million members answers in
+/// pieces of this size, never as one string of hundreds of megabytes.
+const PIECE: usize = 64 << 10;
+
+/// The body of a depth-1 answer for the collection `path`: `head` (its own response), then
+/// the response of each of its `members`, written as their metadata is read (a link that leads
+/// nowhere is left out).
+fn members(state: &Arc<State>, path: &VPath, head: String, members: Vec<Entry>) -> ResponseBody {
+    let (tx, rx) = mpsc::channel(4);
+    let (sandbox, path) = (state.sandbox.clone(), path.clone());
+    tokio::task::spawn_blocking(move || {
+        let mut xml = head;
+        for e in members {
+            let c = path.join(&e.name);
+            if let Ok(cm) = sandbox.metadata(&c) {
+                xml.push_str(&response_xml(&c, &cm));
+            }
+            if xml.len() >= PIECE {
+                let piece = Bytes::from(std::mem::take(&mut xml));
+                if tx.blocking_send(Ok(piece)).is_err() {
+                    return;
+                }
+            }
+        }
+        xml.push_str(XML_TAIL);
+        let _ = tx.blocking_send(Ok(Bytes::from(xml)));
+    });
+    body::channel(rx, None)
 }
 
 /// Whether a body could be an XML document (its first non-blank character opens a tag).
