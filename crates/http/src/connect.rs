@@ -228,8 +228,8 @@ pub fn length(resp: &Response<Incoming>) -> Option<u64> {
 /// PUTs `size` bytes of `file` to `at`, over a connection made as `tls` and `tune` say,
 /// following a 307 or 308 (a dCache door sends an upload on to a pool) where `networks` lets
 /// it reach, as [`follow`] does, at most [`crate::ranged::MAX_REDIRECTS`] times; the bytes
-/// sent are added to `progress` (those of a redirected attempt taken back). Returns where the
-/// file went. An answer other than 2xx is an error.
+/// sent are added to `progress` (those of a redirected attempt taken back). An answer other
+/// than 2xx is an error.
 pub async fn put_following(
     mut at: At,
     file: &std::fs::File,
@@ -237,17 +237,15 @@ pub async fn put_following(
     (tls, tune): (&Arc<rustls::ClientConfig>, &TunerConfig),
     networks: Option<&ThirdPartyNetworks>,
     progress: &Arc<std::sync::atomic::AtomicU64>,
-) -> Result<At, String> {
+) -> Result<(), String> {
     use std::sync::atomic::Ordering::Relaxed;
     for _ in 0..=crate::ranged::MAX_REDIRECTS {
         let (mut send, tunable) = connect(&at.remote, tls, tune).await?;
         let body = file.try_clone().map_err(|e| e.to_string())?;
-        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let put = (body, size, tunable, progress, &sent);
-        match put_file(&mut send, &at, put).await? {
-            None => return Ok(at),
-            Some(to) => {
-                progress.fetch_sub(sent.load(Relaxed), Relaxed);
+        match put_file(&mut send, &at, body, size, tunable, progress).await? {
+            None => return Ok(()),
+            Some((to, counted)) => {
+                progress.fetch_sub(counted, Relaxed);
                 at = follow(&at, to, networks).await?;
             }
         }
@@ -259,27 +257,21 @@ pub async fn put_following(
     ))
 }
 
-/// A file's PUT: the file, its size, the connection's tuning, the copy's byte count and this
-/// attempt's.
-type PutOf<'a> = (
-    std::fs::File,
-    u64,
-    Option<Tunable>,
-    &'a Arc<std::sync::atomic::AtomicU64>,
-    &'a Arc<std::sync::atomic::AtomicU64>,
-);
-
-/// One PUT of a file on `send` to `at` (with its length), the connection tuned as a sender,
-/// the bytes sent added to both counts; `Some(url)` where the answer sends it there instead
-/// (307, 308).
+/// One PUT of `size` bytes of `file` on `send` to `at` (with its length), the connection tuned
+/// as a sender, the bytes sent added to `progress`; where the answer sends it elsewhere (307,
+/// 308), there and the bytes this attempt added.
 async fn put_file(
     send: &mut SendRequest<ResponseBody>,
     at: &At,
-    (file, size, tunable, progress, sent): PutOf<'_>,
-) -> Result<Option<url::Url>, String> {
+    file: std::fs::File,
+    size: u64,
+    tunable: Option<Tunable>,
+    progress: &Arc<std::sync::atomic::AtomicU64>,
+) -> Result<Option<(url::Url, u64)>, String> {
     let mut headers = at.headers.clone();
     headers.push((hyper::header::CONTENT_LENGTH, HeaderValue::from(size)));
     let tuned = tunable.map(|t| t.start(fatpipe_tune::Role::Sender));
+    let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (p, this) = (progress.clone(), sent.clone());
     // `n` counts this file's bytes from 0; other files of a copy may be on their way too.
     let body = crate::body::from_file(file, vec![crate::body::Piece::File(0..size)], move |n| {
@@ -295,7 +287,8 @@ async fn put_file(
         hyper::StatusCode::TEMPORARY_REDIRECT | hyper::StatusCode::PERMANENT_REDIRECT
     );
     if let Some(to) = moved_to(&resp, &at.remote.url).filter(|_| keeps_method) {
-        return Ok(Some(to));
+        let counted = sent.load(std::sync::atomic::Ordering::Relaxed);
+        return Ok(Some((to, counted)));
     }
     match resp.status().is_success() {
         true => Ok(None),

@@ -32,11 +32,11 @@ impl Client {
         how: ThirdParty,
         progress: &Arc<AtomicU64>,
     ) -> Result<u64, String> {
-        let told = AtomicU64::new(0);
-        match self.pull(src, dst, how.streams, progress, &told).await {
+        let mut told = 0;
+        match self.pull(src, dst, how.streams, progress, &mut told).await {
             Err(e) if how.streamed_fallback => {
                 // What the markers counted goes: the file moves again, whole.
-                progress.fetch_sub(told.load(Ordering::Relaxed), Ordering::Relaxed);
+                progress.fetch_sub(told, Ordering::Relaxed);
                 tracing::warn!("{e}: streaming {} through this machine", src.https_url());
                 self.streamed(src, dst, progress)
                     .await
@@ -54,7 +54,7 @@ impl Client {
         dst: &Endpoint,
         streams: u32,
         progress: &AtomicU64,
-        told: &AtomicU64,
+        told: &mut u64,
     ) -> Result<u64, String> {
         let (mut send, _, remote) = self.open(dst).await?;
         let mut headers = dst.headers();
@@ -80,10 +80,9 @@ impl Client {
             let frame = frame.map_err(|e| format!("the destination stopped reporting: {e}"))?;
             if let Ok(data) = frame.into_data() {
                 reading.feed(&data);
-                let before = told.load(Ordering::Relaxed);
-                let now = reading.bytes.max(before);
-                progress.fetch_add(now - before, Ordering::Relaxed);
-                told.store(now, Ordering::Relaxed);
+                let now = reading.bytes.max(*told);
+                progress.fetch_add(now - *told, Ordering::Relaxed);
+                *told = now;
             }
         }
         match reading.outcome {
