@@ -282,20 +282,11 @@ fn redirects_are_followed_within_what_a_copy_may_reach() {
     }
     // The pull: B follows the door to A.
     let copy = |source: &str, name: &str| {
-        curl(
-            &pki,
-            &[
-                "-X",
-                "COPY",
-                "-H",
-                &format!("Authorization: Bearer {rw}"),
-                "-H",
-                &format!("Source: {source}"),
-                "-H",
-                &format!("TransferHeaderAuthorization: Bearer {rw}"),
-                &format!("{}/{name}", base(&b)),
-            ],
-        )
+        let headers = [
+            format!("Source: {source}"),
+            format!("TransferHeaderAuthorization: Bearer {rw}"),
+        ];
+        copy_request(&pki, &rw, &headers, &format!("{}/{name}", base(&b)))
     };
     let (code, body) = copy(&format!("{via}/x"), "y");
     let body = String::from_utf8_lossy(&body);
@@ -345,18 +336,8 @@ fn puts_follow_a_door_to_its_pool() {
     assert_same(&a.path("x"), &stored.join("up"));
     // A push from A.
     let push = |to: &str| {
-        curl(
-            &pki,
-            &[
-                "-X",
-                "COPY",
-                "-H",
-                &format!("Authorization: Bearer {rw}"),
-                "-H",
-                &format!("Destination: {to}"),
-                &format!("{}/x", base(&a)),
-            ],
-        )
+        let headers = [format!("Destination: {to}")];
+        copy_request(&pki, &rw, &headers, &format!("{}/x", base(&a)))
     };
     let (code, body) = push(&format!("{via}/pushed"));
     let body = String::from_utf8_lossy(&body);

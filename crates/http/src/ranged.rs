@@ -179,11 +179,9 @@ impl Fetch<'_> {
     /// its window); none to split (one GET) when one connection it is, or the remote serves
     /// no ranges.
     async fn split(&self, at: &At, first: &mut Connection) -> Result<Vec<Range<u64>>, Miss> {
-        let cap = self.tune.control.receive_cap();
         // One connection asked for, or left to a cold start that opens one (no cap): no HEAD.
-        match (self.streams, cap) {
-            (Some(1), _) | (None, None) => return Ok(Vec::new()),
-            _ => {}
+        if crate::runtime::connections(self.streams, self.tune) == 1 {
+            return Ok(Vec::new());
         }
         let Some(size) = self.size(at, &mut first.0).await? else {
             return Ok(Vec::new());

@@ -101,6 +101,18 @@ pub fn base(s: &FatpipeServer) -> String {
     format!("https://localhost:{}", s.https.unwrap().port())
 }
 
+/// curl's `COPY` of `url` with the bearer `token` and `headers` (`Source: …`, `Destination:
+/// …`, `TransferHeaderAuthorization: …`): its status and body.
+pub fn copy_request(pki: &Pki, token: &str, headers: &[String], url: &str) -> (u16, Vec<u8>) {
+    let auth = format!("Authorization: Bearer {token}");
+    let mut args = vec!["-X", "COPY", "-H", auth.as_str()];
+    for h in headers {
+        args.extend(["-H", h.as_str()]);
+    }
+    args.push(url);
+    curl(pki, &args)
+}
+
 /// curl with the test CA, quiet, failing on nothing (the status is checked).
 pub fn curl(pki: &Pki, args: &[&str]) -> (u16, Vec<u8>) {
     let out = run_ok(
