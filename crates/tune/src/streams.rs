@@ -51,6 +51,10 @@ pub struct Observation<'a> {
     pub cpu: &'a [Option<Duration>],
     /// Cores this process may run on (0: unknown); streams held by the CPU grow up to it.
     pub cores: u32,
+    /// The control connection's lowest RTT, where it crossed the same path
+    /// ([`crate::transfer::Input::ControlRtt`]): the path's own round trip, seen before a queue
+    /// that the streams' own minimum may hold.
+    pub control_rtt: Option<Duration>,
 }
 
 /// A change the policy asks for.

@@ -155,8 +155,15 @@ impl Conductor {
         })
     }
 
-    /// A receiving end that sends no RTT probes of its own (drsFTP's server: it can only
-    /// answer them) takes the control connection's RTT as the path's.
+    /// Which end of the transfer this conductor drives.
+    pub fn role(&self) -> Role {
+        self.0.role
+    }
+
+    /// The control connection, whose lowest RTT is the path's own where its peer is the
+    /// data's ([`Input::ControlRtt`]): a sender's policies read queues against it, and a
+    /// receiver takes it as its RTT probe. A receiver that times probes of its own (the client)
+    /// does not watch it.
     pub fn watch_control(&self, control: OwnedFd) {
         let peer = socket2::SockRef::from(&control)
             .peer_addr()
@@ -194,16 +201,14 @@ impl Conductor {
         result
     }
 
-    /// One wake of the transfer: a receiver takes the control connection's RTT, the core does
+    /// One wake of the transfer: the core takes the control connection's RTT, does
     /// what is due, and what the peer must be told (a buffer size, that the sender paces) goes
     /// to `announce`. Returns how long to wait before the next step.
     pub fn step(&self, announce: &mut impl FnMut(Told)) -> Duration {
         let (told, wait) = {
             let mut d = self.driven();
-            if self.0.role == Role::Receiver {
-                if let Some(rtt) = control_rtt(&d) {
-                    d.core.handle(Input::ProbeRtt(rtt), Instant::now());
-                }
+            if let Some(rtt) = control_rtt(&d) {
+                d.core.handle(Input::ControlRtt(rtt), Instant::now());
             }
             let now = Instant::now();
             d.core.handle_timeout(now);

@@ -188,7 +188,13 @@ impl CongestionPolicy {
             .min_by_key(|s| s.rtt_us);
         let judged = quietest.map_or(o.streams, std::slice::from_ref);
         let stretch = path::queue_of(o.streams, judged);
-        if stretch > path::QUEUE {
+        // A queue that stood before the streams opened is in their own minimum too: the
+        // control connection saw the path without it (four copies at once on a 20 ms path,
+        // the uploads' data filling the way the downloads' acknowledgements came back: every
+        // download stream's minimum twice the path's RTT, its overflow losses "at the
+        // minimum").
+        let hidden = o.control_rtt.map_or(1.0, |c| path::stretch_over(judged, c));
+        if stretch > path::QUEUE || hidden > path::queue::HIDDEN_QUEUE {
             return Look::Queue;
         }
         // Losses without deliveries beside them are an outage (or the resends after one), not
@@ -213,6 +219,8 @@ mod tests {
     struct Trace {
         policy: CongestionPolicy,
         looks: u64,
+        /// The control connection's lowest RTT, if known.
+        control_rtt: Option<Duration>,
     }
 
     impl Trace {
@@ -228,6 +236,7 @@ mod tests {
                 .collect();
             self.policy.observe(&Observation {
                 streams: &streams,
+                control_rtt: self.control_rtt,
                 ..Observation::default()
             })
         }
@@ -308,6 +317,33 @@ mod tests {
         for retrans in [0, 5, 10, 20, 40] {
             assert_eq!(t.look(&[lone(300, retrans)]), None);
         }
+    }
+
+    #[test]
+    fn a_queue_that_stood_before_the_streams_opened_is_still_a_queue() {
+        // Four copies at once on a 20 ms path (outage_wan.rs): the uploads' data fill the
+        // queue the downloads' acknowledgements come back through, so a download's streams
+        // never saw the path's RTT: their minimum is 39 ms, their RTT at it, and they lose
+        // segments to their own direction's overflow in look after look.
+        let at = |retrans| stream(39_000, 39_800, retrans);
+        let trace = |control_rtt| {
+            let mut t = Trace {
+                control_rtt,
+                ..Trace::default()
+            };
+            [0, 3, 6, 9, 12, 15].map(|retrans| t.look(&[at(retrans), at(retrans)]))
+        };
+        assert!(
+            trace(None).iter().any(Option::is_some),
+            "the streams alone take it for random loss"
+        );
+        // The control connection crossed the path before the queue stood: 20 ms.
+        let seen = trace(Some(Duration::from_millis(20)));
+        assert!(seen.iter().all(Option::is_none), "{seen:?}");
+        // Where the control connection saw what the streams see, random loss still shows
+        // (its small segments cross a slow link a little sooner).
+        let seen = trace(Some(Duration::from_micros(35_000)));
+        assert!(seen.iter().any(Option::is_some), "{seen:?}");
     }
 
     #[test]

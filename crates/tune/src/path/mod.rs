@@ -92,10 +92,16 @@ pub fn standing_rtt_us(s: &TcpStats) -> u32 {
 /// stretched over the smallest minimum RTT any of `all` saw: a transfer's queue on its path
 /// (1.0 without data).
 pub fn queue_of(all: &[TcpStats], judged: &[TcpStats]) -> f64 {
-    let us = |v: u32| Duration::from_micros(v.into());
-    let floor = min_rtt_us(all);
+    min_rtt_us(all).map_or(1.0, |floor| {
+        stretch_over(judged, Duration::from_micros(floor.into()))
+    })
+}
+
+/// How far the standing RTT ([`standing_rtt_us`]) of the `judged` streams (the largest) is
+/// stretched over `floor`, a round trip known from elsewhere (1.0 without data).
+pub fn stretch_over(judged: &[TcpStats], floor: Duration) -> f64 {
     let srtt = judged.iter().map(standing_rtt_us).max().unwrap_or(0);
-    floor.map_or(1.0, |f| stretch(us(srtt), us(f)))
+    stretch(Duration::from_micros(srtt.into()), floor)
 }
 
 /// The lowest RTT one sample shows: the kernel's minimum, the receiver's estimate, or a

@@ -19,6 +19,11 @@ pub const MODEL_QUEUE: f64 = 1.25;
 /// Beside holes (lost segments), a queue full enough to drop: a model-based sender's probing
 /// adds up to [`MODEL_QUEUE`], and random loss goes on under it.
 pub const DROPPING_QUEUE: f64 = MODEL_QUEUE;
+/// A queue that stood before a transfer's streams opened (a neighbour's, or uploads filling the
+/// way their acknowledgements come back), read over the control connection's lowest RTT: the
+/// streams' own minimum holds it. The control's small segments cross a slow link sooner than
+/// full ones, so only more than a model-based sender's queue counts.
+pub const HIDDEN_QUEUE: f64 = MODEL_QUEUE;
 /// A longer route rather than a queue: the steady window's queue and a trial's add at most
 /// 1.1 × 1.25.
 pub const LONGER_ROUTE: f64 = 1.5;

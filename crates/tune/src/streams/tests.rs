@@ -504,6 +504,7 @@ fn look_cpu(
         memory: 1,
         cpu: &cpu,
         cores,
+        control_rtt: None,
     })
 }
 

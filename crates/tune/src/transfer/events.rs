@@ -45,8 +45,13 @@ pub enum Input<'a> {
         /// What it runs, if known.
         runs: Option<CongestionControl>,
     },
-    /// A control-channel round trip (a probe the peer answered, or the control connection's).
+    /// A control-channel round trip: a probe the peer answered.
     ProbeRtt(Duration),
+    /// The control connection's lowest RTT, where its peer is the data's: the path's own round
+    /// trip, seen before this transfer's data (or a neighbour's) queued on it. A sender's
+    /// policies read queues against it; a receiver takes it as its probe (drsFTP's server
+    /// sends none of its own).
+    ControlRtt(Duration),
     /// The peer announced its buffer, bytes.
     PeerBuffer(u64),
     /// A connection could not be set up: it is no longer tuned.

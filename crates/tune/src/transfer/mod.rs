@@ -92,6 +92,8 @@ pub struct Transfer {
     announce: Option<u64>,
     /// What the peer was last told paces the connections.
     told_paced: Option<String>,
+    /// The control connection's lowest RTT, if given ([`Input::ControlRtt`]).
+    control_rtt: Option<Duration>,
 }
 
 impl Transfer {
@@ -119,6 +121,7 @@ impl Transfer {
             look_due: false,
             announce: None,
             told_paced: None,
+            control_rtt: None,
             setup,
         }
     }
@@ -175,6 +178,7 @@ impl Transfer {
                     memory,
                     cpu,
                     cores: self.setup.cores,
+                    control_rtt: self.control_rtt,
                 };
                 self.choose_cc(&obs);
                 self.grow_streams(&obs);
@@ -190,6 +194,12 @@ impl Transfer {
                 }
             }
             Input::ProbeRtt(rtt) => self.conns.iter_mut().for_each(|c| c.probe_rtt = Some(rtt)),
+            Input::ControlRtt(rtt) => {
+                self.control_rtt = Some(self.control_rtt.map_or(rtt, |r| r.min(rtt)));
+                if self.setup.role == Role::Receiver {
+                    self.conns.iter_mut().for_each(|c| c.probe_rtt = Some(rtt));
+                }
+            }
             Input::PeerBuffer(bytes) => {
                 self.conns
                     .iter_mut()

@@ -159,6 +159,31 @@ fn what_the_peer_says_reaches_every_sample() {
 }
 
 #[test]
+fn a_receiver_takes_the_control_connections_rtt_as_its_probe_a_sender_does_not() {
+    let t0 = Instant::now();
+    for (role, probe) in [
+        (Role::Receiver, Some(Duration::from_millis(100))),
+        (Role::Sender, None),
+    ] {
+        let mut t = Transfer::new(setup(role), None, t0);
+        connect(&mut t, None, 1 << 16, t0);
+        t.handle(Input::ControlRtt(Duration::from_millis(100)), t0);
+        let counters = Counters::default();
+        t.handle(
+            Input::Counters {
+                conn: ConnId(0),
+                counters,
+            },
+            t0,
+        );
+        let Some(Action::Apply { sample, .. }) = t.poll_action() else {
+            panic!("an apply");
+        };
+        assert_eq!(sample.probe_rtt, probe, "{role:?}");
+    }
+}
+
+#[test]
 fn a_lone_auto_stream_waits_to_be_paced_until_it_gets_company() {
     let t0 = Instant::now();
     // Root (buffers forced): the lone stream runs unpaced.
@@ -264,9 +289,8 @@ fn a_connection_the_kernel_paces_is_not_paced_from_outside() {
     );
 }
 
-#[test]
-fn random_loss_switches_every_connection_and_every_later_one_to_bbr() {
-    let t0 = Instant::now();
+/// A sender with two connections whose user chose no congestion control.
+fn choosing_sender(t0: Instant) -> Transfer {
     let mut t = Transfer::new(
         TransferSetup {
             choose_cc: true,
@@ -277,7 +301,12 @@ fn random_loss_switches_every_connection_and_every_later_one_to_bbr() {
     );
     connect(&mut t, Some(CongestionControl::Cubic), 0, t0);
     connect(&mut t, Some(CongestionControl::Cubic), 0, t0);
-    // Losses at the path's minimum RTT, over several looks (the policy's own trace).
+    t
+}
+
+/// Four looks at `t`'s two connections losing segments at a 100 ms RTT, their minimum (the
+/// policy's own trace): every action but the looks and samples.
+fn losses_at_100_ms(t: &mut Transfer, t0: Instant) -> Vec<Action> {
     let mut all = Vec::new();
     for (i, retrans) in [0, 2, 4, 5].into_iter().enumerate() {
         let now = t0 + POLICY_TICK * (i as u32 + 1);
@@ -307,6 +336,29 @@ fn random_loss_switches_every_connection_and_every_later_one_to_bbr() {
             }
         }
     }
+    all
+}
+
+#[test]
+fn a_queue_the_control_connection_did_not_see_keeps_the_congestion_control() {
+    // The control connection crossed the path at 50 ms: the streams' 100 ms is a queue that
+    // stood before they opened, and their losses are its overflow.
+    let t0 = Instant::now();
+    let mut t = choosing_sender(t0);
+    t.handle(Input::ControlRtt(Duration::from_millis(50)), t0);
+    let all = losses_at_100_ms(&mut t, t0);
+    assert!(
+        !all.iter().any(|a| matches!(a, Action::SetCc { .. })),
+        "{all:?}"
+    );
+    assert_eq!(t.chosen_cc(), None);
+}
+
+#[test]
+fn random_loss_switches_every_connection_and_every_later_one_to_bbr() {
+    let t0 = Instant::now();
+    let mut t = choosing_sender(t0);
+    let all = losses_at_100_ms(&mut t, t0);
     let bbr = CongestionControl::Bbr;
     for conn in [ConnId(0), ConnId(1)] {
         assert!(all.contains(&Action::SetCc {

@@ -12,8 +12,9 @@ use fatpipe_net::wake::Wake;
 use fatpipe_net::{Conductor, Pump};
 use fatpipe_proto::drs::parse_sbuf_text;
 use fatpipe_proto::Reply;
-use fatpipe_tune::CongestionControl;
+use fatpipe_tune::{CongestionControl, Role};
 use std::collections::VecDeque;
+use std::os::fd::AsFd;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -156,6 +157,14 @@ impl Connection {
     ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Option<Reply>>, Asked)> {
         let mut fin: Option<Reply> = None;
         let mut asked = Asked::default();
+        // A sender reads queues against the control connection's RTT (a receiver times
+        // probes of its own).
+        if conductor.role() == Role::Sender {
+            let control = self.control.get_ref().tcp().as_fd().try_clone_to_owned();
+            if let Ok(fd) = control {
+                conductor.watch_control(fd);
+            }
+        }
         self.left_on_random_loss = false;
         // The conductor rings when a law has a size to announce.
         let wake = Wake::new().context("cannot make an eventfd")?;

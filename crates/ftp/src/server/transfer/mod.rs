@@ -242,8 +242,9 @@ impl std::fmt::Debug for Running {
 
 impl Running {
     /// Starts `job` over a connection made as `ends` says, its buffers tuned as `tune` says.
-    /// A receiving end with no RTT probes of its own uses the control connection's `control`
-    /// (drsFTP's server side: it cannot send probes, only answer them).
+    /// The control connection `control` gives the path's own RTT (see
+    /// [`Conductor::watch_control`]): a sender reads queues against it, and a receiver takes it
+    /// as its probe (drsFTP's server side: it cannot send probes, only answer them).
     pub fn start(
         job: Job,
         ends: Endpoints,
@@ -276,11 +277,6 @@ impl Running {
         let markers = job
             .blocks()
             .then(|| (Instant::now() + MARKER_EVERY, reassembly.clone()));
-        let role = if receiving {
-            Role::Receiver
-        } else {
-            Role::Sender
-        };
         let (conductor, requests) = job.conductor(tune);
         let slot = conductor.clone();
         let (tx, announcements) = mpsc::unbounded_channel();
@@ -323,7 +319,7 @@ impl Running {
                     reassembly,
                     record,
                 };
-                if let (Role::Receiver, Some(fd)) = (role, control) {
+                if let Some(fd) = control {
                     slot.watch_control(fd);
                 }
                 let moved = slot.run(
