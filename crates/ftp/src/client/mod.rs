@@ -8,6 +8,7 @@ pub mod copy;
 pub mod failure;
 pub mod filter;
 mod location;
+pub mod login;
 mod mirror;
 pub mod part;
 pub mod path_memory;

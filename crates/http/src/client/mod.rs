@@ -3,13 +3,21 @@
 //! connection. A download lands in a partial file beside its destination (what arrived and of
 //! which file recorded, for `--resume`) and takes the name only when complete. `files` holds
 //! the operations beside copies (`ls`, `mkdir`, `rm`, `mv`, globs), `tree` the copies of whole
-//! trees (`-r`), `results` what each file's copy came to (and its retries).
+//! trees (`-r`), `results` what each file's copy came to (and its retries), `copy` a whole copy
+//! as a user names it (cp's rules for names and globs), `commands` `ls`, `mkdir -p` and `rm`
+//! likewise.
 
+mod auth;
+mod commands;
+mod copy;
 mod files;
 mod results;
 mod third_party;
 mod tree;
 
+pub use auth::authorization;
+pub use commands::entry;
+pub use copy::{url_name, CopyPlan, Place};
 pub use files::Listing;
 pub use results::{file_result, Failed, Got};
 pub use third_party::ThirdParty;
@@ -58,6 +66,17 @@ impl Endpoint {
             .and_then(|a| HeaderValue::from_str(a).ok())
             .map(|v| vec![(AUTHORIZATION, v)])
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+impl Endpoint {
+    /// An endpoint at `url` without authorization, for the tests.
+    pub(crate) fn at(url: &str) -> Endpoint {
+        Endpoint {
+            url: url::Url::parse(url).expect("a test's URL"),
+            authorization: None,
+        }
     }
 }
 

@@ -281,13 +281,6 @@ pub fn member_of(dir: &Endpoint, r: &Resource) -> Result<Endpoint, String> {
 mod tests {
     use super::*;
 
-    fn at(url: &str) -> Endpoint {
-        Endpoint {
-            url: url::Url::parse(url).unwrap(),
-            authorization: None,
-        }
-    }
-
     fn listed(path: &str) -> Resource {
         Resource {
             path: path.into(),
@@ -297,7 +290,7 @@ mod tests {
 
     #[test]
     fn members_are_plain_names_directly_below_the_collection() {
-        let dir = at("https://h/d%20x/");
+        let dir = Endpoint::at("https://h/d%20x/");
         assert_eq!(member(&dir, &listed("/d x/f")), Ok("f".into()));
         assert_eq!(member(&dir, &listed("/d x/sub/")), Ok("sub".into()));
         for hostile in [
@@ -314,7 +307,7 @@ mod tests {
 
     #[test]
     fn children_are_encoded_once() {
-        let dir = collection(&at("https://h/a b"));
+        let dir = collection(&Endpoint::at("https://h/a b"));
         assert_eq!(dir.url.path(), "/a%20b/");
         assert_eq!(dir.member("x y#?", false).url.path(), "/a%20b/x%20y%23%3F");
         assert_eq!(dir.member("s", true).url.path(), "/a%20b/s/");
