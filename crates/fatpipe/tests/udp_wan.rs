@@ -100,9 +100,10 @@ fn downloads_and_uploads_over_udp_arrive_whole_through_random_loss() {
     assert!(udp.starts_with("udp: default rate control"), "{udp}");
 }
 
-/// Downloads `f.bin` from a server on side a over UDP; returns what the copy said of it.
+/// A download into a file and one to /dev/null, then an upload, each with no options across a
+/// lossy path: each starts over TCP, meets random loss and goes on over the UDP channel.
 #[test]
-fn a_copy_with_no_options_that_meets_random_loss_goes_on_over_udp() {
+fn a_copy_with_no_options_that_meets_random_loss_goes_on_over_udp_either_way() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tb = Testbed::up(
         "fpauto",
@@ -112,7 +113,10 @@ fn a_copy_with_no_options_that_meets_random_loss_goes_on_over_udp() {
     let srv = server(&tb, &[]);
     random_file(&srv.path("big.bin"), 32 << 20, 17);
     let into_file = work.path().join("big.bin");
-    for (i, dst) in [into_file.to_str().unwrap(), "/dev/null"]
+    let (from, down) = (srv.url("big.bin"), into_file.to_str().unwrap());
+    // Then an upload of what arrived: its own senders meet the loss.
+    let up = srv.url("up.bin");
+    for (i, (src, dst)) in [(from.as_str(), down), (&from, "/dev/null"), (down, &up)]
         .into_iter()
         .enumerate()
     {
@@ -120,7 +124,7 @@ fn a_copy_with_no_options_that_meets_random_loss_goes_on_over_udp() {
         let cache = work.path().join(format!("cache{i}"));
         let out = json(&run_ok(
             tb.fatpipe("b", &["cp", "--quiet", "--json", "--udp-rate", "200mbit"])
-                .args([srv.url("big.bin").as_str(), dst])
+                .args([src, dst])
                 .env("XDG_CACHE_HOME", &cache),
         ));
         let transport = &out["transport"];
@@ -140,8 +144,10 @@ fn a_copy_with_no_options_that_meets_random_loss_goes_on_over_udp() {
         assert!(memory.contains("\"cc\": \"bbr\""), "{memory}");
     }
     assert_same(&srv.path("big.bin"), &into_file);
+    assert_same(&into_file, &srv.path("up.bin"));
 }
 
+/// Downloads `f.bin` from a server on side a over UDP; returns what the copy said of it.
 fn fallback_copy(tb: &Testbed) -> String {
     let srv = server(tb, &[]);
     let work = tempfile::tempdir().unwrap();

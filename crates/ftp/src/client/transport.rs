@@ -46,9 +46,9 @@ pub struct Copy<'a> {
     pub several: bool,
     /// Between two servers: the UDP channel runs between this machine and one server.
     pub between_servers: bool,
-    /// A download into a local file (not standard output, not an upload): one that can be
-    /// stopped over TCP and go on over UDP from what arrived.
-    pub download_to_file: bool,
+    /// One local file and one on the server, either way (not standard output, not between
+    /// servers): a transfer that can be stopped over TCP and go on over UDP from what arrived.
+    pub file_to_file: bool,
     /// A congestion control was asked for or carried over: a server pacing with bbr then
     /// says nothing of random loss.
     pub cc_set: bool,
@@ -63,7 +63,7 @@ pub struct Choice {
     pub udp: bool,
     /// Asked for, or chosen by `auto`.
     pub asked: bool,
-    /// Over TCP for now, but a download that meets random loss goes on over the UDP channel.
+    /// Over TCP for now, but a transfer that meets random loss goes on over the UDP channel.
     pub leave_tcp_on_loss: bool,
     /// The evidence, in words.
     pub why: String,
@@ -99,7 +99,7 @@ impl Choice {
                 asked: false,
                 leave_tcp_on_loss: false,
                 why: format!(
-                    "{}; then the server met random loss over TCP, and the copy went on over \
+                    "{}; then its senders met random loss over TCP, and the copy went on over \
                      the UDP channel from what had arrived",
                     self.why
                 ),
@@ -139,7 +139,7 @@ pub fn choose(asked: Asked, copy: &Copy<'_>) -> Choice {
         Asked::Udp => told(true),
         Asked::Auto => match copy.lossy_ago {
             None => Choice {
-                leave_tcp_on_loss: copy.download_to_file
+                leave_tcp_on_loss: copy.file_to_file
                     && !copy.several
                     && !copy.between_servers
                     && !copy.cc_set,
@@ -207,14 +207,14 @@ mod tests {
             server: "h:2811",
             several: false,
             between_servers: false,
-            download_to_file: true,
+            file_to_file: true,
             cc_set: false,
             lossy_ago: lossy_ago.map(Duration::from_secs),
         }
     }
 
     #[test]
-    fn only_a_download_of_one_file_with_no_control_set_leaves_tcp_in_flight() {
+    fn only_one_file_either_way_with_no_control_set_leaves_tcp_in_flight() {
         assert!(choose(Asked::Auto, &copy(None)).leave_tcp_on_loss);
         for c in [
             Copy {
@@ -226,7 +226,7 @@ mod tests {
                 ..copy(None)
             },
             Copy {
-                download_to_file: false,
+                file_to_file: false,
                 ..copy(None)
             },
             Copy {

@@ -73,6 +73,26 @@ pub(super) fn take_reply(conductor: &Conductor, asked: &mut Asked, r: Reply) -> 
 }
 
 impl Connection {
+    /// Whether a transfer leaves TCP now that its sender paces with `cc`: it was told to
+    /// where random loss makes a sender choose bbr ([`Connection::leave_tcp_on_random_loss`]),
+    /// and has not left yet.
+    fn leaves_on(&self, cc: &str) -> bool {
+        self.leave_on_random_loss
+            && !self.left_on_random_loss
+            && CongestionControl::from(cc) == CongestionControl::FOR_RANDOM_LOSS
+    }
+
+    /// Ends the transfer on `pump` for the caller to go on over the UDP channel: `who` (the
+    /// server, or this end) met random loss.
+    fn leave_tcp(&mut self, pump: &Pump, who: &str) {
+        tracing::info!(
+            "{who} met random loss (its streams pace with bbr now): the transfer goes on over \
+             the UDP channel"
+        );
+        self.left_on_random_loss = true;
+        pump.cancel();
+    }
+
     /// Runs `work` under the conductor while this end keeps the control channel (see
     /// [`Connection::conduct`]) and reads the final reply. Returns the work's outcome and the
     /// final reply. A final reply that comes first and says the transfer failed cancels
@@ -197,6 +217,12 @@ impl Connection {
                     }
                 }
                 for t in announced.try_iter() {
+                    // This end's senders met random loss: an upload leaves TCP (udp.rs).
+                    if let (Told::Paced(cc), Some(p), None) = (&t, pump, &fin) {
+                        if conductor.role() == Role::Sender && self.leaves_on(cc) {
+                            self.leave_tcp(p, "this end");
+                        }
+                    }
                     if !self.drs_peer || fin.is_some() {
                         continue;
                     }
@@ -221,20 +247,13 @@ impl Connection {
                                 p.cancel();
                             }
                         }
-                        // The sender met random loss: this end leaves TCP (udp.rs).
-                        let leave = self.leave_on_random_loss
-                            && !self.left_on_random_loss
-                            && fin.is_none()
-                            && asked.peer_paces.as_deref().map(CongestionControl::from)
-                                == Some(CongestionControl::FOR_RANDOM_LOSS);
-                        if let Some(p) = pump.filter(|_| leave) {
-                            tracing::info!(
-                                "{} met random loss (its streams pace with bbr now): the \
-                                 transfer goes on over the UDP channel",
-                                self.peer
-                            );
-                            self.left_on_random_loss = true;
-                            p.cancel();
+                        // The sending server met random loss: this end leaves TCP (udp.rs).
+                        let paces = asked.peer_paces.clone();
+                        if let (Some(cc), Some(p), None) = (paces, pump, &fin) {
+                            if self.leaves_on(&cc) {
+                                let peer = self.peer.to_string();
+                                self.leave_tcp(p, &peer);
+                            }
                         }
                     }
                     Ok(None) => {}

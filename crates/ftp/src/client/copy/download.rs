@@ -202,32 +202,6 @@ fn download_into(
     }
 }
 
-/// After a download that ended to leave TCP on random loss: moves the session to the UDP
-/// channel `udp` (where that fails, it stays on TCP) and lets the file's `pump` run again;
-/// whether the download goes on (not when it failed otherwise, or the user asked to stop).
-fn goes_on_after_leaving_tcp(
-    c: &mut Connection,
-    udp: Option<&(NetStack, UdpConfig)>,
-    pump: &Pump,
-    obs: &dyn Observer,
-) -> bool {
-    let Some((stack, config)) = udp else {
-        return false;
-    };
-    if !c.left_tcp_on_random_loss() || obs.stop_requested() {
-        return false;
-    }
-    match c.move_to_udp(stack, config.clone()) {
-        Ok(None) => {}
-        Ok(Some(why)) => tracing::warn!("{why}: the transfer goes on over TCP"),
-        Err(e) => {
-            tracing::warn!("cannot move to the UDP channel ({e:#}): the transfer goes on over TCP")
-        }
-    }
-    pump.restart();
-    true
-}
-
 /// What a MODE E download's file holds: `held` before it and the blocks `state` has written.
 fn held_with(held: &RangeSet, state: &Mutex<Reassembly>) -> RangeSet {
     let mut all = held.clone();

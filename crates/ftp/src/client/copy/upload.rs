@@ -1,4 +1,5 @@
-//! One local file onto the server, resumed or verified.
+//! One local file onto the server, resumed or verified, moved to the UDP channel when this
+//! end's TCP senders meet random loss.
 
 use super::*;
 
@@ -7,6 +8,7 @@ impl Copier<'_> {
     /// the local file's modification time where the server can set it (`MFMT`).
     pub(super) fn upload_file(&mut self, local: &Path, rpath: &str, modified: i64) {
         let (obs, resume, verify) = (self.obs, self.opts.resume, self.opts.verify);
+        let udp_on_loss = self.opts.udp_on_random_loss.as_ref();
         self.record(local.display().to_string(), rpath.into(), |c, pump| {
             let mut file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
             let len = file.metadata()?.len();
@@ -37,10 +39,19 @@ impl Copier<'_> {
             loop {
                 file.seek(SeekFrom::Start(have))?;
                 let hashed = prepare_upload_check(c, &file, alg, rpath, (have, len), pump);
-                moved += if c.uses_blocks() {
-                    c.store_blocks(rpath, have, &file, pump)?
-                } else {
-                    c.store_file(rpath, have, &file, pump)?
+                let sent = match c.uses_blocks() {
+                    true => c.store_blocks(rpath, have, &file, pump),
+                    false => c.store_file(rpath, have, &file, pump),
+                };
+                moved += match sent {
+                    // Left on random loss: the rest from what the server holds without a gap,
+                    // over UDP.
+                    Err(_) if goes_on_after_leaving_tcp(c, udp_on_loss, pump, obs) => {
+                        let held = c.size(rpath)?.unwrap_or(0).clamp(have, len);
+                        file.seek(SeekFrom::Start(held))?;
+                        held - have + c.store_file(rpath, held, &file, pump)?
+                    }
+                    n => n?,
                 };
                 obs.verifying(rpath);
                 match check_upload(c, verify, (rpath, local), len, modified, hashed)? {
