@@ -45,9 +45,11 @@ impl Copier<'_> {
                 };
                 moved += match sent {
                     // Left on random loss: the rest from what the server holds without a gap,
-                    // over UDP.
+                    // over UDP (from where this transfer began if it will not say; the
+                    // checksum after it finds any gap).
                     Err(_) if goes_on_after_leaving_tcp(c, udp_on_loss, pump, obs) => {
-                        let held = c.size(rpath)?.unwrap_or(0).clamp(have, len);
+                        let said = c.size(rpath).ok().flatten();
+                        let held = said.unwrap_or(have).clamp(have, len);
                         file.seek(SeekFrom::Start(held))?;
                         held - have + c.store_file(rpath, held, &file, pump)?
                     }
