@@ -149,13 +149,8 @@ impl Endpoint {
 
     /// Whether `other` is on the same server (host and port).
     pub fn same_server(&self, other: &Endpoint) -> bool {
-        let server = |e: &Endpoint| {
-            (
-                e.url.host_str().map(str::to_owned),
-                e.url.port_or_known_default(),
-            )
-        };
-        server(self) == server(other)
+        let (a, b) = (&self.url, &other.url);
+        (a.host_str(), a.port_or_known_default()) == (b.host_str(), b.port_or_known_default())
     }
 }
 

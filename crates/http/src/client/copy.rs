@@ -3,6 +3,7 @@
 //! directory, or a collection whose URL ends in a slash, under the source's name; a glob in a
 //! source URL's last component copies its matches into a directory.
 
+use super::files::names_a_glob;
 use super::{Client, Download, Endpoint, ThirdParty};
 use crate::multistatus::Resource;
 use fatpipe_ftp::client::copy::FileResult;
@@ -58,7 +59,7 @@ impl Client {
     /// each file at once, an upload's one per file.
     pub fn connections_for(&self, src: &Place, dst: &Place, plan: &CopyPlan) -> usize {
         let several = plan.tree
-            || matches!(src, Place::Remote(e) if url_name(e).is_ok_and(|n| is_glob(&n)))
+            || matches!(src, Place::Remote(e) if names_a_glob(e))
             || matches!(src, Place::Local(p) if p.file_name().is_some_and(|n| is_glob(&n.to_string_lossy())));
         let files = if several { plan.at_once } else { 1 };
         match (src, dst) {

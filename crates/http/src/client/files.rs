@@ -26,6 +26,20 @@ pub struct Listing {
     pub members: Vec<Resource>,
 }
 
+/// `e`'s path split at its last slash: the path above it and the last component, decoded.
+fn split_last(e: &Endpoint) -> (&str, String) {
+    let path = e.url.path();
+    let (parent, last) = path.rsplit_once('/').unwrap_or(("", path));
+    let last = percent_encoding::percent_decode_str(last).decode_utf8_lossy();
+    (parent, last.into_owned())
+}
+
+/// Whether the last component of `e`'s path is a glob (`*`, `?`, `[`), which
+/// [`Client::matches`] expands.
+pub fn names_a_glob(e: &Endpoint) -> bool {
+    is_glob(&split_last(e).1)
+}
+
 impl Client {
     /// `e` and, for a collection, what it holds (PROPFIND, Depth 1).
     pub async fn list(&self, e: &Endpoint) -> Result<Listing, String> {
@@ -44,9 +58,7 @@ impl Client {
     /// members of its collection that match, each with what the listing said of it (none is
     /// an error naming the pattern); `None` when it is no glob.
     pub async fn matches(&self, e: &Endpoint) -> Result<Option<Vec<(Endpoint, Resource)>>, String> {
-        let path = e.url.path();
-        let (parent, last) = path.rsplit_once('/').unwrap_or(("", path));
-        let pattern = percent_encoding::percent_decode_str(last).decode_utf8_lossy();
+        let (parent, pattern) = split_last(e);
         if !is_glob(&pattern) {
             return Ok(None);
         }
