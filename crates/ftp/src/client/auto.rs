@@ -51,15 +51,19 @@ impl AutoPlan {
             *cc = Some(carried);
         }
         let from_server = matches!(r.srcs, [Location::Remote(_)]);
-        let to_server =
-            matches!(r.srcs, [Location::Local(_)]) && matches!(r.dst, Location::Remote(_));
+        // One local file and one remote, either way.
+        let file_to_file = matches!(
+            (r.srcs, r.dst),
+            ([Location::Remote(_)], Location::Local(_))
+                | ([Location::Local(_)], Location::Remote(_))
+        );
         let transport = transport::choose(
             r.transport,
             &transport::Copy {
                 server: memory.as_ref().map_or("the server", CopyMemory::server),
                 several: r.several,
                 between_servers: from_server && matches!(r.dst, Location::Remote(_)),
-                file_to_file: (from_server && matches!(r.dst, Location::Local(_))) || to_server,
+                file_to_file,
                 cc_set: cc.is_some(),
                 lossy_ago: memory.as_ref().and_then(CopyMemory::lossy_ago),
             },
