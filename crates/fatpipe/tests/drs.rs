@@ -250,3 +250,39 @@ fn a_copy_that_does_not_verify_tells_the_server_not_to_hash() {
     );
     assert_same(&s.path("f.bin"), &file);
 }
+
+/// A fatpipe client's MODE S download is hashed beside it too (the UDP channel's transfers are
+/// MODE S), and a `CKSM` asked right behind a transfer that failed is not held up by a pass over
+/// the whole file: that client drops such answers (it left TCP, and goes on). Asked again, the
+/// checksum is the file's.
+#[test]
+fn a_checksum_behind_a_failed_transfer_is_refused_at_once_and_one_behind_a_whole_one_is_the_file_s()
+{
+    let s = server();
+    let size = 64 << 20;
+    random_file(&s.path("big.bin"), size, 31);
+    let mut c = Raw::login(s.addr, "anonymous", "x");
+    assert_eq!(c.cmd("OPTS DRS ON").0, 200);
+    assert_eq!(c.cmd("TYPE I").0, 200);
+    // A fatpipe client hears `126` announcements before a transfer's final reply.
+    let last = |c: &mut Raw| std::iter::repeat_with(|| c.reply()).find(|(code, _)| *code != 126);
+    let mut d = c.data();
+    assert_eq!(c.cmd("RETR big.bin").0, 150);
+    let mut some = vec![0u8; 1 << 20];
+    d.read_exact(&mut some).unwrap();
+    drop(d);
+    let (code, text) = last(&mut c).unwrap();
+    assert_eq!(code, 426, "the client closed the data connection: {text}");
+    let ask = "CKSM XXH3 0 -1 big.bin";
+    let (code, text) = c.cmd(ask);
+    assert_eq!(code, 451, "{text}");
+    let (code, full_pass) = c.cmd(ask);
+    assert_eq!(code, 213, "{full_pass}");
+    let mut d = c.data();
+    assert_eq!(c.cmd("RETR big.bin").0, 150);
+    let mut whole = Vec::new();
+    d.read_to_end(&mut whole).unwrap();
+    assert_eq!(whole.len() as u64, size);
+    assert_eq!(last(&mut c).unwrap().0, 226);
+    assert_eq!(c.cmd(ask), (213, full_pass), "hashed beside the download");
+}

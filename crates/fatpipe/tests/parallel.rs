@@ -53,7 +53,8 @@ fn four_streams_both_ways_between_fatpipes_with_verification() {
 
 /// Between fatpipes a verified copy is hashed beside its transfer at both ends: the server
 /// answers `CKSM` from the hash it took while the file moved, the client compares the one it
-/// took, and neither reads the file again afterwards.
+/// took, and neither reads the file again afterwards; over the UDP channel too, whose packets
+/// land out of order.
 #[test]
 fn a_verified_copy_is_hashed_beside_its_transfer() {
     let root = tempfile::tempdir().unwrap();
@@ -74,21 +75,24 @@ fn a_verified_copy_is_hashed_beside_its_transfer() {
     // Past the size whose checksum a download asks for with its RETR (hashed before it).
     random_file(&src, (65 << 20) + 12_345, 12);
     let back = work.path().join("back.bin");
+    let udp_back = work.path().join("udp.bin");
     let url = s.url("beside.bin");
-    for (from, to) in [
-        (src.to_str().unwrap(), url.as_str()),
-        (&url, back.to_str().unwrap()),
+    for (how, from, to) in [
+        (["-p", "4"], src.to_str().unwrap(), url.as_str()),
+        (["-p", "4"], &url, back.to_str().unwrap()),
+        (["--transport", "udp"], &url, udp_back.to_str().unwrap()),
     ] {
-        let out = run_ok(
-            fatpipe_cmd(&["cp", "-p", "4", from, to]).env("FATPIPE_LOG", "fatpipe_ftp=debug"),
-        );
+        let mut cmd = fatpipe_cmd(&["cp"]);
+        cmd.args(how).args([from, to]);
+        let out = run_ok(cmd.env("FATPIPE_LOG", "fatpipe_ftp=debug"));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("checksum taken beside the transfer"), "{err}");
     }
     assert_same(&src, &s.path("beside.bin"));
     assert_same(&src, &back);
+    assert_same(&src, &udp_back);
     let served = std::fs::read_to_string(log.path()).unwrap();
-    assert_eq!(served.matches("taken=true").count(), 2, "{served}");
+    assert_eq!(served.matches("taken=true").count(), 3, "{served}");
 }
 
 #[test]

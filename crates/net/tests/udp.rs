@@ -7,6 +7,7 @@ use fatpipe_net::{Moved, Mover, Pump, PumpError};
 use fatpipe_tune::rate::RateControlKind;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +50,7 @@ fn transfer_with(
     let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (b, _) = l.accept().unwrap();
     let len = data.len() as u64;
+    let placed = Arc::new(AtomicU64::new(0));
     let (sent, got) = std::thread::scope(|s| {
         let send = s.spawn(|| {
             let m = Box::new(UdpSender {
@@ -69,11 +71,16 @@ fn transfer_with(
                 limit: u64::MAX,
                 config: cfg.clone(),
                 proof: None,
+                in_place: Some(placed.clone()),
             });
             m.run(&Arc::new(Pump::default()), &no_links())
         });
         (send.join().unwrap(), recv.join().unwrap())
     });
+    if got.is_ok() {
+        // A hash beside the transfer may read the whole file once it is in.
+        assert_eq!(placed.load(Ordering::Acquire), len);
+    }
     let mut out = Vec::new();
     use std::io::{Read, Seek};
     let mut dst = dst;
@@ -177,6 +184,7 @@ fn a_sender_announcing_more_than_allowed_is_refused() {
                 limit: 1000,
                 config: config(RateControlKind::Default),
                 proof: None,
+                in_place: None,
             })
             .run(&Arc::new(Pump::default()), &no_links())
         });
@@ -239,6 +247,7 @@ fn a_receiver_drops_foreign_and_malformed_packets_and_keeps_the_file_right() {
                 limit: u64::MAX,
                 config: config(RateControlKind::Default),
                 proof: None,
+                in_place: None,
             })
             .run(&Arc::new(Pump::default()), &no_links())
         });

@@ -17,6 +17,7 @@ use std::io::{self, ErrorKind, IoSlice, IoSliceMut, Read, Seek, SeekFrom};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,9 @@ pub struct UdpReceiver<'a> {
     pub config: UdpConfig,
     /// The session's data token, shown or checked on the TCP connection first.
     pub proof: Option<Proof>,
+    /// Where to keep the bytes from `offset` on that are written without a gap: how far a
+    /// hash beside the transfer may read.
+    pub in_place: Option<Arc<AtomicU64>>,
 }
 
 impl Mover for UdpReceiver<'_> {
@@ -95,6 +99,7 @@ impl Mover for UdpReceiver<'_> {
             timeout: s.config.timeout,
             start: Instant::now(),
             status: s.config.status.clone(),
+            in_place: s.in_place,
         };
         let fell_back = run.go(pump)?;
         Ok(Moved {
@@ -125,6 +130,7 @@ struct Receiving<'a> {
     timeout: Duration,
     start: Instant,
     status: Option<Arc<Mutex<UdpStatus>>>,
+    in_place: Option<Arc<AtomicU64>>,
 }
 
 impl Receiving<'_> {
@@ -194,6 +200,7 @@ impl Receiving<'_> {
                 let report = self.arrivals.report(self.written, at);
                 self.link.offer(&Message::Report(report)).map_err(&r)?;
                 next_report = now + REPORT_EVERY;
+                self.placed(self.arrivals.in_order() * self.payload);
             }
             if now.duration_since(heard) > self.timeout {
                 return Err(r(io::Error::new(
@@ -202,6 +209,7 @@ impl Receiving<'_> {
                 )));
             }
         }
+        self.placed(self.length);
         self.link
             .send(&Message::Done {
                 bytes: self.written,
@@ -303,11 +311,19 @@ impl Receiving<'_> {
             )));
         }
         self.written = self.length;
+        self.placed(self.length);
         self.link
             .send(&Message::Done { bytes: self.length })
             .map_err(&r)?;
         self.wait_for_close();
         Ok(())
+    }
+
+    /// Says that the transfer's first `bytes` are written without a gap.
+    fn placed(&self, bytes: u64) {
+        if let Some(p) = &self.in_place {
+            p.store(bytes.min(self.length), Ordering::Release);
+        }
     }
 
     /// Waits briefly for the sender to close the connection after `Done`, so that neither end

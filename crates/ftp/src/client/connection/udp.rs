@@ -12,6 +12,7 @@ use fatpipe_proto::{Command, TransferType};
 use fatpipe_tune::Role;
 use std::fs::File;
 use std::io::Seek;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 impl Connection {
@@ -138,7 +139,8 @@ impl Connection {
 
     /// Downloads `path` from `offset` into `file` at its current position, `most` bytes at
     /// most (what `SIZE` said is left: a server that sends more is stopped): over the UDP
-    /// channel when it is on, else as [`Connection::retrieve`] does.
+    /// channel when it is on, keeping in `in_place` how many bytes are written without a gap
+    /// (packets land out of order), else as [`Connection::retrieve`] does (in order).
     pub fn retrieve_file(
         &mut self,
         path: &str,
@@ -146,6 +148,7 @@ impl Connection {
         file: &File,
         most: Option<u64>,
         pump: &Arc<Pump>,
+        in_place: Option<Arc<AtomicU64>>,
     ) -> anyhow::Result<u64> {
         let Some((config, at)) = self.udp_start(file)? else {
             // Spliced in the kernel where the connection and the file allow.
@@ -160,6 +163,7 @@ impl Connection {
                 limit: most.unwrap_or(u64::MAX),
                 config,
                 proof,
+                in_place,
             }) as Box<dyn Mover + '_>
         };
         let retr = Command::Retr(path.into());

@@ -49,12 +49,12 @@ impl Copier<'_> {
                         Err(_) if goes_on_after_leaving_tcp(c, udp_on_loss, pump, obs) => {
                             let have = held_with(&RangeSet::default(), &state).prefix();
                             let most = size.map(|s| s.saturating_sub(have));
-                            have + c.retrieve_file(rpath, have, &sink, most, pump)?
+                            have + c.retrieve_file(rpath, have, &sink, most, pump, None)?
                         }
                         n => n?,
                     }
                 } else {
-                    c.retrieve_file(rpath, 0, &sink, size, pump)?
+                    c.retrieve_file(rpath, 0, &sink, size, pump, None)?
                 };
                 check_complete(rpath, 0, n, size)?;
                 return Ok(Done::new(n, 0));
@@ -115,8 +115,9 @@ impl Copier<'_> {
             let small = size.is_some_and(|s| s <= ASK_AHEAD_MAX);
             let alg = verify_alg(c, verify, rpath, part.path()).ok().flatten();
             c.verifies(alg == Some(ChecksumAlg::Xxh3));
-            ask_checksum(c, alg, rpath, small);
             loop {
+                // Again behind each try: the one that went behind a try that ended is gone.
+                ask_checksum(c, alg, rpath, small);
                 c.retrieve_next(std::mem::take(&mut next));
                 let (n, hashed) = match download_into(c, rpath, size, &mut part, &held, pump, alg) {
                     Ok(done) => done,
@@ -163,8 +164,8 @@ impl Copier<'_> {
 }
 
 /// Downloads what `held` lacks into `part` (MODE E: the missing ranges; MODE S: from the first
-/// gap on); returns the bytes moved, or the error and what the file holds anyway (for the
-/// partial record).
+/// gap on), hashed beside as `alg` says; returns the bytes moved and the hash, or the error and
+/// what the file holds anyway (for the partial record).
 #[allow(clippy::too_many_arguments)]
 fn download_into(
     c: &mut Connection,
@@ -191,8 +192,21 @@ fn download_into(
             .seek_to_gap(held)
             .map_err(|e| (e, RangeSet::default()))?;
         let most = size.map(|s| s.saturating_sub(start));
-        c.retrieve_file(rpath, start, &part.file, most, pump)
-            .and_then(|n| check_complete(rpath, start, n, size).map(|_| (n, None)))
+        // In order over TCP; over UDP as far as the receiver has every packet.
+        let placed = Arc::new(AtomicU64::new(0));
+        let in_place: Box<dyn Fn() -> u64 + Send> = match c.uses_udp() {
+            true => {
+                let placed = placed.clone();
+                Box::new(move || start + placed.load(Ordering::Acquire))
+            }
+            false => {
+                let (pump, from) = (pump.clone(), pump.bytes());
+                Box::new(move || start + pump.bytes().saturating_sub(from))
+            }
+        };
+        let hashed = alg.and_then(|alg| follow(&part.file, alg, in_place));
+        c.retrieve_file(rpath, start, &part.file, most, pump, Some(placed))
+            .and_then(|n| check_complete(rpath, start, n, size).map(|_| (n, hashed)))
             .map_err(|e| {
                 // Written in order: the file's length is what it holds.
                 let mut all = RangeSet::default();

@@ -205,7 +205,10 @@ impl Session {
         (&file)
             .seek(SeekFrom::Start(offset))
             .map_err(|e| fs_reply(e.into()))?;
-        let reader = whole.then(|| file.try_clone().ok()).flatten();
+        // MODE E sends blocks of what was asked for; MODE S (and the UDP channel) the file in
+        // order from `offset`, whose bytes before it are in place already.
+        let followed = whole || !self.extended;
+        let reader = followed.then(|| file.try_clone().ok()).flatten();
         let opening = format!(
             "Opening {} mode data connection for {v} ({} bytes)",
             self.mode_word(),
@@ -235,7 +238,7 @@ impl Session {
         };
         let flow = self.begin(job, opening, format!("RETR {v} from {offset}"), Some(&v))?;
         if let Some(reader) = reader {
-            self.follow(v, reader);
+            self.follow(v, reader, offset);
         }
         Ok(flow)
     }
@@ -298,7 +301,7 @@ impl Session {
         };
         let flow = self.begin(job, opening, format!("{verb} {v} at {start}"), Some(&v))?;
         if let Some(reader) = reader {
-            self.follow(v, reader);
+            self.follow(v, reader, 0);
         }
         Ok(flow)
     }

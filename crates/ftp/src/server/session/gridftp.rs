@@ -69,7 +69,7 @@ impl Session {
     pub(super) async fn cksm(&mut self, c: Cksm) -> Result<Flow, Reply> {
         let v = self.path(&c.path);
         let (file, meta) = self.shared.sandbox.open_read(&v).map_err(fs_reply)?;
-        let followed = self.followed(&c, &v);
+        let followed = self.followed(&c, &v)?;
         let id = self.id;
         let sum = tokio::task::spawn_blocking(move || {
             // A hash that could not keep up with the file (it changed) is taken again.

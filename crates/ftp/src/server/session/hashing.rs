@@ -6,12 +6,14 @@ use super::Session;
 use crate::server::transfer::Running;
 use fatpipe_net::checksum::Follower;
 use fatpipe_proto::gridftp::{ChecksumAlg, Cksm};
-use fatpipe_proto::{Reply, VPath};
+use fatpipe_proto::{Reply, TransferType, VPath};
 
 /// The file the session's last transfer moved, hashed as it went.
 pub(super) struct Followed {
     path: VPath,
     follower: Follower,
+    /// The transfer failed (a client that leaves TCP ends it so): nobody waits for its hash.
+    failed: bool,
 }
 
 /// The algorithm a fatpipe client verifies with by default.
@@ -34,19 +36,25 @@ pub(super) fn parse(value: &str) -> Result<bool, Reply> {
 }
 
 impl Session {
-    /// Hashes `path`, moved whole by the transfer just begun, beside the transfer, for a
-    /// client that runs fatpipe's extensions in MODE E (`OPTS DRS ON`): it verifies with XXH3
-    /// unless told not to. `reader` is a handle on the file being moved (an upload's is not
-    /// under its name yet).
-    pub(super) fn follow(&mut self, path: VPath, reader: std::fs::File) {
-        if !(self.drs_notify && self.extended && self.hash_beside) {
+    /// Hashes `path`, whose bytes before `base` are in place and the rest moved by the
+    /// transfer just begun, beside the transfer, for a fatpipe client (`OPTS DRS ON`): it
+    /// verifies with XXH3 unless told not to. `reader` is a handle on the file being moved (an
+    /// upload's is not under its name yet).
+    pub(super) fn follow(&mut self, path: VPath, reader: std::fs::File, base: u64) {
+        if !(self.drs_notify && self.hash_beside) || self.ttype == TransferType::Ascii {
             return;
         }
         let Some(progress) = self.transfer.as_ref().and_then(Running::progress) else {
             return;
         };
-        match Follower::start(reader, ALG, progress) {
-            Ok(follower) => self.followed = Some(Followed { path, follower }),
+        match Follower::start(reader, ALG, move || base + progress()) {
+            Ok(follower) => {
+                self.followed = Some(Followed {
+                    path,
+                    follower,
+                    failed: false,
+                })
+            }
             Err(e) => tracing::debug!(
                 session = self.id,
                 "cannot hash {path} beside its transfer: {e}"
@@ -54,18 +62,38 @@ impl Session {
         }
     }
 
+    /// The last transfer ended, `complete` or not.
+    pub(super) fn transfer_ended(&mut self, complete: bool) {
+        if let Some(f) = self.followed.as_mut() {
+            f.failed = !complete;
+        }
+    }
+
     /// The hash taken beside the last transfer, when `c` (for `path`) asks for it: the whole
-    /// file, with the algorithm it was taken with, that transfer over.
-    pub(super) fn followed(&mut self, c: &Cksm, path: &VPath) -> Option<Follower> {
-        let f = self.followed.take()?;
+    /// file, with the algorithm it was taken with, that transfer over. Where that transfer
+    /// failed, a `451` at once: only a fatpipe client has its transfers hashed beside, and it
+    /// drops the answers to what it asked behind a transfer that failed (after leaving TCP it
+    /// would otherwise wait for a pass over the whole file before its next command is read).
+    pub(super) fn followed(&mut self, c: &Cksm, path: &VPath) -> Result<Option<Follower>, Reply> {
+        let Some(f) = self.followed.take() else {
+            return Ok(None);
+        };
         let asked = &f.path == path && c.alg == ALG && c.offset == 0 && c.length.is_none();
         let taken = asked && self.transfer.is_none();
         tracing::debug!(
             session = self.id,
             taken,
+            failed = f.failed,
             "CKSM of {path}: the hash taken beside the transfer of {}",
             f.path
         );
-        taken.then_some(f.follower)
+        match (taken, f.failed) {
+            (true, true) => Err(Reply::new(
+                451,
+                format!("Checksum not taken: the transfer of {path} before it failed; ask again"),
+            )),
+            (true, false) => Ok(Some(f.follower)),
+            (false, _) => Ok(None),
+        }
     }
 }

@@ -250,6 +250,7 @@ impl Session {
                 tokio::select! {
                     event = t.next_event() => match event {
                     Event::Finished(reply, bytes) => {
+                        self.transfer_ended(reply.code == 226);
                         if let Some(t) = self.transfer.take() {
                             self.kept = t
                                 .take_kept()

@@ -205,6 +205,7 @@ fn stream(
                 limit: limit.end,
                 config: config.clone(),
                 proof,
+                in_place: None,
             };
             (Box::new(m), false)
         }

@@ -78,6 +78,15 @@ impl Arrivals {
         self.have >= self.total
     }
 
+    /// Packets from the first on that are all here, as of the last report: the receive loop
+    /// writes each packet as it books it, so a hash beside the transfer may read this far.
+    pub fn in_order(&self) -> u64 {
+        match self.complete() {
+            true => self.total,
+            false => self.low.saturating_mul(SEGMENT).min(self.total),
+        }
+    }
+
     /// Packets dropped as not this transfer's.
     pub fn foreign(&self) -> u32 {
         self.foreign
@@ -231,6 +240,26 @@ mod tests {
             a.report(1442, 0).segments.is_empty(),
             "nothing changed since"
         );
+    }
+
+    #[test]
+    fn only_whole_segments_from_the_first_count_as_in_order_once_reported() {
+        let total = 3 * SEGMENT;
+        let mut a = Arrivals::new(7, total);
+        // The second segment whole, the first but one packet.
+        for i in (0..2 * SEGMENT).filter(|&i| i != 5) {
+            a.take(&h(i, i + 1), 0);
+        }
+        a.report(0, 0);
+        assert_eq!(a.in_order(), 0, "a hole in the first segment");
+        a.take(&h(5, 2 * SEGMENT + 1), 0);
+        assert_eq!(a.in_order(), 0, "not before the next report");
+        a.report(0, 0);
+        assert_eq!(a.in_order(), 2 * SEGMENT);
+        for i in 2 * SEGMENT..total {
+            a.take(&h(i, i + 2), 0);
+        }
+        assert_eq!(a.in_order(), total, "complete");
     }
 
     #[test]
