@@ -77,10 +77,16 @@ fn a_verified_copy_is_hashed_beside_its_transfer() {
     let back = work.path().join("back.bin");
     let udp_back = work.path().join("udp.bin");
     let url = s.url("beside.bin");
+    let udp_url = s.url("udp.bin");
     for (how, from, to) in [
         (["-p", "4"], src.to_str().unwrap(), url.as_str()),
         (["-p", "4"], &url, back.to_str().unwrap()),
-        (["--transport", "udp"], &url, udp_back.to_str().unwrap()),
+        (
+            ["--transport", "udp"],
+            src.to_str().unwrap(),
+            udp_url.as_str(),
+        ),
+        (["--transport", "udp"], &udp_url, udp_back.to_str().unwrap()),
     ] {
         let mut cmd = fatpipe_cmd(&["cp"]);
         cmd.args(how).args([from, to]);
@@ -90,9 +96,10 @@ fn a_verified_copy_is_hashed_beside_its_transfer() {
     }
     assert_same(&src, &s.path("beside.bin"));
     assert_same(&src, &back);
+    assert_same(&src, &s.path("udp.bin"));
     assert_same(&src, &udp_back);
     let served = std::fs::read_to_string(log.path()).unwrap();
-    assert_eq!(served.matches("taken=true").count(), 3, "{served}");
+    assert_eq!(served.matches("taken=true").count(), 4, "{served}");
 }
 
 #[test]

@@ -25,6 +25,7 @@ use run::{run, How};
 use std::fs::File;
 use std::net::{IpAddr, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -220,6 +221,8 @@ pub struct Running {
     markers: Option<(Instant, Option<Arc<Mutex<Reassembly>>>)>,
     /// MODE E uploads: the file's partial record, brought up to date with every marker.
     record: Option<Arc<Record>>,
+    /// UDP uploads: how far the file is in place without a gap.
+    in_place: Option<Arc<AtomicU64>>,
     /// MODE E: the channel, once the transfer has worked and left connections open.
     kept: Arc<Mutex<Option<Channel>>>,
     /// No byte moved for `--data-timeout` (and the connect's own wait): the transfer is
@@ -274,6 +277,7 @@ impl Running {
             _ => (None, None),
         };
         let kept_record = record.clone();
+        let in_place = matches!(job, Job::ReceiveUdp { .. }).then(Arc::default);
         let markers = job
             .blocks()
             .then(|| (Instant::now() + MARKER_EVERY, reassembly.clone()));
@@ -284,6 +288,7 @@ impl Running {
         let keep = kept.clone();
         // The wait for the connection has its own limit, which should speak first.
         let stall = StallWatch::new(ends.timeout + 2 * STALL_LOOK, Instant::now());
+        let placed = in_place.clone();
         let handle = tokio::spawn(async move {
             let close = !ends.keep_open;
             let secure = ends.secure.clone();
@@ -318,6 +323,7 @@ impl Running {
                     requests,
                     reassembly,
                     record,
+                    in_place: placed,
                 };
                 if let Some(fd) = control {
                     slot.watch_control(fd);
@@ -354,6 +360,7 @@ impl Running {
             file: None,
             started: Instant::now(),
             markers,
+            in_place,
             record: kept_record,
             kept,
             stall,
@@ -371,15 +378,19 @@ impl Running {
         lock_any(&self.kept).take()
     }
 
-    /// How far the transfer has got: bytes sent, or a MODE E receive's first byte not yet in
-    /// place (its blocks land out of order); `None` for a receive in another mode.
+    /// How far the transfer has got: bytes sent, or a MODE E or UDP receive's first byte not
+    /// yet in place (its blocks and packets land out of order); `None` for a receive in
+    /// another mode.
     pub fn progress(&self) -> Option<Box<dyn Fn() -> u64 + Send>> {
         let (pump, markers) = (self.pump.clone(), self.markers.as_ref());
-        match markers.and_then(|(_, r)| r.clone()) {
-            _ if !self.receiving => Some(Box::new(move || pump.bytes())),
-            Some(r) => Some(Box::new(move || lock_any(&r).received().prefix())),
-            None => None,
+        if !self.receiving {
+            return Some(Box::new(move || pump.bytes()));
         }
+        if let Some(placed) = self.in_place.clone() {
+            return Some(Box::new(move || placed.load(Ordering::Acquire)));
+        }
+        let r = markers.and_then(|(_, r)| r.clone())?;
+        Some(Box::new(move || lock_any(&r).received().prefix()))
     }
 
     /// Waits for the transfer's next event: a buffer size to announce, markers, or its end.

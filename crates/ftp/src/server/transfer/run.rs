@@ -14,7 +14,17 @@ use fatpipe_proto::gridftp::{AUTO_NOTE, CC_NOTE, STREAMS_NOTE};
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::Reply;
 use std::net::TcpStream;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
+
+/// A MODE S transfer's connection, its token, its TLS, and (UDP uploads) where the receiver
+/// keeps how far the file is in place.
+type StreamEnds = (
+    TcpStream,
+    Option<Proof>,
+    Option<Secure>,
+    Option<Arc<AtomicU64>>,
+);
 
 /// How a transfer's mover runs besides its job and connections.
 pub(super) struct How {
@@ -30,6 +40,8 @@ pub(super) struct How {
     pub(super) reassembly: Option<Arc<Mutex<Reassembly>>>,
     /// MODE E upload: the file's partial record.
     pub(super) record: Option<Arc<Record>>,
+    /// UDP upload: how far the file is in place without a gap.
+    pub(super) in_place: Option<Arc<AtomicU64>>,
 }
 
 /// Runs `job` over `data` with its mover, the conductor starting each connection's laws;
@@ -44,7 +56,8 @@ pub(super) fn run(
     let on_link = conductor.on_link();
     let channel = match data {
         Data::Stream(link, proof) => {
-            return (stream(pump, job, link, proof, how.secure, &on_link), None)
+            let ends = (link, proof, how.secure, how.in_place);
+            return (stream(pump, job, ends, &on_link), None);
         }
         Data::Blocks(channel) => *channel,
     };
@@ -146,9 +159,7 @@ pub(super) fn run(
 fn stream(
     pump: &Arc<Pump>,
     mut job: Job,
-    link: TcpStream,
-    proof: Option<Proof>,
-    secure: Option<Secure>,
+    (link, proof, secure, in_place): StreamEnds,
     on_link: &OnStream,
 ) -> Result<Outcome, Reply> {
     let limit = match &job {
@@ -205,7 +216,7 @@ fn stream(
                 limit: limit.end,
                 config: config.clone(),
                 proof,
-                in_place: None,
+                in_place,
             };
             (Box::new(m), false)
         }
