@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Two fatpipe binaries' UDP channel on one lossy path, alternating: a 1 GiB download over the
+# Two fatpipe binaries' UDP channel on one lossy path, alternating: a 1 GiB copy over the
 # testbed (100 ms, 1 Gbit/s, 1-BDP queue, stock profile, as root), server and client of the same
-# binary, `--transport udp --no-verify --no-path-memory`. Prints a markdown row per run: whole
+# binary, `--no-path-memory` and ARGS (default `--transport udp`). DEST=null (default): a
+# download to /dev/null with `--no-verify`; DEST=file: into a file on tmpfs, verified as users
+# copy, either way (DIR=down or up), the bytes compared. Prints a markdown row per run: whole
 # command and data-phase Mbit/s, and the share of packets resent (R).
-# Usage (root): bench/udp-ab.sh OLD_BINARY NEW_BINARY   (env LOSSES="0.01 0.05", ROUNDS=3)
+# Usage (root): bench/udp-ab.sh OLD_BINARY NEW_BINARY
+#   (env LOSSES="0.01 0.05", ROUNDS=3, DEST=null|file, DIR=down|up, ARGS="--transport udp")
 set -euo pipefail
 old=$1 new=$2
-tb=fpab$$ dir=$(mktemp -d)
+tb=fpab$$ dir=$(mktemp -d -p /dev/shm)
+dest=${DEST:-null} way=${DIR:-down} args=${ARGS---transport udp}
 head -c 1G /dev/zero > "$dir/f1g"
 srv=""
 cleanup() {
@@ -22,12 +26,22 @@ for loss in ${LOSSES:-0.01 0.05}; do
     for _ in $(seq "${ROUNDS:-3}"); do
         for v in old new; do
             bin=$old; [ $v = new ] && bin=$new
-            "$bin" testbed exec b --name $tb -- "$bin" serve --anonymous --root "$dir" \
+            "$bin" testbed exec b --name $tb -- "$bin" serve --anonymous-write --root "$dir" \
                 --listen 198.18.0.2:2812 > /dev/null 2>&1 &
             srv=$!
             sleep 1
-            "$bin" testbed exec a --name $tb -- "$bin" cp --json --transport udp --no-verify \
-                --no-path-memory ftp://198.18.0.2:2812/f1g /dev/null > "$dir/cp.json" 2> /dev/null || true
+            case $dest/$way in
+                null/*) ends=(--no-verify ftp://198.18.0.2:2812/f1g /dev/null) ;;
+                file/down) ends=(ftp://198.18.0.2:2812/f1g "$dir/copy") ;;
+                *) ends=("$dir/f1g" ftp://198.18.0.2:2812/copy) ;;
+            esac
+            # shellcheck disable=SC2086 # ARGS is a list of options
+            "$bin" testbed exec a --name $tb -- "$bin" cp --json $args --no-path-memory \
+                "${ends[@]}" > "$dir/cp.json" 2> /dev/null || true
+            if [ "$dest" = file ] && ! cmp -s "$dir/f1g" "$dir/copy"; then
+                echo "$v: the copy differs from its source" >&2
+            fi
+            rm -f "$dir/copy"
             kill "$srv"; wait "$srv" 2> /dev/null || true; srv=""
             python3 - "$dir/cp.json" "$loss" "$v" <<'PY'
 import json, re, sys

@@ -4,6 +4,7 @@
 use super::report;
 use super::Args;
 use crate::credentials;
+use fatpipe_ftp::client::copy::Ending;
 use fatpipe_ftp::client::transport;
 use fatpipe_http::client::{Client, CopyPlan, Download, Place, ThirdParty};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -77,7 +78,7 @@ pub fn run(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     });
     bar.finish_and_clear();
     let results = results?;
-    let ending = report::Ending {
+    let ending = Ending {
         results: &results,
         interrupted: false,
         seconds: started.elapsed().as_secs_f64(),

@@ -9,7 +9,7 @@ use crate::progress::{Finished, Progress};
 use crate::tuning::TuneArgs;
 use anyhow::Context;
 use fatpipe_ftp::client::auto::{self, AutoPlan};
-use fatpipe_ftp::client::copy::{self, CopyOptions, Verify};
+use fatpipe_ftp::client::copy::{self, CopyOptions, Ending, Summary, Verify};
 use fatpipe_ftp::client::path_memory;
 use fatpipe_ftp::client::sync::Existing;
 use fatpipe_ftp::client::transport::Asked;
@@ -191,7 +191,7 @@ pub fn run(a: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         Ok(code) => Ok(code),
         Err(e) if a.json => {
             say!("fatpipe: error: {e:#}");
-            let summary = report::Summary::before_first_file(&e);
+            let summary = Summary::before_first_file(&e);
             report::print_json(&summary, a.files.paths.last().is_some_and(|d| d == "-"))?;
             Ok(ExitCode::from(summary.exit_code))
         }
@@ -282,7 +282,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let interrupted = progress.interrupted.load(Ordering::SeqCst);
     let udp = opts.udp.as_ref().and_then(|(_, u)| u.memory.as_ref());
     let transport = plan.finish(&results, udp.and_then(|m| m.lock().ok().map(|m| m.clone())));
-    let ending = report::Ending {
+    let ending = Ending {
         results: &results,
         interrupted,
         seconds: started.elapsed().as_secs_f64(),

@@ -4,132 +4,73 @@
 
 use crate::progress::rate_text;
 use crate::tuning;
-use fatpipe_ftp::client::copy::{FileResult, DRY_RUN};
-use fatpipe_ftp::client::failure::{Failure, NOT_BEGUN};
-use fatpipe_ftp::client::transport;
+use fatpipe_ftp::client::copy::{deleted, Ending, FileResult, Summary, DRY_RUN};
+use fatpipe_ftp::client::failure::Failure;
 use fatpipe_tune::size::format_size;
-use serde::Serialize;
 use std::fmt::Display;
 
-/// How a copy ended: its files' results, whether a signal stopped it, its wall clock and the
-/// transport as it went.
-pub(super) struct Ending<'a> {
-    pub results: &'a [FileResult],
-    pub interrupted: bool,
-    pub seconds: f64,
-    pub transport: transport::Choice,
-    /// `--dry-run`: the results are the plan.
-    pub dry_run: bool,
-}
-
-impl Ending<'_> {
-    /// The failure the exit code says: interrupted, or the kind the failed files share.
-    pub fn failure(&self) -> Option<Failure> {
-        match self.interrupted {
-            true => Some(Failure::Interrupted),
-            false => Failure::common(self.results.iter().filter_map(|r| r.failure)),
+/// Tells the user on standard error how `end` went: the failures always; unless `quiet` the
+/// headline and limits met; with `verbose` (the tuning's name) how the tuning and the streams
+/// went.
+fn tell(end: &Ending<'_>, quiet: bool, verbose: Option<&dyn Display>) {
+    let results = end.results;
+    if end.dry_run {
+        return dry_run(results);
+    }
+    for r in results.iter().filter(|r| !r.stopped()) {
+        if let Some(e) = &r.error {
+            let name = if r.deleted { &r.destination } else { &r.source };
+            say!("fatpipe: failed: {name}: {e}");
         }
     }
-
-    fn bytes(&self) -> u64 {
-        self.results.iter().map(|r| r.bytes).sum()
-    }
-
-    fn failed(&self) -> usize {
-        self.results.iter().filter(|r| r.error.is_some()).count()
-    }
-
-    fn left_out(&self) -> usize {
-        self.results.iter().filter(|r| r.skipped.is_some()).count()
-    }
-
-    fn copied(&self) -> usize {
-        self.results.iter().filter(|r| copied(r)).count()
-    }
-
-    /// The `--json` summary.
-    pub fn summary(&self) -> Summary<'_> {
-        let failure = self.failure();
-        let failed = self.failed();
-        Summary {
-            ok: failure.is_none(),
-            error: None,
-            failure,
-            exit_code: failure.map_or(0, Failure::exit_code),
-            files_ok: self.copied(),
-            files_failed: failed,
-            files_left_out: self.left_out(),
-            files_deleted: deleted(self.results),
-            bytes: self.bytes(),
-            seconds: self.seconds,
-            rate_mbit_s: self.bytes() as f64 * 8.0 / self.seconds.max(1e-9) / 1e6,
-            transport: Some(self.transport.clone().into()),
-            files: self.results,
-        }
-    }
-
-    /// Tells the user on standard error: the failures always; unless `quiet` the headline and
-    /// limits met; with `verbose` (the tuning's name) how the tuning and the streams went.
-    pub fn tell(&self, quiet: bool, verbose: Option<&dyn Display>) {
-        let results = self.results;
-        if self.dry_run {
-            return dry_run(results);
-        }
-        for r in results.iter().filter(|r| !stopped(r)) {
-            if let Some(e) = &r.error {
-                let name = if r.deleted { &r.destination } else { &r.source };
-                say!("fatpipe: failed: {name}: {e}");
-            }
-        }
-        let not_begun = results.iter().filter(|r| never_begun(r)).count();
-        if self.interrupted {
-            // Begun and stopped: what arrived is kept (a part file here, the server's file).
-            let partial = results
-                .iter()
-                .filter(|r| stopped(r) && !never_begun(r))
-                .count();
-            say!(
-                "fatpipe: interrupted: {} of {} file(s) copied, {partial} in part (kept), \
-                 {not_begun} not begun; run the same command with --resume to continue",
-                self.copied(),
-                results.len() - self.left_out() - deleted(results)
-            );
-        } else if let Some(r) = results.iter().find(|r| stopped(r)) {
-            let why = r.error.as_deref().unwrap_or_default();
-            let full = matches!(
-                r.failure,
-                Some(Failure::LocalDiskFull | Failure::ServerDiskFull)
-            );
-            let then = if full { "make room and run" } else { "run" };
-            say!(
-                "fatpipe: {not_begun} file(s) {why}; {then} the same command with --resume to \
-                 continue"
-            );
-        }
-        if quiet {
-            return;
-        }
-        let stopped = results.iter().filter(|r| stopped(r)).count();
+    let not_begun = results.iter().filter(|r| r.never_begun()).count();
+    if end.interrupted {
+        // Begun and stopped: what arrived is kept (a part file here, the server's file).
+        let partial = results
+            .iter()
+            .filter(|r| r.stopped() && !r.never_begun())
+            .count();
         say!(
-            "fatpipe: {}",
-            headline(results, stopped, self.bytes(), self.seconds)
+            "fatpipe: interrupted: {} of {} file(s) copied, {partial} in part (kept), \
+             {not_begun} not begun; run the same command with --resume to continue",
+            end.copied(),
+            results.len() - end.left_out() - deleted(results)
         );
-        // What held the copy back is the user's business; how the tuning went, only asked for.
-        for cap in caps(results) {
-            say!("fatpipe: limit: {cap}");
+    } else if let Some(r) = results.iter().find(|r| r.stopped()) {
+        let why = r.error.as_deref().unwrap_or_default();
+        let full = matches!(
+            r.failure,
+            Some(Failure::LocalDiskFull | Failure::ServerDiskFull)
+        );
+        let then = if full { "make room and run" } else { "run" };
+        say!(
+            "fatpipe: {not_begun} file(s) {why}; {then} the same command with --resume to \
+             continue"
+        );
+    }
+    if quiet {
+        return;
+    }
+    let stopped = results.iter().filter(|r| r.stopped()).count();
+    say!(
+        "fatpipe: {}",
+        headline(results, stopped, end.bytes(), end.seconds)
+    );
+    // What held the copy back is the user's business; how the tuning went, only asked for.
+    for cap in caps(results) {
+        say!("fatpipe: limit: {cap}");
+    }
+    // The UDP channel: what it did (of the last file that used it).
+    if let Some(udp) = results.iter().rev().find_map(|r| r.udp.as_deref()) {
+        say!("fatpipe: {udp}");
+    }
+    if let Some(tuning) = verbose {
+        say!("fatpipe: {}", end.transport);
+        if let Some(line) = tune_line(results) {
+            say!("fatpipe: tuning {tuning}: {line}");
         }
-        // The UDP channel: what it did (of the last file that used it).
-        if let Some(udp) = results.iter().rev().find_map(|r| r.udp.as_deref()) {
-            say!("fatpipe: {udp}");
-        }
-        if let Some(tuning) = verbose {
-            say!("fatpipe: {}", self.transport);
-            if let Some(line) = tune_line(results) {
-                say!("fatpipe: tuning {tuning}: {line}");
-            }
-            for line in streams_lines(results) {
-                say!("fatpipe: {line}");
-            }
+        for line in streams_lines(results) {
+            say!("fatpipe: {line}");
         }
     }
 }
@@ -161,93 +102,6 @@ fn dry_run(results: &[FileResult]) {
     );
 }
 
-/// Whether a file was copied (not failed, left out or a deletion).
-fn copied(r: &FileResult) -> bool {
-    r.error.is_none() && r.skipped.is_none() && !r.deleted
-}
-
-/// How many entries a `--delete` removed (or would).
-fn deleted(results: &[FileResult]) -> usize {
-    results
-        .iter()
-        .filter(|r| r.deleted && r.error.is_none())
-        .count()
-}
-
-/// Whether a file was stopped by Ctrl-C, or never begun after a disk filled: such files are
-/// told in one line, not one each.
-fn stopped(r: &FileResult) -> bool {
-    r.failure == Some(Failure::Interrupted) || never_begun(r)
-}
-
-/// Whether a file was never begun (the copy stopped before its turn).
-fn never_begun(r: &FileResult) -> bool {
-    r.error.as_deref().is_some_and(|e| e.starts_with(NOT_BEGUN))
-}
-
-/// The `--json` summary.
-#[derive(Serialize)]
-pub(super) struct Summary<'a> {
-    /// Every file arrived (and was verified where verification ran).
-    pub ok: bool,
-    /// Why the copy failed before (or instead of) its files.
-    pub error: Option<String>,
-    /// The kind of failure the exit code says: the copy's, or its files' if they share one.
-    pub failure: Option<Failure>,
-    pub exit_code: u8,
-    pub files_ok: usize,
-    pub files_failed: usize,
-    /// Files left out on purpose (`--no-clobber`, `--update`, `--dry-run`).
-    pub files_left_out: usize,
-    /// Entries `--delete` removed from the destination.
-    pub files_deleted: usize,
-    pub bytes: u64,
-    pub seconds: f64,
-    pub rate_mbit_s: f64,
-    pub transport: Option<TransportReport>,
-    pub files: &'a [FileResult],
-}
-
-impl Summary<'_> {
-    /// The summary of a copy that failed before its first file, with `error`.
-    pub fn before_first_file(error: &anyhow::Error) -> Summary<'static> {
-        let failure = Failure::of_error(error);
-        Summary {
-            ok: false,
-            error: Some(format!("{error:#}")),
-            failure: Some(failure),
-            exit_code: failure.exit_code(),
-            files_ok: 0,
-            files_failed: 0,
-            files_left_out: 0,
-            files_deleted: 0,
-            bytes: 0,
-            seconds: 0.0,
-            rate_mbit_s: 0.0,
-            transport: None,
-            files: &[],
-        }
-    }
-}
-
-/// The `--json` summary's account of the transport: which, whether asked for, and why.
-#[derive(Serialize)]
-pub(super) struct TransportReport {
-    name: &'static str,
-    asked: bool,
-    why: String,
-}
-
-impl From<transport::Choice> for TransportReport {
-    fn from(c: transport::Choice) -> Self {
-        TransportReport {
-            name: c.name(),
-            asked: c.asked,
-            why: c.why,
-        }
-    }
-}
-
 /// Tells how `ending` went (the `--json` object, or the lines for the user; `verbose`: how
 /// the tuning and streams went) and returns the exit code it says; `data_on_stdout`: the
 /// copy's data went to standard output.
@@ -260,7 +114,8 @@ pub(super) fn finish(
     if a.json {
         print_json(&ending.summary(), data_on_stdout)?;
     } else {
-        ending.tell(
+        tell(
+            ending,
             a.quiet,
             verbose.then_some(&a.tune.tuning as &dyn std::fmt::Display),
         );
@@ -299,7 +154,7 @@ fn headline(results: &[FileResult], stopped: usize, bytes: u64, seconds: f64) ->
         .iter()
         .filter_map(|r| r.skipped.as_deref())
         .collect();
-    let copied = results.iter().filter(|r| copied(r)).count();
+    let copied = results.iter().filter(|r| r.copied()).count();
     let deletions = match deleted(results) {
         0 => String::new(),
         n => format!(", {n} deleted"),

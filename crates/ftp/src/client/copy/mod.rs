@@ -4,11 +4,13 @@
 mod download;
 mod options;
 mod result;
+mod summary;
 mod upload;
 
 pub use download::special_file;
 pub use options::{CopyOptions, Verify};
 pub use result::{FileResult, DRY_RUN};
+pub use summary::{deleted, Ending, Summary, TransportReport};
 
 use super::connection::{checksum_command, AtMost, StreamsReport};
 use super::failure::{misuse, Failure, NOT_BEGUN};

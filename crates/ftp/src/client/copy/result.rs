@@ -1,6 +1,6 @@
 //! What happened to each file of a copy, as the summary, `--json` and the exit code read it.
 
-use crate::client::failure::Failure;
+use crate::client::failure::{Failure, NOT_BEGUN};
 use fatpipe_tune::CongestionControl;
 use serde::Serialize;
 
@@ -59,6 +59,24 @@ impl FileResult {
     pub fn fail_with(&mut self, error: String) {
         self.failure = Some(Failure::of(&error));
         self.error = Some(error);
+    }
+
+    /// Whether the file was copied (not failed, left out or a deletion).
+    pub fn copied(&self) -> bool {
+        self.error.is_none() && self.skipped.is_none() && !self.deleted
+    }
+
+    /// Whether the file was stopped by Ctrl-C, or never begun after a disk filled: such files
+    /// are told in one line, not one each.
+    pub fn stopped(&self) -> bool {
+        self.failure == Some(Failure::Interrupted) || self.never_begun()
+    }
+
+    /// Whether the file was never begun (the copy stopped before its turn).
+    pub fn never_begun(&self) -> bool {
+        self.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with(NOT_BEGUN))
     }
 }
 
