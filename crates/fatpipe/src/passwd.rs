@@ -1,9 +1,8 @@
 //! `fatpipe passwd`: make a users-file entry, so that no password is stored in clear.
 
 use crate::credentials::PASSWORD_ENV;
-use anyhow::{bail, Context};
-use std::io::{BufRead, IsTerminal, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use anyhow::bail;
+use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -35,115 +34,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if password.is_empty() {
         bail!("refusing an empty password");
     }
-    let entry = fatpipe_ftp::server::auth::users_file_line(&a.name, &password)?;
     match a.file {
         Some(path) => {
-            // Two `passwd` runs at once must not each write the file without the other's entry.
-            let _lock = lock_beside(&path)?;
-            let old = match std::fs::read_to_string(&path) {
-                Ok(text) => text,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-                Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-            };
-            let (text, replaced) = with_entry(&old, &a.name, &entry);
-            write_private(&path, &text)?;
+            let replaced =
+                fatpipe_ftp::server::users_file::set_password(&path, &a.name, &password)?;
             let done = if replaced { "replaced" } else { "added" };
             say!("{done} {} in {}", a.name, path.display());
         }
-        None => out!("{entry}"),
+        None => out!(
+            "{}",
+            fatpipe_ftp::server::auth::users_file_line(&a.name, &password)?
+        ),
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The users file `text` with `entry` as the account `name`'s line: in place of its old line
-/// (a second `passwd` for a user changes the password, it does not add a line the server would
-/// shadow), else appended. Says whether a line was replaced.
-fn with_entry(text: &str, name: &str, entry: &str) -> (String, bool) {
-    let mut replaced = false;
-    let mut out = String::new();
-    for line in text.lines() {
-        let mine = line
-            .trim_start()
-            .split_once(':')
-            .is_some_and(|(n, _)| n == name);
-        if mine && !replaced {
-            out.push_str(entry);
-            replaced = true;
-        } else if !mine {
-            out.push_str(line);
-        } else {
-            continue; // a duplicate of the account: dropped
-        }
-        out.push('\n');
-    }
-    if !replaced {
-        out.push_str(entry);
-        out.push('\n');
-    }
-    (out, replaced)
-}
-
-/// Holds an exclusive lock on a file beside `path` until dropped: the users file itself is
-/// replaced by a rename, so it cannot carry the lock.
-fn lock_beside(path: &std::path::Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
-    let lock = beside(path, "fatpipe-lock");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&lock)
-        .with_context(|| format!("cannot open the lock file {}", lock.display()))?;
-    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| e)
-        .with_context(|| format!("cannot lock {}", lock.display()))
-}
-
-/// `.NAME.SUFFIX` in `path`'s directory.
-fn beside(path: &std::path::Path, suffix: &str) -> PathBuf {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    dir.join(format!(
-        ".{}.{suffix}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("users")
-    ))
-}
-
-/// Writes `text` to `path` with mode 0600, through a temporary file renamed over it (a reader
-/// never sees half a file, a crash never loses the old one).
-fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
-    let tmp = beside(path, "fatpipe-new");
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_second_entry_for_a_user_replaces_the_first() {
-        let text = "# users\nalice:OLD\nbob:B\nalice:DUP\n";
-        let (out, replaced) = with_entry(text, "alice", "alice:NEW");
-        assert!(replaced);
-        assert_eq!(out, "# users\nalice:NEW\nbob:B\n");
-        let (out, replaced) = with_entry(&out, "carol", "carol:C");
-        assert!(!replaced);
-        assert_eq!(out, "# users\nalice:NEW\nbob:B\ncarol:C\n");
-        // A name that is a prefix of another is not that other.
-        let (out, _) = with_entry("alicia:X\n", "alice", "alice:Y");
-        assert_eq!(out, "alicia:X\nalice:Y\n");
-    }
 }

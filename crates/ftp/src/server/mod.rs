@@ -6,6 +6,7 @@ mod limits;
 pub use fatpipe_net::sandbox;
 mod session;
 mod transfer;
+pub mod users_file;
 pub mod verifier;
 pub mod xferlog;
 
