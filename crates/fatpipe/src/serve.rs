@@ -196,12 +196,12 @@ fn https_config(
     a: HttpsArgs,
     ftp: &ServerConfig,
 ) -> anyhow::Result<Option<fatpipe_http::HttpsConfig>> {
-    let (Some(listen), Some(tls)) = (a.https, ftp.tls.clone()) else {
+    let Some(mut c) = a
+        .https
+        .and_then(|listen| fatpipe_http::HttpsConfig::beside(ftp, listen))
+    else {
         return Ok(None);
     };
-    let mut c = fatpipe_http::HttpsConfig::new(ftp.root.clone(), listen, tls);
-    c.users = ftp.users.clone();
-    c.anonymous = ftp.anonymous;
     for spec in &a.token_issuer {
         c.issuers
             .add_spec(spec)
@@ -210,11 +210,6 @@ fn https_config(
     for aud in &a.token_audience {
         c.issuers.add_audience(aud);
     }
-    c.allow_third_party = ftp.allow_third_party;
-    c.third_party_networks = ftp.third_party_networks.clone();
-    c.max_file_size = ftp.max_file_size;
-    c.tune = ftp.tune.clone();
-    c.stall_timeout = ftp.data_timeout;
     c.ca = a.ca;
     if let Some(gridmap) = a.gridmap {
         let path = x509_ca(a.x509_ca);

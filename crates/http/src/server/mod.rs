@@ -13,6 +13,7 @@ use crate::token::Issuers;
 use crate::tuned::Tunable;
 use anyhow::Context;
 use fatpipe_ftp::server::auth::{Anonymous, Users};
+use fatpipe_ftp::server::ServerConfig;
 use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::sandbox::Sandbox;
 use fatpipe_net::tls::grid::CaStore;
@@ -97,6 +98,21 @@ impl HttpsConfig {
             ca: None,
             client_certs: None,
         }
+    }
+
+    /// The front-end beside the FTP server `ftp`, on `listen`: its tree, accounts, TLS
+    /// identity, third-party rules, file size limit and tuning; `None` where `ftp` has no
+    /// identity (HTTPS needs one).
+    pub fn beside(ftp: &ServerConfig, listen: SocketAddr) -> Option<HttpsConfig> {
+        let mut c = HttpsConfig::new(ftp.root.clone(), listen, ftp.tls.clone()?);
+        c.users = ftp.users.clone();
+        c.anonymous = ftp.anonymous;
+        c.allow_third_party = ftp.allow_third_party;
+        c.third_party_networks = ftp.third_party_networks.clone();
+        c.max_file_size = ftp.max_file_size;
+        c.tune = ftp.tune.clone();
+        c.stall_timeout = ftp.data_timeout;
+        Some(c)
     }
 }
 
