@@ -41,7 +41,9 @@ impl Token {
         hex::encode(self.0)
     }
 
-    fn shown_in(&self, bytes: &[u8; TOKEN_LEN]) -> bool {
+    /// Whether `bytes`, the first a new data connection carried, show this token (compared in
+    /// constant time).
+    pub fn shown_in(&self, bytes: &[u8; TOKEN_LEN]) -> bool {
         self.0.ct_eq(bytes).into()
     }
 }

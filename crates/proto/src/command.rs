@@ -10,6 +10,11 @@ use crate::ranges::RangeSet;
 use std::fmt;
 use std::net::{SocketAddr, SocketAddrV4};
 
+/// The `FEAT` line of a server that takes a plain MODE S data connection only once it shows
+/// the session's `DTOK` token (a client may then hedge its connect against a lost handshake:
+/// the spare it closes unused is not taken for the transfer).
+pub const DTOK_STREAM: &str = "DTOK STREAM";
+
 /// The representation type of a transfer (`TYPE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransferType {

@@ -5,7 +5,9 @@
 use super::Connection;
 use anyhow::{bail, Context};
 use fatpipe_net::mode_e::Prepare;
+use fatpipe_net::socket::hedge_after;
 use fatpipe_net::tuner::before_connect;
+use fatpipe_proto::command::DTOK_STREAM;
 use fatpipe_proto::{addr, Command};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
@@ -46,10 +48,18 @@ impl Connection {
         self.open_data(target)
     }
 
-    /// Opens a passive data connection to `target` (the server's, from [`Self::passive_target`]).
+    /// Opens a passive data connection to `target` (the server's, from [`Self::passive_target`]):
+    /// hedged against a lost handshake where the server takes only a plain connection that
+    /// shows the session's token (`FEAT` ` DTOK STREAM`), so that the spare is not taken.
     fn open_data(&self, target: SocketAddr) -> anyhow::Result<TcpStream> {
         let prepare = self.prepare();
-        let s = fatpipe_net::socket::connect_prepared(target, None, self.timeout, None, |sock| {
+        let checked = self.features.iter().any(|f| f == DTOK_STREAM);
+        let hedge = self
+            .token
+            .filter(|_| checked && !self.data_secured())
+            .and(self.round_trip)
+            .map(hedge_after);
+        let s = fatpipe_net::socket::connect_prepared(target, None, self.timeout, hedge, |sock| {
             prepare(sock.as_fd())
         })
         .with_context(|| format!("cannot open data connection to {target}"))?;

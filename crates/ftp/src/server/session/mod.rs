@@ -22,7 +22,7 @@ use fatpipe_net::admission::Token;
 use fatpipe_net::mode_e::Kept;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::TunerConfig;
-use fatpipe_proto::command::ProtLevel;
+use fatpipe_proto::command::{ProtLevel, DTOK_STREAM};
 use fatpipe_proto::drs::DrsOpts;
 use fatpipe_proto::gridftp::{ChecksumAlg, Parallelism};
 use fatpipe_proto::line::Frame;
@@ -50,7 +50,7 @@ const MAX_DEFERRED: usize = 64;
 const FEATURES: &[&str] = &[
     "DCREUSE",
     "DRS",
-    "DTOK",
+    DTOK_STREAM,
     "EPRT",
     "EPSV",
     "ERET",

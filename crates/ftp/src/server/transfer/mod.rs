@@ -306,14 +306,22 @@ impl Running {
             } else {
                 let prepare = ends.prepare.clone();
                 let connected = matches!(ends.spec, DataSpec::Active(_));
+                // A plain connection accepted shows its token as it is taken (a TLS one
+                // inside its TLS, in the mover).
+                let at_accept = ends.token.filter(|_| !connected && ends.secure.is_none());
                 let sock = ends
                     .spec
-                    .connect(&ends.admission, ends.local_ip, ends.timeout, move |s| {
-                        prepare(s.as_fd())
-                    })
+                    .connect(
+                        &ends.admission,
+                        ends.local_ip,
+                        ends.timeout,
+                        at_accept,
+                        move |s| prepare(s.as_fd()),
+                    )
                     .await
                     .map_err(|e| Reply::new(425, format!("Cannot open data connection: {e}")))?;
-                Data::Stream(sock, Proof::of(ends.token, connected))
+                let proof = Proof::of(ends.token, connected).filter(|_| at_accept.is_none());
+                Data::Stream(sock, proof)
             };
             let r = tokio::task::spawn_blocking(move || {
                 let how = How {
