@@ -51,7 +51,7 @@ pub fn check(
         return Err(misuse("check compares with a local path or an ftp:// URL"));
     }
     let (remote, paths, download) = sides(srcs, dst)?;
-    let mut c = pool::session(remote, creds, opts, false)?;
+    let mut c = pool::session(remote, creds, opts, None)?;
     // Planned as the copy would be, changing nothing (a missing directory is no error).
     let planning = CopyOptions {
         create_dirs: true,

@@ -27,12 +27,13 @@ const LONG_PATH: Duration = Duration::from_millis(50);
 const SMALL_FILES: u64 = 64 << 20;
 
 /// A logged-in session as `opts` want it: tuning told, UDP channel or streams chosen, and
-/// `-p auto`'s first stream count; ready for `uploads` (see [`Connection::expect_uploads`]).
+/// `-p auto`'s first stream count; for a copy's `Some(uploads)` or downloads, its first
+/// transfer's passive address asked ahead (see [`Connection::expect_transfers`]).
 pub(super) fn session(
     remote: &RemoteUrl,
     creds: &Credentials,
     opts: &CopyOptions,
-    uploads: bool,
+    copies: Option<bool>,
 ) -> anyhow::Result<Connection> {
     let mut conn = remote.open(creds, opts.timeout, &opts.tls)?;
     if let Some(t) = &opts.tune {
@@ -70,8 +71,8 @@ pub(super) fn session(
     if let Some((n, why)) = &opts.first_start {
         conn.start_streams_at(*n, why.clone());
     }
-    if uploads {
-        conn.expect_uploads();
+    if let Some(uploads) = copies {
+        conn.expect_transfers(uploads);
     }
     Ok(conn)
 }
@@ -129,7 +130,7 @@ pub(super) fn run(
     let mut done = std::thread::scope(|s| {
         let others: Vec<_> = (1..sessions)
             .map(|_| {
-                s.spawn(|| match session(remote, creds, opts, uploads) {
+                s.spawn(|| match session(remote, creds, opts, Some(uploads)) {
                     Ok(c) => work(c, &server, opts, obs, &queue),
                     Err(e) => {
                         tracing::warn!(
@@ -314,7 +315,7 @@ fn retry_file<'a>(copier: &mut Copier<'a>, server: &'a Server<'a>, job: &Job) {
             server.remote,
             server.creds,
             &server.resuming,
-            job.is_upload(),
+            Some(job.is_upload()),
         ) {
             Ok(c) => {
                 // The old session's connections are broken: dropped, not asked to QUIT.

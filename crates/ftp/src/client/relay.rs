@@ -32,8 +32,8 @@ pub fn relay(
             "a copy between two servers takes one file (no -r, --from or globs yet)",
         ));
     }
-    let mut a = pool::session(from, creds.0, opts, false)?;
-    let mut b = pool::session(to, creds.1, opts, false)?;
+    let mut a = pool::session(from, creds.0, opts, None)?;
+    let mut b = pool::session(to, creds.1, opts, None)?;
     let target = if to.path.ends_with('/') || b.is_dir(&to.path)? {
         let name = from.path.rsplit('/').next().unwrap_or(&from.path);
         format!("{}/{name}", to.path.trim_end_matches('/'))

@@ -220,6 +220,13 @@ impl Connection {
             || p.stores.iter().any(|s| s.asks(cmd))
     }
 
+    /// Whether `cmd` went out ahead and its reply is read or on its way (not waiting to go
+    /// out with the next command).
+    pub(super) fn answered(&self, cmd: &Command) -> bool {
+        self.pipe.owed.iter().any(|a| a.cmd == *cmd)
+            || self.pipe.answers.iter().any(|(c, _)| c == cmd)
+    }
+
     /// The reply to `cmd`: the kept one when it was asked ahead (taken: a second call asks
     /// anew; one still waiting to go out goes now, with what was asked before it), else asked
     /// now.
@@ -590,13 +597,48 @@ mod tests {
             },
             |mut c| {
                 tuned_auto(&mut c);
-                c.expect_uploads();
+                c.expect_transfers(true);
                 assert_eq!(c.size("/f").unwrap(), Some(7));
                 // The first transfer's address is there without another command.
                 assert_eq!(c.passive_target().unwrap().port(), 4242);
             },
         );
         assert_eq!(&got[6..], ["EPSV", "TYPE I", "SIZE /f"]);
+    }
+
+    #[test]
+    fn a_mode_s_download_sessions_passive_address_is_there_before_its_retr_and_mode_e_asks_none() {
+        use super::super::passive::Passive;
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let replies =
+                    "229 Entering Extended Passive Mode (|||4242|)\r\n200 ok\r\n213 7\r\n";
+                take(r, w, 3, replies)
+            },
+            |mut c| {
+                c.expect_transfers(false);
+                assert_eq!(c.size("/f").unwrap(), Some(7));
+                // The transfer command connects at once: its address came with the size.
+                let at = c.ask_passive().unwrap();
+                assert!(matches!(at, Passive::At(a) if a.port() == 4242), "{at:?}");
+            },
+        );
+        assert_eq!(&got[3..], ["EPSV", "TYPE I", "SIZE /f"]);
+        // MODE E downloads: the server connects, and an address asked would go stale.
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let replies = "200 drs\r\n200 par\r\n200 reuse\r\n200 ok\r\n213 7\r\n";
+                take(r, w, 5, replies)
+            },
+            |mut c| {
+                tuned_auto(&mut c);
+                c.expect_transfers(false);
+                assert_eq!(c.size("/f").unwrap(), Some(7));
+            },
+        );
+        assert!(!got.iter().any(|l| l == "EPSV"), "{got:?}");
     }
 
     #[test]

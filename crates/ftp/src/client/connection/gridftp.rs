@@ -194,15 +194,6 @@ impl Connection {
         self.blocks.is_some()
     }
 
-    /// Before a session's uploads to a fatpipe server in MODE E: the first transfer's passive
-    /// data address is asked ahead (`EPSV` goes out with the session's next command), so the
-    /// first `STOR` goes out without a round trip of its own before it.
-    pub fn expect_uploads(&mut self) {
-        if self.uses_blocks() && self.has_feature("DRS") && !self.epsv_failed {
-            self.ask_ahead(Command::Epsv(None));
-        }
-    }
-
     /// Connections and stream decisions of the latest MODE E transfer.
     pub fn last_streams(&self) -> Option<&StreamsReport> {
         self.last_streams.as_ref()

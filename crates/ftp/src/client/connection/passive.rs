@@ -27,11 +27,28 @@ impl Connection {
     /// transfer command in one write (it opens the data connection beside the session, one
     /// round trip fewer); another server is asked now.
     pub(super) fn ask_passive(&mut self) -> anyhow::Result<Passive> {
-        if self.has_feature("DRS") && !self.epsv_failed && !self.pipe.sent {
-            self.ask_ahead(Command::Epsv(None));
+        let epsv = Command::Epsv(None);
+        if self.has_feature("DRS") && !self.epsv_failed && !self.pipe.sent && !self.answered(&epsv)
+        {
+            if !self.is_asked(&epsv) {
+                self.ask_ahead(epsv);
+            }
             return Ok(Passive::Asked);
         }
         self.passive_target().map(Passive::At)
+    }
+
+    /// Before a session's transfers with a fatpipe server (`uploads` or downloads): the first
+    /// one's passive data address is asked ahead (`EPSV` goes out with the session's next
+    /// command, a file's `SIZE`), so that the data connection opens as the transfer command
+    /// leaves, not a round trip after it. Not for MODE E downloads: the server connects to
+    /// this end, and a data address given then would outdate the answer.
+    pub fn expect_transfers(&mut self, uploads: bool) {
+        let epsv = Command::Epsv(None);
+        let passive = uploads || !self.uses_blocks();
+        if passive && self.has_feature("DRS") && !self.epsv_failed && !self.is_asked(&epsv) {
+            self.ask_ahead(epsv);
+        }
     }
 
     /// The data connection to where `passive` says (its `EPSV` answer read first when it was

@@ -144,7 +144,7 @@ pub fn copy(
     obs: &dyn Observer,
 ) -> anyhow::Result<Vec<FileResult>> {
     let (remote, paths, download) = sides(srcs, dst)?;
-    let mut conn = pool::session(remote, creds, opts, !download)?;
+    let mut conn = pool::session(remote, creds, opts, Some(!download))?;
     let planned = match plan_files(&mut conn, (remote, &paths, download), dst, opts) {
         Ok(planned) => planned,
         Err(e) => {
