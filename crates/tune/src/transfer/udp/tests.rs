@@ -82,6 +82,33 @@ fn the_train_goes_back_to_back_then_the_rate_paces() {
 }
 
 #[test]
+fn time_a_late_driver_lost_is_made_up_paced_not_in_one_burst() {
+    let t0 = Instant::now();
+    // 1 Gbit/s: 85 packets a millisecond. The driver looks every 0.25 ms, but is put aside
+    // for 15 ms of every 50 (a busy host's scheduler).
+    let mut s = sender(1 << 20, 1e9, t0);
+    let per_ms = 1e9 / 8.0 / f64::from(PACKET) / 1000.0;
+    let (mut sent, mut most) = (0usize, 0usize);
+    let mut us = 0u64;
+    while us < 1_000_000 {
+        us += if us % 50_000 < 250 { 15_000 } else { 250 };
+        let n = send_all_due(&mut s, t0 + Duration::from_micros(us)).len();
+        sent += n;
+        if us > 10_000 {
+            most = most.max(n);
+        }
+    }
+    let due = per_ms * 1000.0;
+    assert!(sent as f64 > 0.97 * due, "{sent} packets of {due:.0} due");
+    assert!(
+        (sent as f64) < 1.01 * due + TRAIN as f64,
+        "{sent} of {due:.0}"
+    );
+    // Back to back: the burst (4 ms at the rate), not the 15 ms owed.
+    assert!((most as f64) < 5.0 * per_ms, "{most} packets in one look");
+}
+
+#[test]
 fn losses_below_the_highest_arrival_are_resent_first() {
     let t0 = Instant::now();
     let mut s = sender(1000, 1e9, t0);
