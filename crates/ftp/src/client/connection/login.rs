@@ -29,7 +29,10 @@ impl Connection {
         let feat = self.read_reply()?;
         tracing::debug!("FEAT -> {feat}");
         if feat.is_success() {
-            self.features = feat.lines[1..feat.lines.len().saturating_sub(1)]
+            // A one-line 211 lists none.
+            let listed = feat.lines.get(1..feat.lines.len().saturating_sub(1));
+            self.features = listed
+                .unwrap_or_default()
                 .iter()
                 .map(|l| l.trim().to_ascii_uppercase())
                 .collect();
@@ -59,5 +62,26 @@ impl Connection {
         let pass = self.read_reply()?;
         tracing::debug!("PASS **** -> {pass}");
         Ok(if user.is_success() { user } else { pass })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake_server::{fake_server, take};
+    use super::super::{Connection, Credentials, TlsMode, TlsPolicy};
+    use std::io::Write;
+    use std::time::Duration;
+
+    #[test]
+    fn a_feat_reply_of_one_line_lists_no_features() {
+        let (port, server) = fake_server(|r, w| {
+            w.write_all(b"220 hi\r\n").unwrap();
+            take(r, w, 3, "331 pass\r\n230 in\r\n211 No features\r\n")
+        });
+        let off = TlsPolicy::new(TlsMode::Off, None);
+        let creds = Credentials::anonymous();
+        let c = Connection::open("127.0.0.1", port, &creds, Duration::from_secs(5), &off);
+        assert!(!c.unwrap().has_feature("MDTM"));
+        assert_eq!(server.join().unwrap()[2], "FEAT");
     }
 }
