@@ -6,9 +6,10 @@
 //! Start-up begins at the bottleneck's rate as the packet train that opens the transfer showed
 //! it (the first report carries it), and sends at 2.89 times what reached the receiver (BBR's
 //! start-up gain), taken every few reports, so the rate grows about that much per round trip,
-//! smoothly, no further than a little over the train's rate, until the delivered rate stops
-//! growing by a quarter per round trip (three in a row) or a queue shows; a queue start-up
-//! built drains at half the delivered rate (the link stays busy while it does). Once per
+//! smoothly, no further than a little over the train's rate (raised by half each round trip
+//! whose rate crossed whole with no queue: the train read the path low), until the delivered
+//! rate stops growing by a quarter per round trip (three in a row) or a queue shows; a queue
+//! start-up built drains within about a round trip, at half the rate at least. Once per
 //! round trip it looks at what the receiver got; after start-up it sends at the bottleneck
 //! estimate (the highest delivered rate of the last ten round trips, the random
 //! loss share added back), probing 25 % above it one round trip in four and draining below it
@@ -57,6 +58,11 @@ const LEAST_DRAIN: f64 = 0.1;
 /// [`TRAIN_CAP`] times it (more than the bottleneck takes only builds a queue; a measurement
 /// that was low leaves the rest to cruise's probing).
 const TRAIN_CAP: f64 = 1.05;
+/// Start-up held at the train's reading for a round trip in which this share of its rate
+/// crossed the path (random loss added back) and no queue formed: the train read the path low.
+/// At the reading's [`TRAIN_CAP`] over a bottleneck the train read right, 0.95 crosses.
+const TRAIN_LOW: f64 = 0.98;
+const TRAIN_RAISE: f64 = 1.5;
 /// Back-off: the share of the delivered rate sent after a sign of congestion.
 const BACKOFF: f64 = 0.9;
 /// A queue someone else keeps full (a loss-based TCP flow fills any buffer) does not push the
@@ -159,6 +165,11 @@ impl Steady {
         (1.0 - queue / rtt).clamp(DRAIN, 1.0 - LEAST_DRAIN)
     }
 
+    /// Whether start-up's rate is held at the packet train's reading ([`TRAIN_CAP`]).
+    fn held_by_train(&self) -> bool {
+        self.capacity > 0.0 && self.rate >= 0.99 * TRAIN_CAP * self.capacity
+    }
+
     /// The bottleneck estimate: the highest delivered rate of the window.
     fn bottleneck(&self) -> f64 {
         self.delivered.iter().copied().fold(0.0, f64::max)
@@ -248,6 +259,15 @@ impl Steady {
                 Phase::Startup if self.flat < PLATEAU => {
                     // The rate itself grows with every few reports (`grow`).
                     if delivered >= before * STARTUP_GROWTH {
+                        self.flat = 0;
+                    } else if self.held_by_train() && delivered >= TRAIN_LOW * self.rate {
+                        // The path took all the train's reading allowed, and no queue formed
+                        // (or this round would have been the drain's): the train read it low
+                        // (a host that put the sender, the receiver or the path aside while
+                        // it passed: a gigabit read as 331 Mbit/s). Start-up goes on, the
+                        // reading raised by half each such round trip (doubling it overflowed
+                        // the queue where the train was nearly right).
+                        self.capacity *= TRAIN_RAISE;
                         self.flat = 0;
                     } else {
                         self.flat += 1;
@@ -432,6 +452,17 @@ mod tests {
         // Half the truth: start-up and cruise's probing find the rest.
         let run = with_train(0.5e9);
         assert!(run.goodput_after(1.5) > 0.9 * 0.99e9, "{:?}", run.trace);
+    }
+
+    #[test]
+    fn a_train_that_read_the_path_low_holds_start_up_back_for_a_round_trip_only() {
+        // A gigabit path read as a third of it: held at the reading, start-up ended there and
+        // cruise's probing took seconds to find the rest (0.67 Gbit/s over the first 3 s).
+        let mut path = UdpPath::new(1e9, 0.1, 0.01);
+        path.train = Some(0.33e9);
+        let run = path.run(&mut Steady::new(limits()), 3.0);
+        assert!(run.goodput_after(0.2) > 0.8e9, "{:?}", run.trace);
+        assert_eq!(run.overflow_share_after(0.0), 0.0, "{run:?}");
     }
 
     #[test]

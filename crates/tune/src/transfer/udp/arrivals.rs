@@ -40,45 +40,14 @@ pub struct Arrivals {
     train: Train,
 }
 
-/// The arrivals of the first [`TRAIN`] transmissions (this end's clock, wrapping µs), taken
-/// send batch by send batch: the sender sends the train in a few batches, and a sender put
-/// aside between two of them (a busy host) spreads the train by its pause, not by the
-/// bottleneck's (a 1 Gbit/s path read as 344 Mbit/s). Within a batch (one system call) the
-/// spacing is the path's.
+/// The arrivals of the first [`TRAIN`] transmissions (this end's clock, wrapping µs).
 #[derive(Debug, Default)]
 struct Train {
-    /// The batch arriving now: its send stamp, its first and last arrival, its packets.
-    batch: Option<(u32, u32, u32, u32)>,
-    /// The earlier batches' arrival spans added up, and their packets less one each.
-    span: u32,
-    spaced: u32,
+    first: Option<u32>,
+    last: u32,
+    count: u32,
     /// A later transmission arrived: the train is over.
     over: bool,
-}
-
-impl Train {
-    /// A packet of the train, sent at `sent` (the sender's clock), arrived at `now`.
-    fn take(&mut self, sent: u32, now: u32) {
-        match &mut self.batch {
-            Some((s, _, last, count)) if *s == sent => {
-                *last = now;
-                *count += 1;
-            }
-            _ => {
-                let (span, spaced) = self.measured();
-                (self.span, self.spaced) = (span, spaced);
-                self.batch = Some((sent, now, now, 1));
-            }
-        }
-    }
-
-    /// The arrival spans of the batches so far, added up, and the packets they space.
-    fn measured(&self) -> (u32, u32) {
-        let (span, spaced) = self.batch.map_or((0, 0), |(_, first, last, count)| {
-            (last.wrapping_sub(first), count - 1)
-        });
-        (self.span.saturating_add(span), self.spaced + spaced)
-    }
 }
 
 /// How long the path's own one-way delay is remembered, µs.
@@ -133,7 +102,9 @@ impl Arrivals {
         self.received += 1;
         self.max_tx = self.max_tx.max(h.tx);
         if h.tx <= TRAIN {
-            self.train.take(h.sent_us, now_us);
+            self.train.first.get_or_insert(now_us);
+            self.train.last = now_us;
+            self.train.count += 1;
         } else {
             self.train.over = true;
         }
@@ -216,7 +187,6 @@ impl Arrivals {
         while self.done.remove(&self.low) {
             self.low += 1;
         }
-        let train = self.train.over.then(|| self.train.measured());
         Report {
             at_us,
             max_tx: self.max_tx,
@@ -224,8 +194,11 @@ impl Arrivals {
             written,
             queue_us,
             foreign: self.foreign,
-            train_packets: train.map_or(0, |(_, spaced)| spaced + 1),
-            train_us: train.map_or(0, |(span, _)| span),
+            train_packets: if self.train.over { self.train.count } else { 0 },
+            train_us: match (self.train.over, self.train.first) {
+                (true, Some(first)) => self.train.last.wrapping_sub(first),
+                _ => 0,
+            },
             segments,
         }
     }
@@ -321,30 +294,6 @@ mod tests {
         let r = a.report(0, 0);
         assert_eq!(r.train_packets as u64, TRAIN - 1);
         assert_eq!(r.train_us, 10 * (TRAIN as u32 - 1));
-    }
-
-    #[test]
-    fn a_sender_put_aside_between_the_train_s_batches_does_not_slow_its_measure() {
-        // Four batches of 32, packets 12 µs apart at the bottleneck, the sender 5 ms late
-        // with the third batch.
-        let mut a = Arrivals::new(7, 1000);
-        let mut at = 1_000u32;
-        for tx in 1..=TRAIN {
-            let batch = ((tx - 1) / 32) as u32;
-            if tx == 65 {
-                at += 5_000;
-            }
-            let mut head = h(tx - 1, tx);
-            head.sent_us = 100 * batch + if batch >= 2 { 5_000 } else { 0 };
-            a.take(&head, at);
-            at += 12;
-        }
-        a.take(&h(TRAIN, TRAIN + 1), at + 100);
-        let r = a.report(0, 0);
-        // Four batches of 31 spacings each: the bottleneck's 12 µs, the pause left out.
-        assert_eq!((r.train_packets, r.train_us), (4 * 31 + 1, 4 * 31 * 12));
-        let rate = r.train_rate(1500).unwrap();
-        assert!((rate - 1e9).abs() < 1e7, "{rate}");
     }
 
     #[test]
