@@ -413,9 +413,17 @@ fn a_copy_between_servers_goes_through_here_only_when_asked() {
     let cut = format!("https://localhost:{}/x", cutting.port);
     let out = run(&mut cp(&["--streamed-fallback", &cut, &davs(pb, "z")]));
     assert!(!out.status.success());
-    let names: Vec<_> = std::fs::read_dir(b.root.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(names, ["y"], "left at the destination: {names:?}");
+    // The server drops the partial upload once it reads the broken body, which may come a
+    // moment after this client has exited.
+    let names = || -> Vec<_> {
+        std::fs::read_dir(b.root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while names() != ["y"] && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(names(), ["y"], "left at the destination: {:?}", names());
 }
