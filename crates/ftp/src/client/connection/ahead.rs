@@ -227,6 +227,18 @@ impl Connection {
             || self.pipe.answers.iter().any(|(c, _)| c == cmd)
     }
 
+    /// Drops what `cmd`, asked ahead, answered or will answer: it no longer holds (its reply
+    /// still comes, and only the log shows it).
+    pub(super) fn forget(&mut self, cmd: &Command) {
+        let p = &mut self.pipe;
+        p.answers.retain(|(c, _)| c != cmd);
+        for a in p.ahead.iter_mut().chain(p.owed.iter_mut()) {
+            if a.cmd == *cmd && a.want == Want::Answer {
+                a.want = Want::Nothing;
+            }
+        }
+    }
+
     /// The reply to `cmd`: the kept one when it was asked ahead (taken: a second call asks
     /// anew; one still waiting to go out goes now, with what was asked before it), else asked
     /// now.
@@ -639,6 +651,36 @@ mod tests {
             },
         );
         assert!(!got.iter().any(|l| l == "EPSV"), "{got:?}");
+    }
+
+    #[test]
+    fn a_passive_address_asked_ahead_is_forgotten_once_an_active_one_is_given() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let replies =
+                    "229 Entering Extended Passive Mode (|||4242|)\r\n200 ok\r\n213 7\r\n";
+                let mut got = take(r, w, 3, replies);
+                got.extend(take(r, w, 2, "200 port\r\n213 7\r\n"));
+                got.extend(take(
+                    r,
+                    w,
+                    1,
+                    "229 Entering Extended Passive Mode (|||4343|)\r\n",
+                ));
+                got
+            },
+            |mut c| {
+                c.expect_transfers(false);
+                assert_eq!(c.size("/f").unwrap(), Some(7));
+                // A MODE E download tells the server where to connect: its listener is gone.
+                let _l = c.listen_data().unwrap();
+                assert_eq!(c.size("/g").unwrap(), Some(7));
+                assert_eq!(c.passive_target().unwrap().port(), 4343, "asked anew");
+            },
+        );
+        assert!(got[6].starts_with("PORT "), "{got:?}");
+        assert_eq!(got[7..], ["SIZE /g", "EPSV"]);
     }
 
     #[test]

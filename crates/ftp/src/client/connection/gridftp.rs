@@ -270,7 +270,7 @@ impl Connection {
     /// Listens for the server's data connections (MODE E downloads: the sender connects) and
     /// tells the server where (`PORT`, or `EPRT` for IPv6); a new address ends the kept
     /// connections at both ends.
-    fn listen_data(&mut self) -> anyhow::Result<std::net::TcpListener> {
+    pub(super) fn listen_data(&mut self) -> anyhow::Result<std::net::TcpListener> {
         self.kept = None;
         let local = self.control.get_ref().tcp().local_addr()?;
         let l =
@@ -282,6 +282,8 @@ impl Connection {
             SocketAddr::V4(a) => Command::Port(a),
             SocketAddr::V6(_) => Command::Eprt(at),
         };
+        // The server's passive address, if one was asked ahead, ends with this one.
+        self.forget(&Command::Epsv(None));
         self.set_ahead(cmd);
         Ok(l)
     }
