@@ -118,6 +118,8 @@ pub struct Connection {
     token: Option<Token>,
     /// `DTOK` asked ahead, its answer not taken yet.
     token_asked: Option<Token>,
+    /// `EPSV` went out as this end left TCP: its answer comes after the final reply.
+    epsv_leaving: bool,
 }
 
 /// `DTOK` with `token` (`None`: `DTOK NONE`).
@@ -195,6 +197,7 @@ impl Connection {
             round_trip: None,
             token: None,
             token_asked: None,
+            epsv_leaving: false,
         };
         let tls_asked = c.ask_tls(tls)?;
         let greeting = c.read_reply()?;
