@@ -116,6 +116,10 @@ impl Mover for UdpReceiver<'_> {
     }
 }
 
+/// How often the receiver reports before any packet has arrived (it tells the sender it is
+/// there; nothing else is new).
+const QUIET_REPORTS: Duration = Duration::from_millis(250);
+
 /// One UDP receive in progress.
 struct Receiving<'a> {
     file: &'a File,
@@ -141,6 +145,11 @@ impl Receiving<'_> {
         let mut meta = vec![RecvMeta::default(); BUFFERS];
         let mut next_report = Instant::now() + REPORT_EVERY;
         let mut heard = Instant::now();
+        // Nothing arrived yet: a report every REPORT_EVERY would say nothing, and a round trip
+        // of them took the feedback connection's whole first window, so that the one telling
+        // the train waited 130 ms for acknowledgements. Until the first packet, one in a while.
+        let mut arrived = false;
+        let mut reported = Instant::now();
         while !self.arrivals.complete() {
             pump.check()?;
             let mut wait = next_report.saturating_duration_since(Instant::now());
@@ -156,6 +165,7 @@ impl Receiving<'_> {
                 match self.state.recv((&self.sock).into(), &mut slices, &mut meta) {
                     Ok(n) => {
                         heard = Instant::now();
+                        arrived = true;
                         for (m, b) in meta.iter().zip(bufs.iter()).take(n) {
                             let at = arrival_us(m.timestamp, self.start);
                             self.take(&b[..m.len.min(b.len())], m.stride.max(1), at, pump)?;
@@ -195,7 +205,12 @@ impl Receiving<'_> {
             self.link.push().map_err(&r)?;
             // A report waits while the previous one is still queued: what changed meanwhile
             // goes into the next.
+            let quiet = !arrived && now < reported + QUIET_REPORTS;
+            if quiet && now >= next_report {
+                next_report = now + REPORT_EVERY;
+            }
             if (now >= next_report || self.arrivals.complete()) && self.link.idle() {
+                reported = now;
                 let at = self.start.elapsed().as_micros() as u64;
                 let report = self.arrivals.report(self.written, at);
                 self.link.offer(&Message::Report(report)).map_err(&r)?;
