@@ -112,6 +112,8 @@ impl Connection {
         work: impl FnOnce() -> anyhow::Result<T> + Send,
     ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Reply>)> {
         let (moved, fin, mut asked) = self.conduct(conductor, pump, true, work)?;
+        // Asked as the transfer was left: answered after what went behind its command.
+        let epsv_leaving = std::mem::take(&mut self.epsv_leaving);
         let mut fin = match fin {
             // The control connection broke: the data may have finished; both fail.
             Err(e) => {
@@ -150,15 +152,13 @@ impl Connection {
             // queued behind it that the server ran meanwhile.
             self.take_trailing(f.is_success() && moved.is_ok())?;
             self.pipe.unanswered += asked.unanswered();
-            // Asked as the transfer was left: answered after what went behind it.
-            if std::mem::take(&mut self.epsv_leaving) {
+            if epsv_leaving {
                 self.pipe.owe(Ahead {
                     cmd: Command::Epsv(None),
                     want: Want::Answer,
                 });
             }
         }
-        self.epsv_leaving = false;
         self.last_tune = conductor.summary();
         Ok((moved, fin))
     }
