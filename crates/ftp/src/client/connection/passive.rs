@@ -129,3 +129,93 @@ impl Connection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake_server::{take, tuned_auto, with_server};
+    use super::Passive;
+
+    #[test]
+    fn an_upload_sessions_passive_address_goes_out_with_its_first_command() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let replies = "200 drs\r\n200 par\r\n200 reuse\r\n\
+                               229 Entering Extended Passive Mode (|||4242|)\r\n200 ok\r\n213 7\r\n";
+                take(r, w, 6, replies)
+            },
+            |mut c| {
+                tuned_auto(&mut c);
+                c.expect_transfers(true);
+                assert_eq!(c.size("/f").unwrap(), Some(7));
+                // The first transfer's address is there without another command.
+                assert_eq!(c.passive_target().unwrap().port(), 4242);
+            },
+        );
+        assert_eq!(&got[6..], ["EPSV", "TYPE I", "SIZE /f"]);
+    }
+
+    #[test]
+    fn a_mode_s_download_sessions_passive_address_is_there_before_its_retr_and_mode_e_asks_none() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let replies =
+                    "229 Entering Extended Passive Mode (|||4242|)\r\n200 ok\r\n213 7\r\n";
+                take(r, w, 3, replies)
+            },
+            |mut c| {
+                c.expect_transfers(false);
+                assert_eq!(c.size("/f").unwrap(), Some(7));
+                // The transfer command connects at once: its address came with the size.
+                let at = c.ask_passive().unwrap();
+                assert!(matches!(at, Passive::At(a) if a.port() == 4242), "{at:?}");
+            },
+        );
+        assert_eq!(&got[3..], ["EPSV", "TYPE I", "SIZE /f"]);
+        // MODE E downloads: the server connects, and an address asked would go stale.
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let replies = "200 drs\r\n200 par\r\n200 reuse\r\n200 ok\r\n213 7\r\n";
+                take(r, w, 5, replies)
+            },
+            |mut c| {
+                tuned_auto(&mut c);
+                c.expect_transfers(false);
+                assert_eq!(c.size("/f").unwrap(), Some(7));
+            },
+        );
+        assert!(!got.iter().any(|l| l == "EPSV"), "{got:?}");
+    }
+
+    #[test]
+    fn a_passive_address_asked_ahead_is_forgotten_once_an_active_one_is_given() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let replies =
+                    "229 Entering Extended Passive Mode (|||4242|)\r\n200 ok\r\n213 7\r\n";
+                let mut got = take(r, w, 3, replies);
+                got.extend(take(r, w, 2, "200 port\r\n213 7\r\n"));
+                got.extend(take(
+                    r,
+                    w,
+                    1,
+                    "229 Entering Extended Passive Mode (|||4343|)\r\n",
+                ));
+                got
+            },
+            |mut c| {
+                c.expect_transfers(false);
+                assert_eq!(c.size("/f").unwrap(), Some(7));
+                // A MODE E download tells the server where to connect: its listener is gone.
+                let _l = c.listen_data().unwrap();
+                assert_eq!(c.size("/g").unwrap(), Some(7));
+                assert_eq!(c.passive_target().unwrap().port(), 4343, "asked anew");
+            },
+        );
+        assert!(got[6].starts_with("PORT "), "{got:?}");
+        assert_eq!(got[7..], ["SIZE /g", "EPSV"]);
+    }
+}
