@@ -62,6 +62,8 @@ const TRAIN_CAP: f64 = 1.05;
 /// crossed the path (random loss added back) and no queue formed: the train read the path low.
 /// At the reading's [`TRAIN_CAP`] over a bottleneck the train read right, 0.95 crosses.
 const TRAIN_LOW: f64 = 0.98;
+/// What such a round trip multiplies the train's reading by (2 overflowed the queue where the
+/// train was nearly right).
 const TRAIN_RAISE: f64 = 1.5;
 /// Back-off: the share of the delivered rate sent after a sign of congestion.
 const BACKOFF: f64 = 0.9;
