@@ -30,6 +30,8 @@ export CARGO_INCREMENTAL=0
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
+echo "==> no module depends on itself through others (docs/architecture.md)"
+python3 scripts/module-cycles.py crates/*/src
 echo "==> cargo clippy (the default build, and with every feature: the BPF program)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy --workspace --all-targets --locked --all-features -- -D warnings

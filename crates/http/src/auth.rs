@@ -15,18 +15,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// What a request does to a path, as permissions are granted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// Read a file's content or list a collection.
-    Read,
-    /// Read metadata only (PROPFIND, HEAD without content).
-    Stat,
-    /// Make something new (PUT of a new file, MKCOL, the target of a copy).
-    Create,
-    /// Change or remove what exists (overwrite, DELETE, MOVE).
-    Modify,
-}
+pub use crate::op::Op;
 
 /// What an authenticated request may do.
 #[derive(Debug, Clone, PartialEq, Eq)]

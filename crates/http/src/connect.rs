@@ -18,6 +18,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Most redirects one fetch follows.
+pub const MAX_REDIRECTS: usize = 5;
 /// How long connecting (TCP and TLS) may take.
 const CONNECT: Duration = Duration::from_secs(30);
 
@@ -227,7 +229,7 @@ pub fn length(resp: &Response<Incoming>) -> Option<u64> {
 
 /// PUTs `size` bytes of `file` to `at`, over a connection made as `tls` and `tune` say,
 /// following a 307 or 308 (a dCache door sends an upload on to a pool) where `networks` lets
-/// it reach, as [`follow`] does, at most [`crate::ranged::MAX_REDIRECTS`] times; the bytes
+/// it reach, as [`follow`] does, at most [`MAX_REDIRECTS`] times; the bytes
 /// sent are added to `progress` (those of a redirected attempt taken back). An answer other
 /// than 2xx is an error.
 pub async fn put_following(
@@ -239,7 +241,7 @@ pub async fn put_following(
     progress: &Arc<std::sync::atomic::AtomicU64>,
 ) -> Result<(), String> {
     use std::sync::atomic::Ordering::Relaxed;
-    for _ in 0..=crate::ranged::MAX_REDIRECTS {
+    for _ in 0..=MAX_REDIRECTS {
         let (mut send, tunable) = connect(&at.remote, tls, tune).await?;
         let body = file.try_clone().map_err(|e| e.to_string())?;
         match put_file(&mut send, &at, body, size, tunable, progress).await? {
@@ -252,8 +254,7 @@ pub async fn put_following(
     }
     Err(format!(
         "PUT {}: more than {} redirects",
-        at.remote.url,
-        crate::ranged::MAX_REDIRECTS
+        at.remote.url, MAX_REDIRECTS
     ))
 }
 

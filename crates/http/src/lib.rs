@@ -9,26 +9,31 @@
 //! both and `ranged` fetches a file over one or several of them; [`range`], [`digest`], [`markers`], [`multistatus`] and
 //! [`paths`] are the pure protocol pieces.
 
+mod answer;
 pub mod auth;
 mod body;
 pub mod client;
+mod config;
 mod connect;
 pub mod dav;
 pub mod digest;
 pub mod gridmap;
 pub mod markers;
 pub mod multistatus;
+mod op;
 pub mod paths;
 mod pending;
 pub mod range;
 mod ranged;
+mod request;
 pub mod runtime;
 pub mod server;
 pub mod token;
 pub mod tpc;
 mod tuned;
 
-pub use server::{ClientCerts, HttpsConfig, HttpsServer};
+pub use config::{ClientCerts, HttpsConfig};
+pub use server::HttpsServer;
 
 #[cfg(any(test, feature = "test-issuer"))]
 pub mod testing;

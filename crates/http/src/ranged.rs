@@ -3,7 +3,8 @@
 //! `fatpipe cp https://… FILE` both fetch so.
 
 use crate::body::{full, FileSink};
-use crate::connect::{self, refusal, At, Miss, Record, Remote};
+use crate::connect::{self, refusal, At, Miss, Record, Remote, MAX_REDIRECTS};
+use crate::runtime::MAX_STREAMS;
 use fatpipe_ftp::client::part::Source;
 use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::TunerConfig;
@@ -16,8 +17,6 @@ use std::sync::Arc;
 
 /// Smallest part one connection takes: below it, fewer connections.
 pub const MIN_PART: u64 = 8 << 20;
-/// Most connections one fetch opens.
-pub const MAX_STREAMS: u32 = 16;
 
 /// The parts `size` bytes are fetched in over at most `streams` connections.
 pub fn parts(size: u64, streams: u32) -> Vec<Range<u64>> {
@@ -48,9 +47,6 @@ type Connection = (
     SendRequest<crate::body::ResponseBody>,
     Option<crate::tuned::Tunable>,
 );
-
-/// Most redirects one fetch follows.
-pub const MAX_REDIRECTS: usize = 5;
 
 /// What to fetch, from where, and how.
 pub struct Fetch<'a> {

@@ -23,12 +23,15 @@ pub fn for_connections(connections: usize) -> std::io::Result<Runtime> {
     .build()
 }
 
+/// Most connections one fetch opens.
+pub const MAX_STREAMS: u32 = 16;
+
 /// Data connections a fetch over `streams` connections may open at once (`None`: as a cold
 /// start opens, one where nothing caps a connection's window).
 pub fn connections(streams: Option<u32>, tune: &TunerConfig) -> usize {
     let most = match (streams, tune.control.receive_cap()) {
-        (Some(n), _) => n.min(crate::ranged::MAX_STREAMS),
-        (None, Some(_)) => crate::ranged::MAX_STREAMS,
+        (Some(n), _) => n.min(MAX_STREAMS),
+        (None, Some(_)) => MAX_STREAMS,
         (None, None) => 1,
     };
     most as usize

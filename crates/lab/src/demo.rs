@@ -6,7 +6,8 @@
 //! (namespaces need it) it falls back to a loopback transfer and says so.
 
 use anyhow::{bail, Context};
-use fatpipe_ftp::client::copy::{self, CopyOptions, FileResult, Observer, Verify};
+use fatpipe_ftp::client::copy::{CopyOptions, FileResult, Observer, Verify};
+use fatpipe_ftp::client::copy_command;
 use fatpipe_ftp::client::{Credentials, Location, RemoteUrl, TlsMode, TlsPolicy};
 use fatpipe_ftp::server::auth::Anonymous;
 use fatpipe_ftp::server::{Server, ServerConfig};
@@ -286,7 +287,7 @@ fn loopback(a: &Args, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
         verify: Verify::Off,
         ..CopyOptions::default()
     };
-    let results = copy::copy(&[src], &dst, &Credentials::anonymous(), &opts, &Quiet)?;
+    let results = copy_command::run(&[src], &dst, &Credentials::anonymous(), &opts, &Quiet)?;
     let r = results.first().context("nothing was copied")?;
     if let Some(err) = &r.error {
         bail!("demo transfer failed: {err}");

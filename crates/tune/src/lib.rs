@@ -22,8 +22,9 @@ mod testing;
 pub mod transfer;
 
 pub use congestion::CongestionControl;
+pub use law::Params;
 pub use law::{Decision, Law, Setup};
-pub use mode::{Params, Tuning};
+pub use mode::Tuning;
 pub use pacing::{Pace, Pacing};
 pub use plan::Plan;
 pub use sample::{Role, Sample, TcpStats};

@@ -1,10 +1,10 @@
 //! The tuning modes a user picks (`--tuning MODE`) and the laws they stand for.
 
-use crate::law::{classic::Classic, drs::Drs, fixed::Fixed, follow::Follow, probe::Probe, Law};
+use crate::law::{classic::Classic, drs::Drs, fixed::Fixed, follow::Follow, probe::Probe};
+use crate::law::{Law, Params, STOCK_BUFFER};
 use crate::sample::Role;
 use crate::size::parse_size;
 use std::fmt;
-use std::time::Duration;
 
 /// How the data channel's socket buffers are sized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,9 +25,6 @@ pub enum Tuning {
     /// DRS fed by `TCP_INFO` at RTT granularity at both ends, growing and shrinking.
     Drs,
 }
-
-/// Size of the stock buffers.
-pub const STOCK_BUFFER: u64 = 64 << 10;
 
 impl Tuning {
     /// Every mode name, for help texts.
@@ -92,27 +89,6 @@ fn exact_size(n: u64) -> String {
         n if n % (1 << 20) == 0 => format!("{}M", n >> 20),
         n if n % (1 << 10) == 0 => format!("{}K", n >> 10),
         n => n.to_string(),
-    }
-}
-
-/// Knobs shared by the laws.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Params {
-    /// Sampling interval of `drs-classic`/`drs-grid` (drsFTP used 1 s).
-    pub interval: Duration,
-    /// How long `probe` measures before fixing its buffers.
-    pub probe_period: Duration,
-    /// Buffers set before connect/listen by the classic modes, so the window scale allows them.
-    pub preconnect: u64,
-}
-
-impl Default for Params {
-    fn default() -> Self {
-        Params {
-            interval: Duration::from_secs(1),
-            probe_period: Duration::from_secs(2),
-            preconnect: 16 << 20,
-        }
     }
 }
 

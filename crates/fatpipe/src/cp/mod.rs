@@ -9,7 +9,8 @@ use crate::progress::{Finished, Progress};
 use crate::tuning::TuneArgs;
 use anyhow::Context;
 use fatpipe_ftp::client::auto::{self, AutoPlan};
-use fatpipe_ftp::client::copy::{self, CopyOptions, Ending, Summary, Verify};
+use fatpipe_ftp::client::copy::{CopyOptions, Ending, Summary, Verify};
+use fatpipe_ftp::client::copy_command;
 use fatpipe_ftp::client::path_memory;
 use fatpipe_ftp::client::sync::Existing;
 use fatpipe_ftp::client::transport::Asked;
@@ -275,7 +276,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 let to_creds = credentials::for_url(to)?;
                 relay::relay(src, dst, (creds, &to_creds), &opts, &progress)
             }
-            _ => copy::copy(srcs, dst, creds, &opts, &progress),
+            _ => copy_command::run(srcs, dst, creds, &opts, &progress),
         }
     })?;
     progress.bar.finish_and_clear();

@@ -3,7 +3,8 @@
 //! looked up, sizes compared, then checksums (the fastest algorithm both ends know; local
 //! files hashed here, remote ones by the server's `CKSM`).
 
-use super::copy::{plan_files, sides, CopyOptions, Verify};
+use super::copy_command::{plan_files, sides};
+use super::copy_options::{CopyOptions, Verify};
 use super::failure::misuse;
 use super::plan::Job;
 use super::sync::RemoteDirs;

@@ -5,7 +5,7 @@
 //! `--resume`; links are removed, never followed, and a destination directory that is a link
 //! is left alone.
 
-use super::copy::FileResult;
+use super::file_result::FileResult;
 use super::part::SUFFIX;
 use super::plan::{Dest, Walked};
 use super::Connection;

@@ -1,11 +1,15 @@
 //! The FTP client: a control connection ([`Connection`]), locations given on the command line
-//! ([`Location`]), and whole copies of files and trees ([`copy`]).
+//! ([`Location`]), and whole copies of files and trees ([`copy_command`], each session's
+//! files in [`copy`]).
 
 pub mod auto;
 pub mod check;
 mod connection;
 pub mod copy;
+pub mod copy_command;
+mod copy_options;
 pub mod failure;
+mod file_result;
 pub mod filter;
 mod location;
 pub mod login;

@@ -2,8 +2,9 @@
 //! straight between them (see `Connection::relay_to`), checked at the end by comparing the two
 //! servers' checksums of it.
 
-use super::copy::{CopyOptions, FileResult, Observer, Verify};
+use super::copy_options::{CopyOptions, Verify};
 use super::failure::misuse;
+use super::file_result::{FileResult, Observer};
 use super::{pool, Credentials, Location, RemoteUrl};
 use anyhow::{bail, Context};
 use fatpipe_net::Pump;

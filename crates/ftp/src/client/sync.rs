@@ -3,7 +3,7 @@
 //! (`--update`, as `rsync -u` and `cp -u`). Files left out say why in their result
 //! (`skipped`), as do all files of a `--dry-run`.
 
-use super::copy::FileResult;
+use super::file_result::FileResult;
 use super::plan::Job;
 use super::Connection;
 use fatpipe_proto::listing::{Entry, EntryKind};

@@ -2,7 +2,7 @@
 //! command), this end's taken beside it, the two compared.
 
 use super::connection::checksum_command;
-use super::copy::Verify;
+use super::copy_options::Verify;
 use super::Connection;
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::{checksum, Follower};

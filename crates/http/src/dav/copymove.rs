@@ -4,8 +4,9 @@
 
 use super::write::kind;
 use super::{check, empty, fs, fs_failed, header, tree, Answer};
+use crate::answer::refuse;
 use crate::auth::{Grant, Op};
-use crate::server::{refuse, State};
+use crate::request::State;
 use fatpipe_proto::VPath;
 use hyper::body::Incoming;
 use hyper::header::HeaderMap;

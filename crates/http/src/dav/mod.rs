@@ -11,14 +11,17 @@ mod write;
 pub use copymove::{target, Target};
 pub(crate) use write::upload_into;
 
+use crate::answer::{refuse, Refused};
 use crate::auth::{Grant, Op};
 use crate::body::{full, ResponseBody};
-use crate::server::{refuse, Conn, Refused, State};
+use crate::request::{Conn, State};
 use fatpipe_net::sandbox::{FsError, Sandbox};
 use fatpipe_proto::VPath;
 use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Request, Response, StatusCode};
+use std::fs::Metadata;
+use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 /// The methods answered, for `Allow`.
@@ -107,7 +110,7 @@ pub(crate) async fn on_tree<T: Send + 'static>(
 
 /// The answer to a failed file-system step on `path`.
 pub(crate) fn fs_failed(e: &FsError, path: &VPath) -> Refused {
-    refuse(crate::server::error_status(e), &format!("{path}: {e}"))
+    refuse(crate::answer::error_status(e), &format!("{path}: {e}"))
 }
 
 /// A header as text, if present and readable.
@@ -139,4 +142,16 @@ pub(crate) async fn small_body(body: Incoming, limit: usize) -> Result<bytes::By
             &format!("request body: {e}"),
         )),
     }
+}
+
+/// The entity tag of a file's current content: inode, size and modification time.
+fn etag(m: &Metadata) -> String {
+    format!("\"{:x}-{:x}-{:x}\"", m.ino(), m.len(), m.mtime())
+}
+
+/// `Last-Modified` of `m`.
+fn last_modified(m: &Metadata) -> String {
+    m.modified()
+        .map(httpdate::fmt_http_date)
+        .unwrap_or_default()
 }

@@ -3,9 +3,10 @@
 //! live properties are always answered, as clients that list and stat expect).
 
 use super::{check, fs_failed, header, on_tree, small_body, Answer};
+use crate::answer::refuse;
 use crate::auth::{Grant, Op};
 use crate::body::{self, full, ResponseBody};
-use crate::server::{refuse, State};
+use crate::request::State;
 use bytes::Bytes;
 use fatpipe_proto::listing::Entry;
 use fatpipe_proto::VPath;
@@ -50,8 +51,8 @@ pub fn response_xml(path: &VPath, m: &Metadata) -> String {
         "<D:displayname>{name}</D:displayname><D:resourcetype>{kind}</D:resourcetype>\
          <D:getlastmodified>{}</D:getlastmodified><D:creationdate>{created}</D:creationdate>\
          <D:getetag>{}</D:getetag>",
-        super::read::last_modified(m),
-        xml_escape(&super::read::etag(m)),
+        super::last_modified(m),
+        xml_escape(&super::etag(m)),
     );
     if !dir {
         props.push_str(&format!(

@@ -1,32 +1,19 @@
 //! `GET` and `HEAD`: a file whole or in ranges (several as `multipart/byteranges`), its
 //! `Digest` when asked with `Want-Digest`, or a collection's listing as a small HTML page.
 
-use super::{check, fs, fs_failed, header, on_tree, Answer};
+use super::{check, etag, fs, fs_failed, header, last_modified, on_tree, Answer};
+use crate::answer::refuse;
 use crate::auth::{Grant, Op};
 use crate::body::{self, full, Piece};
 use crate::range::{self, Wanted};
-use crate::server::{refuse, Conn, State};
+use crate::request::{Conn, State};
 use bytes::Bytes;
 use fatpipe_proto::listing::EntryKind;
 use fatpipe_proto::VPath;
 use fatpipe_tune::Role;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Response, StatusCode};
-use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
-
-/// The entity tag of a file's current content: inode, size and modification time.
-pub(crate) fn etag(m: &Metadata) -> String {
-    format!("\"{:x}-{:x}-{:x}\"", m.ino(), m.len(), m.mtime())
-}
-
-/// `Last-Modified` of `m`.
-pub(crate) fn last_modified(m: &Metadata) -> String {
-    m.modified()
-        .map(httpdate::fmt_http_date)
-        .unwrap_or_default()
-}
 
 /// `GET` (`body`) or `HEAD` of `path`.
 pub async fn get(

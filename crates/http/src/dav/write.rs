@@ -3,10 +3,11 @@
 //! `DELETE` (a collection with all beneath it) and `MKCOL`.
 
 use super::{check, empty, fs_failed, has_body, header, on_tree, tree, Answer};
+use crate::answer::{refuse, Refused};
 use crate::auth::{Grant, Op};
 use crate::body::{drain_into, FileSink};
 use crate::pending::Pending;
-use crate::server::{refuse, Conn, Refused, State};
+use crate::request::{Conn, State};
 use fatpipe_net::sandbox::FsError;
 use fatpipe_proto::VPath;
 use fatpipe_tune::Role;

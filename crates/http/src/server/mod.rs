@@ -2,23 +2,16 @@
 //! change), HTTP/1.1 by hyper, each request authenticated by the [`Gate`] and answered by
 //! [`crate::dav`] or [`crate::tpc`].
 
-mod answer;
-
-pub use answer::{error_status, refuse, status, Refused};
-
-use crate::auth::{Certified, Gate, Refusal};
+use crate::answer::status;
+use crate::auth::{Gate, Refusal};
 use crate::body::ResponseBody;
+use crate::config::HttpsConfig;
 use crate::gridmap::GridMap;
-use crate::token::Issuers;
+use crate::request::{Conn, State};
 use crate::tuned::Tunable;
 use anyhow::Context;
 use fatpipe_ftp::server::auth::{Anonymous, Users};
-use fatpipe_ftp::server::ServerConfig;
-use fatpipe_net::admission::ThirdPartyNetworks;
 use fatpipe_net::sandbox::Sandbox;
-use fatpipe_net::tls::grid::CaStore;
-use fatpipe_net::tls::Identity;
-use fatpipe_net::TunerConfig;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
 use hyper::{Request, Response, StatusCode};
@@ -27,118 +20,9 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-
-/// Everything the HTTPS front-end needs, with `fatpipe serve --https`'s defaults.
-#[derive(Debug, Clone)]
-pub struct HttpsConfig {
-    /// The directory served as `/` (the FTP server's).
-    pub root: PathBuf,
-    /// Where to listen.
-    pub listen: SocketAddr,
-    /// The certificate and key (the FTPS identity).
-    pub tls: Arc<Identity>,
-    /// Named accounts (HTTP Basic).
-    pub users: Users,
-    /// What requests without credentials may do.
-    pub anonymous: Anonymous,
-    /// Token issuers trusted, and the audiences accepted.
-    pub issuers: Issuers,
-    /// Whether `COPY` may reach another server (pull or push).
-    pub allow_third_party: bool,
-    /// Networks third-party copies may reach beside public addresses.
-    pub third_party_networks: ThirdPartyNetworks,
-    /// Largest file a PUT or a pull may make.
-    pub max_file_size: Option<u64>,
-    /// Connections served at once; more wait in the kernel's queue.
-    pub max_connections: usize,
-    /// How long a connection may take to send a request's headers (and to sit idle between
-    /// requests).
-    pub header_timeout: Duration,
-    /// How connections moving bodies are tuned.
-    pub tune: TunerConfig,
-    /// A third-party copy whose remote moves no byte this long fails (`--data-timeout`).
-    pub stall_timeout: Duration,
-    /// Certificates trusted for the server's own outgoing third-party connections besides the
-    /// system's (`--ca`, else `SSL_CERT_FILE`).
-    pub ca: Option<PathBuf>,
-    /// Client certificates (and proxies) taken as credentials, when they are.
-    pub client_certs: Option<ClientCerts>,
-}
-
-/// Client certificates as credentials: the CAs that vouch for them, and the grid-mapfile that
-/// maps their subjects to accounts.
-#[derive(Debug, Clone)]
-pub struct ClientCerts {
-    /// The CAs (read again when they change), and the judge of a chain.
-    pub cas: Arc<CaStore>,
-    /// The grid-mapfile.
-    pub gridmap: PathBuf,
-}
-
-impl HttpsConfig {
-    /// A configuration serving `root` on `listen` with `tls`, no account, the defaults.
-    pub fn new(root: PathBuf, listen: SocketAddr, tls: Arc<Identity>) -> HttpsConfig {
-        HttpsConfig {
-            root,
-            listen,
-            tls,
-            users: Users::default(),
-            anonymous: Anonymous::Off,
-            issuers: Issuers::default(),
-            allow_third_party: false,
-            third_party_networks: ThirdPartyNetworks::default(),
-            max_file_size: None,
-            max_connections: 256,
-            header_timeout: Duration::from_secs(60),
-            tune: TunerConfig::untuned(),
-            stall_timeout: Duration::from_secs(60),
-            ca: None,
-            client_certs: None,
-        }
-    }
-
-    /// The front-end beside the FTP server `ftp`, on `listen`: its tree, accounts, TLS
-    /// identity, third-party rules, file size limit and tuning; `None` where `ftp` has no
-    /// identity (HTTPS needs one).
-    pub fn beside(ftp: &ServerConfig, listen: SocketAddr) -> Option<HttpsConfig> {
-        let mut c = HttpsConfig::new(ftp.root.clone(), listen, ftp.tls.clone()?);
-        c.users = ftp.users.clone();
-        c.anonymous = ftp.anonymous;
-        c.allow_third_party = ftp.allow_third_party;
-        c.third_party_networks = ftp.third_party_networks.clone();
-        c.max_file_size = ftp.max_file_size;
-        c.tune = ftp.tune.clone();
-        c.stall_timeout = ftp.data_timeout;
-        Some(c)
-    }
-}
-
-/// What every request of one server shares.
-pub struct State {
-    /// The configuration.
-    pub config: HttpsConfig,
-    /// The served tree.
-    pub sandbox: Sandbox,
-    /// Who may do what.
-    pub gate: Gate,
-    /// The TLS configuration of outgoing third-party connections.
-    pub client_tls: Arc<rustls::ClientConfig>,
-    /// The server's TLS identity (asking clients for certificates when they are taken).
-    tls: Arc<Identity>,
-}
-
-/// One client connection, as requests on it see it.
-pub struct Conn {
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// Its tuning, when the socket could be taken for it.
-    pub tunable: Option<Tunable>,
-    /// What its client certificate showed, if it showed one and they are taken.
-    pub certified: Option<Certified>,
-}
 
 /// A running HTTPS front-end.
 pub struct HttpsServer {
@@ -302,13 +186,6 @@ async fn connection(
     Ok(())
 }
 
-/// Seconds since the epoch, for token times.
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Authenticates and answers one request, and logs it.
 async fn request(
     state: Arc<State>,
@@ -332,7 +209,8 @@ async fn request(
             auth.as_deref(),
             conn.certified.as_ref(),
             Instant::now(),
-            unix_now(),
+            // Whole seconds: token times are.
+            fatpipe_net::telemetry::unix_now() as u64,
         )
         .await
     {

@@ -3,7 +3,7 @@
 //! signature, time and audience, whose scopes say what it may do where. Pure: the time is
 //! passed in.
 
-use crate::auth::Op;
+use crate::op::Op;
 use base64::Engine;
 use fatpipe_proto::VPath;
 use jsonwebtoken::jwk::JwkSet;

@@ -6,7 +6,7 @@ use crate::body::{full, FileSink};
 use crate::connect::{self as client, refusal, Remote};
 use crate::pending::Pending;
 use crate::ranged::Fetch;
-use crate::server::State;
+use crate::request::State;
 use fatpipe_proto::gridftp::ChecksumAlg;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, StatusCode};

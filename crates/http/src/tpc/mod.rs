@@ -7,12 +7,13 @@
 
 mod fetch;
 
+use crate::answer::{refuse, Refused};
 use crate::auth::{Grant, Op};
 use crate::body::{self, ResponseBody};
 use crate::connect::{self as client, Remote};
 use crate::dav::{check, fs_failed, header, on_tree, Answer};
 use crate::markers;
-use crate::server::{refuse, Refused, State};
+use crate::request::State;
 use bytes::Bytes;
 use fatpipe_net::stall::StallWatch;
 use fatpipe_proto::VPath;
@@ -72,7 +73,7 @@ async fn remote_of(state: &State, grant: &Grant, url: &str) -> Result<Remote, Re
 fn streams_asked(h: &HeaderMap) -> Option<u32> {
     header(h, "x-number-of-streams")
         .and_then(|s| s.trim().parse::<u32>().ok())
-        .map(|n| n.clamp(1, crate::ranged::MAX_STREAMS))
+        .map(|n| n.clamp(1, crate::runtime::MAX_STREAMS))
 }
 
 /// Whether the client asked for the copy's checksum to be compared with the source's.
@@ -144,7 +145,7 @@ fn accepted(
     tokio::spawn(async move {
         let marker = |p: &AtomicU64| {
             Ok(Bytes::from(markers::marker(
-                crate::server::unix_now(),
+                fatpipe_net::telemetry::unix_now() as u64,
                 p.load(Ordering::Relaxed),
             )))
         };

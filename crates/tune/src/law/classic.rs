@@ -5,7 +5,7 @@
 //! what `SO_RCVBUF` reports, reading with an application buffer twice the kernel's.
 
 use super::{rate, Buffers, Decision, Law, Setup};
-use crate::mode::{Params, STOCK_BUFFER};
+use super::{Params, STOCK_BUFFER};
 use crate::sample::Sample;
 use std::time::Duration;
 

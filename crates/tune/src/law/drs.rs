@@ -33,7 +33,7 @@ use super::lag::Lag;
 use super::trains::{outlasts_two_spans, train_span, TrainRates, Trains};
 use super::window::History;
 use super::{rate, Decision, Law, Setup};
-use crate::mode::{Params, STOCK_BUFFER};
+use super::{Params, STOCK_BUFFER};
 use crate::path::queue::{DROPPING_QUEUE, LONGER_ROUTE, STARTUP_QUEUE, UNQUEUED};
 use crate::path::{lowest_rtt, stretch, PathEstimate};
 use crate::sample::{Role, Sample, TcpStats};

@@ -1,8 +1,8 @@
 //! The seeds' sender: it cannot see the receiver's window, so it sets its send buffer to
 //! whatever the receiver announces over the control channel.
 
+use super::STOCK_BUFFER;
 use super::{Buffers, Decision, Law, Setup};
-use crate::mode::STOCK_BUFFER;
 use crate::sample::Sample;
 use std::time::Duration;
 

@@ -16,6 +16,30 @@ pub(crate) mod window;
 use crate::sample::Sample;
 use std::time::Duration;
 
+/// Size of the stock buffers.
+pub const STOCK_BUFFER: u64 = 64 << 10;
+
+/// Knobs shared by the laws.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Sampling interval of `drs-classic`/`drs-grid` (drsFTP used 1 s).
+    pub interval: Duration,
+    /// How long `probe` measures before fixing its buffers.
+    pub probe_period: Duration,
+    /// Buffers set before connect/listen by the classic modes, so the window scale allows them.
+    pub preconnect: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            interval: Duration::from_secs(1),
+            probe_period: Duration::from_secs(2),
+            preconnect: 16 << 20,
+        }
+    }
+}
+
 /// Send/receive buffer sizes to set (`None`: leave as is).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Buffers {

@@ -4,7 +4,7 @@
 
 use super::window::History;
 use super::{rate, Decision, Law, Setup};
-use crate::mode::{Params, STOCK_BUFFER};
+use super::{Params, STOCK_BUFFER};
 use crate::sample::Sample;
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! notices) and takes what the server says besides the final reply (the answers, its `126`
 //! announcements, markers), all handed to the transfer's conductor.
 
-use super::ahead::{Ahead, Want};
+use super::pipeline::{Ahead, Want};
 use super::{Connection, FINAL_GRACE, POLL};
 use crate::inband::{self, Heard};
 use anyhow::{anyhow, Context};

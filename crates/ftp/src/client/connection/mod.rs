@@ -10,6 +10,7 @@ mod gridftp;
 mod listing;
 mod login;
 mod passive;
+mod pipeline;
 mod pipelined;
 mod replies;
 mod secure;
@@ -110,7 +111,7 @@ pub struct Connection {
     /// The latest transfer ended so.
     left_on_random_loss: bool,
     /// Commands asked ahead of (or behind) the commands waited on, and their replies (ahead.rs).
-    pipe: ahead::Pipeline,
+    pipe: pipeline::Pipeline,
     /// The quickest command-to-reply time seen on the control connection: about the path's
     /// round trip.
     round_trip: Option<Duration>,
@@ -193,7 +194,7 @@ impl Connection {
             last_udp: None,
             leave_on_random_loss: false,
             left_on_random_loss: false,
-            pipe: ahead::Pipeline::default(),
+            pipe: pipeline::Pipeline::default(),
             round_trip: None,
             token: None,
             token_asked: None,
@@ -332,7 +333,7 @@ impl Connection {
     /// when it has one.
     fn fixed_buffers(&mut self, tuning: Tuning) -> anyhow::Result<()> {
         let fixed = match tuning {
-            Tuning::Stock => Some(fatpipe_tune::mode::STOCK_BUFFER),
+            Tuning::Stock => Some(fatpipe_tune::law::STOCK_BUFFER),
             Tuning::Static(n) => Some(n),
             _ => None,
         };

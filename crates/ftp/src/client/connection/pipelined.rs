@@ -8,7 +8,7 @@
 //! it failed and its connections are gone, or it needs a restart), the queue is drained: the
 //! connections are closed, the replies read and dropped, and the files go out anew.
 
-use super::ahead::{on_the_wire, Ahead, Want};
+use super::pipeline::{on_the_wire, Ahead, NextFile, Queued, Want};
 use super::{describe, Connection};
 use anyhow::bail;
 use fatpipe_proto::gridftp::Parallelism;
@@ -18,28 +18,6 @@ use std::time::Instant;
 
 /// Most replies a drained transfer may send before its final one (markers, notices).
 const DRAIN_REPLIES: usize = 10_000;
-
-/// A file to download after the current one: its `RETR`, and the checksum question to ask
-/// behind it.
-pub type NextFile = (Command, Option<Command>);
-
-/// A transfer command that goes out, or went out, before its turn: the settings before it,
-/// the command, and the questions behind it.
-#[derive(Debug)]
-pub(super) struct Queued {
-    /// The parallelism its settings put in force.
-    parallelism: Option<Parallelism>,
-    settings: Vec<Ahead>,
-    cmd: Command,
-    behind: Vec<Ahead>,
-}
-
-impl Queued {
-    /// Whether `cmd` is one of its questions (asked: not to be asked again).
-    pub(super) fn asks(&self, cmd: &Command) -> bool {
-        self.behind.iter().any(|a| a.cmd == *cmd)
-    }
-}
 
 impl Connection {
     /// Sends the downloads of `files` (paths, with the checksum question behind each) behind

@@ -8,7 +8,7 @@
 //! the server closes the kept connections, so that the data sent behind it is nobody's: the
 //! uploads queued behind it find no data channel (`425`) and the copy sends them again.
 
-use super::ahead::{Ahead, Want};
+use super::pipeline::{Ahead, Store, Want};
 use super::{describe, finish, send_error, Connection};
 use anyhow::bail;
 use fatpipe_net::{Mover, Pump};
@@ -16,22 +16,6 @@ use fatpipe_proto::{Command, TransferType};
 use std::fs::File;
 use std::net::Shutdown;
 use std::sync::Arc;
-
-/// An upload sent before its turn: its command, the questions behind it, and how its data
-/// side ended (bytes sent).
-#[derive(Debug)]
-pub(super) struct Store {
-    cmd: Command,
-    behind: Vec<Ahead>,
-    moved: anyhow::Result<u64>,
-}
-
-impl Store {
-    /// Whether `cmd` is one of its questions (asked: not to be asked again).
-    pub(super) fn asks(&self, cmd: &Command) -> bool {
-        self.behind.iter().any(|a| a.cmd == *cmd)
-    }
-}
 
 impl Connection {
     /// Whether the next upload can go out before the replies to those before it are in (see

@@ -1,30 +1,27 @@
-//! Whole copies as `fatpipe cp` performs them: one file or a tree, either direction, with
-//! resume, per-file results and a check that every byte arrived.
+//! Each file of a copy over one session (`Copier`): either direction, resumed, verified,
+//! moved to the UDP channel when TCP meets random loss, with a result per file; and how the
+//! whole copy ended ([`Summary`]). The copy command that plans the files and runs the
+//! sessions is `copy_command.rs`.
 
 mod download;
-mod options;
-mod result;
 mod summary;
 mod upload;
 
+pub use super::copy_options::{CopyOptions, Verify};
+pub use super::file_result::{FileResult, Observer, DRY_RUN};
 pub use download::special_file;
-pub use options::{CopyOptions, Verify};
-pub use result::{FileResult, DRY_RUN};
 pub use summary::{deleted, Ending, Summary, TransportReport};
 
 use super::connection::{checksum_command, AtMost, StreamsReport};
-use super::failure::{misuse, Failure, NOT_BEGUN};
-use super::mirror;
+use super::failure::{Failure, NOT_BEGUN};
 use super::part::{Part, Source};
-use super::plan::{self, Job};
-use super::pool;
+use super::plan::Job;
 use super::room;
-use super::sync;
 use super::verify::{
     already_there, ask_checksum, check_upload, follow, prepare_upload_check, regular_file_alg,
     remote_is_prefix, verify_alg, verify_copy,
 };
-use super::{Connection, Credentials, Location, RemoteUrl};
+use super::Connection;
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::Follower;
 use fatpipe_net::udp::UdpConfig;
@@ -113,136 +110,6 @@ impl Done {
             resumed_from,
             verified: None,
         }
-    }
-}
-
-/// Receives progress of a copy, for progress bars and logs; called from every session of a
-/// copy that runs several at once.
-pub trait Observer: Sync {
-    /// The copy found what it will move: this many files, of these bytes (known sizes).
-    fn planned(&self, _files: usize, _bytes: u64) {}
-    /// A file's bytes are in; its checksum is being compared (it may take a while).
-    fn verifying(&self, _name: &str) {}
-    /// A file starts: its size if known, bytes already there, and the pump that counts the rest.
-    fn file_started(&self, name: &str, total: Option<u64>, already: u64, pump: &Arc<Pump>);
-    /// A file ended, well or not.
-    fn file_finished(&self, result: &FileResult);
-    /// Whether the user asked the copy to stop (Ctrl-C): files not yet begun are not begun.
-    fn stop_requested(&self) -> bool {
-        false
-    }
-}
-
-/// Copies `srcs` (all local, or all on one server) to `dst`; exactly one side must be remote.
-/// Returns one result per file; an error return means nothing could be copied at all (no
-/// connection, bad arguments, a source that is not there).
-pub fn copy(
-    srcs: &[Location],
-    dst: &Location,
-    creds: &Credentials,
-    opts: &CopyOptions,
-    obs: &dyn Observer,
-) -> anyhow::Result<Vec<FileResult>> {
-    let (remote, paths, download) = sides(srcs, dst)?;
-    let mut conn = pool::session(remote, creds, opts, Some(!download))?;
-    let planned = match plan_files(&mut conn, (remote, &paths, download), dst, opts) {
-        Ok(planned) => planned,
-        Err(e) => {
-            conn.quit();
-            return Err(e);
-        }
-    };
-    let (jobs, mut left_out) = sync::select(&mut conn, planned.jobs, opts.existing);
-    let extras = match opts.delete {
-        true => mirror::extras(&mut conn, &planned.walked),
-        false => Vec::new(),
-    };
-    if opts.dry_run {
-        conn.quit();
-        let mut all: Vec<FileResult> = jobs.iter().map(|j| sync::left_out(j, DRY_RUN)).collect();
-        all.append(&mut left_out);
-        all.extend(extras.iter().map(mirror::deleted));
-        return Ok(all);
-    }
-    left_out.extend(mirror::remove(&mut conn, &extras, download));
-    if let (true, Location::Local(d)) = (download, dst) {
-        if let Err(e) = room::ensure_for_tree(d, &jobs, opts.resume) {
-            conn.quit();
-            return Err(e);
-        }
-    }
-    obs.planned(jobs.len(), jobs.iter().filter_map(Job::size).sum());
-    let stdout = dst == &Location::Stdout;
-    let sessions = pool::concurrency(opts, &jobs, stdout, conn.round_trip());
-    // One session of large files may start with several streams; many share the path.
-    if let Some(size) = jobs.first().and_then(Job::size).filter(|_| sessions == 1) {
-        conn.start_cold(size);
-    }
-    let mut results = pool::run(conn, sessions, remote, creds, opts, obs, jobs);
-    results.append(&mut left_out);
-    Ok(results)
-}
-
-/// The files of a copy of `paths` (on `remote` or here, as `sides` found them) to `dst`, as
-/// `opts` asks (a dry run makes no directory).
-pub(super) fn plan_files(
-    c: &mut Connection,
-    (remote, paths, download): (&RemoteUrl, &[String], bool),
-    dst: &Location,
-    opts: &CopyOptions,
-) -> anyhow::Result<plan::Planned> {
-    let req = plan::Request {
-        sources: paths,
-        from: opts.from.as_deref(),
-        recursive: opts.recursive,
-        create_dirs: opts.create_dirs,
-        filter: &opts.filter,
-        dry_run: opts.dry_run,
-    };
-    match (download, dst) {
-        (true, Location::Local(p)) => plan::download(c, &req, Some(p)),
-        (true, _) => plan::download(c, &req, None),
-        (false, _) => plan::upload(c, &req, &remote.path),
-    }
-}
-
-/// The server of a copy, the source paths on the side they are on, and whether it is a
-/// download; the sources must all be local, or all on the destination's other side's server.
-pub(super) fn sides<'a>(
-    srcs: &'a [Location],
-    dst: &'a Location,
-) -> anyhow::Result<(&'a RemoteUrl, Vec<String>, bool)> {
-    let Some(first) = srcs.first() else {
-        return Err(misuse("nothing to copy: name a source"));
-    };
-    let mut paths = Vec::new();
-    for s in srcs {
-        match (s, first) {
-            (Location::Remote(r), Location::Remote(f)) => {
-                if (&r.host, r.port, &r.user) != (&f.host, f.port, &f.user) {
-                    return Err(misuse(
-                        "the sources of one copy must all be on one server (as one user)",
-                    ));
-                }
-                paths.push(r.path.clone());
-            }
-            (Location::Local(p), Location::Local(_)) => {
-                paths.push(p.to_string_lossy().into_owned())
-            }
-            (Location::Stdout, _) => {
-                return Err(misuse("'-' (standard output) can only be a destination"))
-            }
-            _ => {
-                return Err(misuse(
-                    "the sources of one copy must all be local or all remote",
-                ))
-            }
-        }
-    }
-    match (first, dst) {
-        (Location::Remote(r), Location::Local(_) | Location::Stdout) => Ok((r, paths, true)),
-        (Location::Local(_), Location::Remote(r)) => Ok((r, paths, false)),
-        _ => Err(misuse("one side of a copy must be an ftp:// URL and the other a local path, or both URLs of one file each")),
     }
 }
 

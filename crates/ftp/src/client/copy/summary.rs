@@ -1,8 +1,8 @@
 //! How a whole copy ended, counted from its files' results: the failure its exit code says and
 //! the `--json` summary (docs/json.md), the same for every front-end that copies.
 
-use super::result::FileResult;
 use crate::client::failure::Failure;
+use crate::client::file_result::FileResult;
 use crate::client::transport;
 use serde::Serialize;
 

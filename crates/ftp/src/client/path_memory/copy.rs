@@ -4,7 +4,7 @@
 //! copying to a server remembers the same way.
 
 use super::{PathMemory, Recalled};
-use crate::client::copy::FileResult;
+use crate::client::file_result::FileResult;
 use crate::client::transport;
 use fatpipe_net::udp::loss_in_summary;
 use fatpipe_tune::rate::RateMemory;

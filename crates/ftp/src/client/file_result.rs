@@ -1,8 +1,10 @@
 //! What happened to each file of a copy, as the summary, `--json` and the exit code read it.
 
 use crate::client::failure::{Failure, NOT_BEGUN};
+use fatpipe_net::Pump;
 use fatpipe_tune::CongestionControl;
 use serde::Serialize;
+use std::sync::Arc;
 
 /// What happened to one file.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -82,3 +84,20 @@ impl FileResult {
 
 /// Why every file of a `--dry-run` is left out.
 pub const DRY_RUN: &str = "dry run";
+
+/// Receives progress of a copy, for progress bars and logs; called from every session of a
+/// copy that runs several at once.
+pub trait Observer: Sync {
+    /// The copy found what it will move: this many files, of these bytes (known sizes).
+    fn planned(&self, _files: usize, _bytes: u64) {}
+    /// A file's bytes are in; its checksum is being compared (it may take a while).
+    fn verifying(&self, _name: &str) {}
+    /// A file starts: its size if known, bytes already there, and the pump that counts the rest.
+    fn file_started(&self, name: &str, total: Option<u64>, already: u64, pump: &Arc<Pump>);
+    /// A file ended, well or not.
+    fn file_finished(&self, result: &FileResult);
+    /// Whether the user asked the copy to stop (Ctrl-C): files not yet begun are not begun.
+    fn stop_requested(&self) -> bool {
+        false
+    }
+}
