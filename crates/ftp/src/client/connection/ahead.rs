@@ -104,7 +104,9 @@ impl Connection {
     pub fn is_asked(&self, cmd: &Command) -> bool {
         let p = &self.pipe;
         let sent = p.ahead.iter().chain(&p.owed).chain(&p.behind);
-        sent.chain(&p.trailing).any(|a| a.cmd == *cmd)
+        sent.chain(&p.trailing)
+            .chain(&p.during)
+            .any(|a| a.cmd == *cmd)
             || p.answers.iter().any(|(c, _)| c == cmd)
             || p.next.iter().chain(&p.queued).any(|q| q.asks(cmd))
             || p.stores.iter().any(|s| s.asks(cmd))
@@ -182,6 +184,20 @@ impl Connection {
     pub(super) fn send_during(&mut self, cmd: &Command) -> anyhow::Result<()> {
         let wire = cmd.to_wire().map_err(|e| anyhow!("{}", e.message))?;
         self.write_commands(&wire)
+    }
+
+    /// Sends `cmd` now, while a transfer runs, for what comes after it: a fatpipe server
+    /// answers it after the transfer's final reply, and the answer is kept (whether the
+    /// transfer worked or not) as one asked ahead is. Whether it went out.
+    pub(super) fn ask_during(&mut self, cmd: Command) -> bool {
+        let sent = self.send_during(&cmd).is_ok();
+        if sent {
+            self.pipe.during.push(Ahead {
+                cmd,
+                want: Want::Answer,
+            });
+        }
+        sent
     }
 
     /// What was asked ahead, taken: see [`on_the_wire`].

@@ -3,7 +3,6 @@
 //! notices) and takes what the server says besides the final reply (the answers, its `126`
 //! announcements, markers), all handed to the transfer's conductor.
 
-use super::pipeline::{Ahead, Want};
 use super::{Connection, FINAL_GRACE, POLL};
 use crate::inband::{self, Heard};
 use anyhow::{anyhow, Context};
@@ -96,8 +95,8 @@ impl Connection {
         self.left_on_random_loss = true;
         pump.cancel();
         let epsv = Command::Epsv(None);
-        if listened && !self.epsv_failed && !self.is_asked(&epsv) {
-            self.epsv_leaving = self.send_during(&epsv).is_ok();
+        if listened && self.epsv_ahead_taken() && !self.is_asked(&epsv) {
+            self.ask_during(epsv);
         }
     }
 
@@ -111,9 +110,10 @@ impl Connection {
         pump: Option<&Pump>,
         work: impl FnOnce() -> anyhow::Result<T> + Send,
     ) -> anyhow::Result<(anyhow::Result<T>, anyhow::Result<Reply>)> {
-        let (moved, fin, mut asked) = self.conduct(conductor, pump, true, work)?;
-        // Asked as the transfer was left: answered after what went behind its command.
-        let epsv_leaving = std::mem::take(&mut self.epsv_leaving);
+        let conducted = self.conduct(conductor, pump, true, work);
+        // Asked while the transfer ran: owed after its final reply, or gone with the session.
+        let during = std::mem::take(&mut self.pipe.during);
+        let (moved, fin, mut asked) = conducted?;
         let mut fin = match fin {
             // The control connection broke: the data may have finished; both fail.
             Err(e) => {
@@ -152,12 +152,7 @@ impl Connection {
             // queued behind it that the server ran meanwhile.
             self.take_trailing(f.is_success() && moved.is_ok())?;
             self.pipe.unanswered += asked.unanswered();
-            if epsv_leaving {
-                self.pipe.owe(Ahead {
-                    cmd: Command::Epsv(None),
-                    want: Want::Answer,
-                });
-            }
+            during.into_iter().for_each(|a| self.pipe.owe(a));
         }
         self.last_tune = conductor.summary();
         Ok((moved, fin))
@@ -291,8 +286,38 @@ impl Connection {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fake_server::{take, with_server};
     use super::*;
     use fatpipe_proto::drs::sbuf_text;
+    use fatpipe_proto::Command;
+    use std::io::BufRead;
+
+    #[test]
+    fn what_was_asked_during_a_transfer_is_answered_after_it_and_kept_though_it_failed() {
+        let got = with_server(
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                // A fatpipe server defers the command behind the transfer's final reply.
+                let replies = "426 Transfer ended\r\n\
+                               229 Entering Extended Passive Mode (|||4242|)\r\n";
+                let mut got = take(r, w, 1, replies);
+                // What comes after, to the session's end: no command should.
+                got.extend(r.lines().map_while(Result::ok));
+                got
+            },
+            |mut c| {
+                assert!(c.ask_during(Command::Epsv(None)));
+                let conductor = Conductor::new(None, Role::Receiver);
+                let (moved, fin) = c.drive(&conductor, None, || Ok(())).unwrap();
+                assert!(moved.is_ok());
+                assert_eq!(fin.unwrap().code, 426);
+                // The answer is the next try's: taken, not asked again.
+                assert_eq!(c.passive_target().unwrap().port(), 4242);
+            },
+        );
+        assert_eq!(got.last().map(String::as_str), Some("EPSV"), "{got:?}");
+        assert_eq!(got.iter().filter(|l| *l == "EPSV").count(), 1, "{got:?}");
+    }
 
     #[test]
     fn answers_to_probes_and_notices_are_told_from_other_replies() {

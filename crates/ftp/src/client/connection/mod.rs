@@ -119,8 +119,6 @@ pub struct Connection {
     token: Option<Token>,
     /// `DTOK` asked ahead, its answer not taken yet.
     token_asked: Option<Token>,
-    /// `EPSV` went out as this end left TCP: its answer comes after the final reply.
-    epsv_leaving: bool,
 }
 
 /// `DTOK` with `token` (`None`: `DTOK NONE`).
@@ -198,7 +196,6 @@ impl Connection {
             round_trip: None,
             token: None,
             token_asked: None,
-            epsv_leaving: false,
         };
         let tls_asked = c.ask_tls(tls)?;
         let greeting = c.read_reply()?;

@@ -28,8 +28,7 @@ impl Connection {
     /// round trip fewer); another server is asked now.
     pub(super) fn ask_passive(&mut self) -> anyhow::Result<Passive> {
         let epsv = Command::Epsv(None);
-        if self.has_feature("DRS") && !self.epsv_failed && !self.pipe.sent && !self.answered(&epsv)
-        {
+        if self.epsv_ahead_taken() && !self.pipe.sent && !self.answered(&epsv) {
             if !self.is_asked(&epsv) {
                 self.ask_ahead(epsv);
             }
@@ -46,9 +45,15 @@ impl Connection {
     pub fn expect_transfers(&mut self, uploads: bool) {
         let epsv = Command::Epsv(None);
         let passive = uploads || !self.uses_blocks();
-        if passive && self.has_feature("DRS") && !self.epsv_failed && !self.is_asked(&epsv) {
+        if passive && self.epsv_ahead_taken() && !self.is_asked(&epsv) {
             self.ask_ahead(epsv);
         }
+    }
+
+    /// Whether the server takes `EPSV` ahead of the command it serves (a fatpipe server: it
+    /// opens the data connection beside the session), and this session's `EPSV` still works.
+    pub(super) fn epsv_ahead_taken(&self) -> bool {
+        self.has_feature("DRS") && !self.epsv_failed
     }
 
     /// The data connection to where `passive` says (its `EPSV` answer read first when it was

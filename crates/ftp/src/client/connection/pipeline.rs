@@ -46,6 +46,10 @@ pub(super) struct Pipeline {
     pub(super) owed: VecDeque<Ahead>,
     /// Sent behind a transfer command: their replies come after its final reply.
     pub(super) trailing: Vec<Ahead>,
+    /// Sent while a transfer ran, for what comes after it (the next try's passive address
+    /// as it leaves TCP): owed after its final reply and the trailing answers, and kept
+    /// whatever its outcome.
+    pub(super) during: Vec<Ahead>,
     /// Replies kept until asked for.
     pub(super) answers: Vec<(Command, Reply)>,
     /// The next files' downloads, to go out behind the next MODE E download (pipelined.rs),
