@@ -55,13 +55,7 @@ fn with_entry(text: &str, name: &str, entry: &str) -> (String, bool) {
 /// replaced by a rename, so it cannot carry the lock.
 fn lock_beside(path: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
     let lock = beside(path, "fatpipe-lock");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&lock)
+    let f = open_private(&lock, false)
         .with_context(|| format!("cannot open the lock file {}", lock.display()))?;
     nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
         .map_err(|(_, e)| e)
@@ -80,18 +74,25 @@ fn beside(path: &Path, suffix: &str) -> PathBuf {
     ))
 }
 
+/// `path` opened for writing, made readable by its owner only where it is new, and never
+/// through a symbolic link (someone else's file put there would be written instead);
+/// `truncate`: emptied.
+fn open_private(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(truncate)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// Writes `text` to `path` with mode 0600, through a temporary file renamed over it (a reader
 /// never sees half a file, a crash never loses the old one).
 fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     let tmp = beside(path, "fatpipe-new");
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    let mut f =
+        open_private(&tmp, true).with_context(|| format!("cannot write {}", tmp.display()))?;
     f.write_all(text.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
