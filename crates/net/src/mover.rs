@@ -2,14 +2,15 @@
 //! one trait so that the server and the client start, watch and cancel every kind alike. MODE
 //! S's stream mover (one connection, plain or under TLS for `PROT P`), MODE E's block sender
 //! and receiver (many, made while the transfer runs), the UDP channel's sender and receiver
-//! (`udp`). Each connection a mover makes is handed to its conductor's callback, which starts
-//! the connection's laws.
+//! (`udp`). A mover only moves bytes: each connection it makes is handed to the transfer's
+//! conductor, which starts the connection's laws, and a UDP channel's sending end is driven by
+//! the conductor itself.
 
 use crate::admission::Proof;
 use crate::link::Link;
-use crate::mode_e::{self, Channel, OnStream, SendJob};
+use crate::mode_e::{self, Channel, SendJob};
 use crate::tls::Secure;
-use crate::{Pump, PumpError};
+use crate::{Conductor, Pump, PumpError};
 use fatpipe_proto::mode_e::Reassembly;
 use std::fs::File;
 use std::io::Write;
@@ -30,10 +31,11 @@ pub struct Moved {
 }
 
 /// A transfer's data path: runs to completion, failure or cancel (through `pump`, which also
-/// counts the bytes), telling `on_link` of each connection it makes or reuses.
+/// counts the bytes), under the transfer's `driver`, which it hands each connection it makes
+/// or reuses.
 pub trait Mover: Send {
     /// Moves the data.
-    fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError>;
+    fn run(self: Box<Self>, pump: &Arc<Pump>, driver: &Conductor) -> Result<Moved, PumpError>;
 }
 
 /// What a MODE S transfer does on its one connection.
@@ -94,7 +96,7 @@ impl<'a> StreamMover<'a> {
 }
 
 impl Mover for StreamMover<'_> {
-    fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError> {
+    fn run(self: Box<Self>, pump: &Arc<Pump>, driver: &Conductor) -> Result<Moved, PumpError> {
         let StreamMover {
             link,
             work,
@@ -102,7 +104,7 @@ impl Mover for StreamMover<'_> {
             proof,
         } = *self;
         pump.attach(&link).map_err(PumpError::Write)?;
-        on_link(&link, pump, false);
+        driver.link(&link, pump, false);
         let sending = !matches!(
             work,
             StreamWork::Receive { .. } | StreamWork::ReceiveFile { .. }
@@ -172,8 +174,8 @@ pub struct BlockSender<'a> {
 }
 
 impl Mover for BlockSender<'_> {
-    fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError> {
-        mode_e::send(self.job, self.channel, pump, on_link)
+    fn run(self: Box<Self>, pump: &Arc<Pump>, driver: &Conductor) -> Result<Moved, PumpError> {
+        mode_e::send(self.job, self.channel, pump, &driver.on_link())
     }
 }
 
@@ -192,7 +194,7 @@ pub struct BlockReceiver<'a> {
 }
 
 impl Mover for BlockReceiver<'_> {
-    fn run(self: Box<Self>, pump: &Arc<Pump>, on_link: &OnStream) -> Result<Moved, PumpError> {
+    fn run(self: Box<Self>, pump: &Arc<Pump>, driver: &Conductor) -> Result<Moved, PumpError> {
         let r = &*self;
         mode_e::receive(
             r.file,
@@ -200,7 +202,7 @@ impl Mover for BlockReceiver<'_> {
             r.state,
             r.channel,
             pump,
-            on_link,
+            &driver.on_link(),
             r.max_streams,
         )
     }

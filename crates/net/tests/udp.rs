@@ -1,18 +1,20 @@
 //! The UDP channel end to end on loopback: the receiver's file is the sender's, byte for byte,
 //! for lengths around packet and segment edges and with each rate controller.
 
-use fatpipe_net::mode_e::OnStream;
 use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
-use fatpipe_net::{Moved, Mover, Pump, PumpError};
+use fatpipe_net::{Conductor, Moved, Mover, Pump, PumpError};
 use fatpipe_tune::rate::RateControlKind;
+use fatpipe_tune::Role;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn no_links() -> OnStream {
-    Arc::new(|_: &TcpStream, _: &Arc<Pump>, _: bool| {})
+/// The driver of an untuned transfer: it drives the UDP channel's sending end, and tunes no
+/// TCP connection.
+fn driver() -> Conductor {
+    Conductor::new(None, Role::Sender)
 }
 
 fn config(control: RateControlKind) -> UdpConfig {
@@ -61,7 +63,7 @@ fn transfer_with(
                 config: cfg.clone(),
                 proof: None,
             });
-            m.run(&Arc::new(Pump::default()), &no_links())
+            m.run(&Arc::new(Pump::default()), &driver())
         });
         let recv = s.spawn(|| {
             let m = Box::new(UdpReceiver {
@@ -73,7 +75,7 @@ fn transfer_with(
                 proof: None,
                 in_place: Some(placed.clone()),
             });
-            m.run(&Arc::new(Pump::default()), &no_links())
+            m.run(&Arc::new(Pump::default()), &driver())
         });
         (send.join().unwrap(), recv.join().unwrap())
     });
@@ -174,7 +176,7 @@ fn a_sender_announcing_more_than_allowed_is_refused() {
                 config: config(RateControlKind::Default),
                 proof: None,
             })
-            .run(&Arc::new(Pump::default()), &no_links())
+            .run(&Arc::new(Pump::default()), &driver())
         });
         let recv = s.spawn(|| {
             Box::new(UdpReceiver {
@@ -186,7 +188,7 @@ fn a_sender_announcing_more_than_allowed_is_refused() {
                 proof: None,
                 in_place: None,
             })
-            .run(&Arc::new(Pump::default()), &no_links())
+            .run(&Arc::new(Pump::default()), &driver())
         });
         (send.join().unwrap(), recv.join().unwrap())
     });
@@ -249,7 +251,7 @@ fn a_receiver_drops_foreign_and_malformed_packets_and_keeps_the_file_right() {
                 proof: None,
                 in_place: None,
             })
-            .run(&Arc::new(Pump::default()), &no_links())
+            .run(&Arc::new(Pump::default()), &driver())
         });
         // The receiver names its port before it hears the sender's Hello (a round trip
         // fewer before the first packet).
@@ -327,7 +329,7 @@ fn a_sender_fails_cleanly_on_a_report_of_packets_it_never_sent() {
                 config: c,
                 proof: None,
             })
-            .run(&Arc::new(Pump::default()), &no_links())
+            .run(&Arc::new(Pump::default()), &driver())
         });
         let Message::Hello { .. } = peer.next() else {
             panic!("no Hello")

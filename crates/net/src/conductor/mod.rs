@@ -10,6 +10,7 @@
 //! [`Conductor::on_peer_buffer`], [`Conductor::on_probe_rtt`] and [`Conductor::on_peer_paces`].
 
 mod connection;
+mod udp;
 
 use crate::mode_e::{growth, Grow, OnStream, Requests};
 use crate::{Pump, TuneSummary, TunerConfig};
@@ -24,6 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use fatpipe_tune::transfer::Told;
+pub use udp::{Datagrams, UdpEnd};
 
 /// How often the conductor looks while nothing is due (no connection made yet).
 const IDLE_TICK: Duration = Duration::from_millis(10);
@@ -43,6 +45,8 @@ struct Driven {
     /// The control connection, whose RTT a receiving end without probes of its own uses, and
     /// the address of its peer (read once: it does not change).
     control: Option<(OwnedFd, Option<IpAddr>)>,
+    /// A UDP channel's sending end, once opened ([`Conductor::open_udp`]).
+    udp: Option<udp::DrivenUdp>,
 }
 
 struct Shared {
@@ -129,6 +133,7 @@ impl Conductor {
             grow,
             told: Vec::new(),
             control: None,
+            udp: None,
         };
         let shared = Shared {
             tuned,
@@ -143,16 +148,19 @@ impl Conductor {
         lock(&self.0.driven)
     }
 
-    /// The callback for the mover: starts each connection it makes under the core.
-    /// Connections stay untouched when neither tuning nor pacing was asked for.
+    /// Starts a connection a mover made (`reused`: kept from the previous transfer) under the
+    /// core. Connections stay untouched when neither tuning nor pacing was asked for.
+    pub fn link(&self, sock: &TcpStream, pump: &Arc<Pump>, reused: bool) {
+        let mut d = self.driven();
+        if d.core.open(reused, Instant::now()).is_some() {
+            self.carry_out(&mut d, Some((sock, pump)));
+        }
+    }
+
+    /// [`Conductor::link`] as a callback, for the MODE E channel's connections.
     pub fn on_link(&self) -> OnStream {
         let c = self.clone();
-        Arc::new(move |sock, pump, reused| {
-            let mut d = c.driven();
-            if d.core.open(reused, Instant::now()).is_some() {
-                c.carry_out(&mut d, Some((sock, pump)));
-            }
-        })
+        Arc::new(move |sock, pump, reused| c.link(sock, pump, reused))
     }
 
     /// Which end of the transfer this conductor drives.
@@ -327,6 +335,8 @@ impl Conductor {
                 }
                 Action::Tell(t) => d.told.push(t),
                 Action::Note(note) => self.note(note),
+                Action::Udp(e) => self.udp_event(d, e),
+                Action::UdpFailed(e) => self.udp_failed(d, e),
             }
         }
         tracing::warn!("the transfer core kept asking; its actions wait for the next wake");

@@ -96,7 +96,7 @@ impl fmt::Display for UdpStatus {
 }
 
 /// Puts `s` in `slot`, if there is one.
-fn tell(slot: &Option<Arc<Mutex<UdpStatus>>>, s: UdpStatus) {
+pub(crate) fn tell(slot: &Option<Arc<Mutex<UdpStatus>>>, s: UdpStatus) {
     if let Some(slot) = slot {
         *slot.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
@@ -329,7 +329,7 @@ impl Link {
 }
 
 /// A message that has no place at this point of the exchange.
-fn unexpected(m: &Message) -> io::Error {
+pub(crate) fn unexpected(m: &Message) -> io::Error {
     let name = match m {
         Message::Hello { .. } => "Hello",
         Message::Ready { .. } => "Ready",

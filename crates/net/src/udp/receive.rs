@@ -6,8 +6,7 @@ use super::{
     net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, REPORT_EVERY,
 };
 use crate::admission::Proof;
-use crate::mode_e::OnStream;
-use crate::{Moved, Mover, Pump, PumpError};
+use crate::{Conductor, Moved, Mover, Pump, PumpError};
 use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
 use fatpipe_tune::transfer::udp::{Arrivals, Take};
 use quinn_udp::{RecvMeta, UdpSocketState};
@@ -47,7 +46,7 @@ pub struct UdpReceiver<'a> {
 }
 
 impl Mover for UdpReceiver<'_> {
-    fn run(self: Box<Self>, pump: &Arc<Pump>, _on_link: &OnStream) -> Result<Moved, PumpError> {
+    fn run(self: Box<Self>, pump: &Arc<Pump>, _driver: &Conductor) -> Result<Moved, PumpError> {
         let r = PumpError::Read;
         pump.attach(&self.link).map_err(r)?;
         let s = *self;

@@ -1,20 +1,17 @@
-//! The sending end of a UDP transfer: the driver of `fatpipe_tune`'s sans-IO sender
-//! ([`UdpSend`]): it reads the receiver's reports off the TCP connection and hands them in,
-//! sends the packets the core asks for (file data read in runs, each batch one `sendmsg` with
-//! UDP segmentation offload where the kernel has it), and logs and relays the core's events.
+//! The sending end of a UDP transfer, as a mover: it says `Hello`, opens the UDP socket to
+//! the port the receiver's `Ready` names, hands the transfer core its sender ([`UdpSend`])
+//! and lets the conductor drive it ([`Conductor::send_udp`]); what it does itself is move
+//! bytes: the receiver's messages read off the TCP connection, the packets the core asks for
+//! built from the file (read in runs) and sent, each batch one `sendmsg` with UDP
+//! segmentation offload where the kernel has it.
 
-use super::{
-    net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, PROBE,
-    REPORT_EVERY,
-};
+use super::{net, size_buffers, unexpected, Link, UdpConfig, UdpSummary};
 use crate::admission::Proof;
-use crate::mode_e::OnStream;
-use crate::telemetry::unix_now;
-use crate::{Moved, Mover, Pump, PumpError};
-use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
-use fatpipe_tune::rate::{Feedback, RateLimits};
-use fatpipe_tune::telemetry::{Event, RateEvent, SegmentEvent};
-use fatpipe_tune::transfer::udp::{Next, UdpEvent, UdpSend, BATCH, TICK};
+use crate::conductor::{Datagrams, UdpEnd};
+use crate::{Conductor, Moved, Mover, Pump, PumpError};
+use fatpipe_proto::udp::{DataHeader, Message, HEADER, PACKET_RANGE};
+use fatpipe_tune::rate::RateLimits;
+use fatpipe_tune::transfer::udp::{UdpSend, BATCH, TICK};
 use quinn_udp::{Transmit, UdpSocketState};
 use std::fs::File;
 use std::io::{self, ErrorKind};
@@ -26,9 +23,6 @@ use std::time::{Duration, Instant};
 
 /// Most bytes one segmentation-offload send carries: a UDP datagram's largest payload.
 const GSO_BYTES: usize = 65_507;
-/// No report for this long means the reports are held up (the receiver sends one every
-/// [`REPORT_EVERY`]).
-const REPORTS_LATE: Duration = Duration::from_millis(3 * REPORT_EVERY.as_millis() as u64);
 
 /// Sends `length` bytes of `file` from `offset` as UDP packets; `link` is the transfer's TCP
 /// data connection, which carries the receiver's reports.
@@ -48,7 +42,7 @@ pub struct UdpSender<'a> {
 }
 
 impl Mover for UdpSender<'_> {
-    fn run(self: Box<Self>, pump: &Arc<Pump>, _on_link: &OnStream) -> Result<Moved, PumpError> {
+    fn run(self: Box<Self>, pump: &Arc<Pump>, driver: &Conductor) -> Result<Moved, PumpError> {
         pump.attach(&self.link).map_err(PumpError::Write)?;
         let s = *self;
         Proof::on_plain(s.proof, &s.link).map_err(PumpError::Write)?;
@@ -67,27 +61,34 @@ impl Mover for UdpSender<'_> {
             Message::Ready { port, token } => (port, token),
             m => return Err(PumpError::Write(unexpected(&m))),
         };
-        let summary = match open(&s.link, port, s.config.force_buffers) {
+        let fell_back = match open(&s.link, port, s.config.force_buffers) {
             Ok(udp) => {
-                let mut run = Sending::start(&s, packet, token, link, udp);
-                match run.go(pump)? {
-                    Some(summary) => summary,
-                    None => {
-                        fall_back(&mut run.link, &s, pump)?;
-                        run.summary(true)
+                driver.open_udp(core(&s, packet, token), s.config.clone());
+                let mut sending = Sending::new(&s, packet, token, link, udp, pump);
+                match driver.send_udp(&mut sending, pump)? {
+                    UdpEnd::Done => {
+                        // The receiver has everything: closing the connection ends the
+                        // transfer at both ends.
+                        let _ = sending.link.sock.shutdown(std::net::Shutdown::Write);
+                        false
+                    }
+                    UdpEnd::NotThrough => {
+                        fall_back(&mut sending.link, &s, pump)?;
+                        true
                     }
                 }
             }
             Err(e) => {
                 tracing::warn!("cannot send UDP to the receiver ({e}): sending over TCP");
                 fall_back(&mut link, &s, pump)?;
-                UdpSummary {
-                    control: s.config.control.to_string(),
-                    fell_back: true,
-                    ..UdpSummary::default()
-                }
+                true
             }
         };
+        let summary = driver.udp_summary(fell_back).unwrap_or_else(|| UdpSummary {
+            control: s.config.control.to_string(),
+            fell_back,
+            ..UdpSummary::default()
+        });
         Ok(Moved {
             bytes: s.length,
             streams: 1,
@@ -103,15 +104,18 @@ struct Sending<'a> {
     offset: u64,
     length: u64,
     packet: usize,
+    /// Bytes of file data a packet carries.
+    payload: u64,
     token: u64,
-    config: UdpConfig,
     link: Link,
     sock: UdpSocket,
     state: UdpSocketState,
     to: SocketAddr,
-    core: UdpSend,
-    /// File data of the batch being built.
+    /// The batch being built, and the file data it carries.
+    batch: Vec<u8>,
     data: Vec<u8>,
+    /// The transfer's pump: a send waiting for room in the socket's buffer checks it.
+    pump: Arc<Pump>,
 }
 
 /// The sending UDP socket, connected to the receiver's `port` at the peer's address of `link`.
@@ -172,183 +176,47 @@ fn fall_back(link: &mut Link, s: &UdpSender<'_>, pump: &Pump) -> Result<(), Pump
     Ok(())
 }
 
+/// The transfer core's sender for `s`'s bytes in packets of `packet` bytes: its rate control
+/// started from what the path taught earlier transfers, its round trip the TCP connection's.
+fn core(s: &UdpSender<'_>, packet: u16, token: u64) -> UdpSend {
+    let rtt = crate::tcpinfo::tcp_stats(s.link.as_fd())
+        .ok()
+        .map(|t| Duration::from_micros(u64::from(t.min_rtt_us.max(t.rtt_us))))
+        .filter(|d| !d.is_zero())
+        .unwrap_or(Duration::from_millis(100));
+    let limits = RateLimits {
+        start: s.config.start_rate,
+        max: s.config.max_rate,
+    };
+    let control = s.config.control.build(limits, &recall(&s.config), token);
+    UdpSend::new(s.length, packet, rtt, control, Instant::now())
+}
+
 impl<'a> Sending<'a> {
-    fn start(
+    fn new(
         s: &UdpSender<'a>,
         packet: u16,
         token: u64,
         link: Link,
         (sock, state, to): (UdpSocket, UdpSocketState, SocketAddr),
+        pump: &Arc<Pump>,
     ) -> Sending<'a> {
-        let rtt = crate::tcpinfo::tcp_stats(s.link.as_fd())
-            .ok()
-            .map(|t| Duration::from_micros(u64::from(t.min_rtt_us.max(t.rtt_us))))
-            .filter(|d| !d.is_zero())
-            .unwrap_or(Duration::from_millis(100));
-        let limits = RateLimits {
-            start: s.config.start_rate,
-            max: s.config.max_rate,
-        };
-        let control = s.config.control.build(limits, &recall(&s.config), token);
+        let payload = u64::from(packet).saturating_sub(HEADER as u64).max(1);
         Sending {
             file: s.file,
             offset: s.offset,
             length: s.length,
             packet: usize::from(packet),
+            payload,
             token,
-            config: s.config.clone(),
             link,
             sock,
             state,
             to,
-            core: UdpSend::new(s.length, packet, rtt, control, Instant::now()),
+            batch: Vec::with_capacity(BATCH * usize::from(packet)),
             data: Vec::new(),
+            pump: pump.clone(),
         }
-    }
-
-    /// Sends until the receiver has everything; `None` when UDP does not get through (no
-    /// packet arrived within [`PROBE`], or the system refuses to send it).
-    fn go(&mut self, pump: &Pump) -> Result<Option<UdpSummary>, PumpError> {
-        let w = PumpError::Write;
-        let start = Instant::now();
-        let mut done = self.core.is_empty();
-        let mut batch = Vec::with_capacity(BATCH * self.packet);
-        let mut written = 0u64;
-        while !done {
-            pump.check()?;
-            for m in self.link.poll().map_err(w)? {
-                match m {
-                    Message::Report(r) => {
-                        if r.written > written {
-                            pump.add((r.written - written) as usize);
-                            written = r.written;
-                        }
-                        self.core
-                            .on_report(r, Instant::now())
-                            .map_err(|e| w(io::Error::new(ErrorKind::InvalidData, e)))?;
-                    }
-                    Message::Done { .. } => done = true,
-                    m => return Err(w(unexpected(&m))),
-                }
-            }
-            self.carry_out_events()?;
-            if done {
-                break;
-            }
-            let now = Instant::now();
-            if !self.core.through() && now.duration_since(start) > PROBE {
-                tracing::warn!("no UDP packet reached the receiver within 2 s: sending over TCP");
-                return Ok(None);
-            }
-            if now.duration_since(self.link.heard) > self.config.timeout {
-                return Err(w(io::Error::new(
-                    ErrorKind::TimedOut,
-                    "no report from the receiver within the --timeout",
-                )));
-            }
-            let reports_late = now.duration_since(self.link.heard) > REPORTS_LATE;
-            match self.core.poll_send(now, reports_late) {
-                Next::Wait(d) => {
-                    self.carry_out_events()?;
-                    self.wait(d, false)?;
-                }
-                Next::Send { packets, sent_us } => {
-                    self.fill(&mut batch, &packets, sent_us)
-                        .map_err(PumpError::Read)?;
-                    if let Err(e) = self.transmit(&batch, pump)? {
-                        tracing::warn!("cannot send UDP to the receiver ({e}): sending over TCP");
-                        return Ok(None);
-                    }
-                    self.core.on_sent(batch.len(), now);
-                }
-            }
-        }
-        tracing::debug!(
-            "udp: the receiver has everything after {:.2} s",
-            start.elapsed().as_secs_f64()
-        );
-        // The receiver has everything: closing the connection ends the transfer at both ends.
-        let _ = self.link.sock.shutdown(std::net::Shutdown::Write);
-        self.remember();
-        Ok(Some(self.summary(false)))
-    }
-
-    /// Logs, records and relays what the core decided.
-    fn carry_out_events(&mut self) -> Result<(), PumpError> {
-        while let Some(e) = self.core.poll_event() {
-            match e {
-                UdpEvent::Rate {
-                    t,
-                    before,
-                    after,
-                    state,
-                    feedback,
-                    queue_us,
-                } => {
-                    self.log_rate(t, after, state, &feedback, queue_us);
-                    tracing::trace!(
-                        "udp rate {:.0} → {:.0} Mbit/s: delivered {:.0} Mbit/s over {:?}, loss {:.2} %, queue {} µs, rtt {:?}",
-                        before / 1e6,
-                        after / 1e6,
-                        feedback.delivered_rate() / 1e6,
-                        feedback.interval,
-                        100.0 * feedback.loss(),
-                        queue_us,
-                        feedback.rtt
-                    );
-                }
-                UdpEvent::State {
-                    from,
-                    to,
-                    feedback,
-                    queue_us,
-                } => tracing::debug!(
-                    "udp rate control: {from} → {to} at {:.0} Mbit/s (loss {:.2} %, queue {queue_us} µs)",
-                    self.core.control().rate() / 1e6,
-                    100.0 * feedback.loss(),
-                ),
-                UdpEvent::Segment {
-                    segment,
-                    packets,
-                    lost,
-                } => {
-                    if let Some(stats) = &self.config.stats {
-                        stats.log(&Event::Segment(SegmentEvent {
-                            unix_s: unix_now(),
-                            end: self.config.end.into(),
-                            segment,
-                            packets,
-                            lost,
-                        }));
-                    }
-                }
-                UdpEvent::Train(c) => {
-                    tracing::debug!("udp: the train arrived at {:.0} Mbit/s", c / 1e6);
-                }
-                UdpEvent::Status { rate, loss, state } => {
-                    let m = Message::Status {
-                        rate: rate as u64,
-                        loss_ppm: (loss * 1e6) as u32,
-                        state: state.into(),
-                    };
-                    let s = UdpStatus {
-                        rate,
-                        loss,
-                        state: state.into(),
-                    };
-                    tell(&self.config.status, s);
-                    self.link.offer(&m).map_err(PumpError::Write)?;
-                }
-                UdpEvent::Stalled(missing) => tracing::warn!(
-                    "udp: nothing sent for 2 s with {missing} packets missing at the receiver; sending them again"
-                ),
-                UdpEvent::AllSent(after, sends) => tracing::debug!(
-                    "udp: every packet sent once after {:.2} s ({sends} sends so far)",
-                    after.as_secs_f64()
-                ),
-            }
-        }
-        Ok(())
     }
 
     /// Builds the batch of `packets` (index, transmission number) stamped `sent_us` into
@@ -360,7 +228,7 @@ impl<'a> Sending<'a> {
         sent_us: u32,
     ) -> io::Result<()> {
         batch.clear();
-        let payload = self.core.payload();
+        let payload = self.payload;
         let mut k = 0;
         while k < packets.len() {
             let run = packets[k..]
@@ -435,51 +303,36 @@ impl<'a> Sending<'a> {
             .map(|_| ())
             .map_err(PumpError::Write)
     }
+}
 
-    /// Writes the controller's decision (`rate` bits/s, in `state`), with the feedback it was
-    /// made on, to `--stats`.
-    fn log_rate(&self, t: Duration, rate: f64, state: &str, fb: &Feedback, queue_us: u32) {
-        if let Some(stats) = &self.config.stats {
-            stats.log(&Event::Rate(RateEvent {
-                unix_s: unix_now(),
-                t: t.as_secs_f64(),
-                end: self.config.end.into(),
-                control: self.config.control.to_string(),
-                state: state.into(),
-                rate_mbit: rate / 1e6,
-                delivered_mbit: fb.delivered_rate() / 1e6,
-                loss: fb.loss(),
-                queue_ms: f64::from(queue_us) / 1e3,
-            }));
-        }
+impl Datagrams for Sending<'_> {
+    fn messages(&mut self) -> io::Result<Vec<Message>> {
+        self.link.poll()
     }
 
-    /// Keeps what this transfer learned of the path for the next one: the rate it ended at
-    /// (unless it never left start-up: a short file says nothing) and `history`'s odds.
-    fn remember(&self) {
-        let Some(m) = &self.config.memory else {
-            return;
-        };
-        let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
-        let control = self.core.control();
-        if control.state() != "startup" {
-            m.rate = Some(control.rate());
-        }
-        if let Some(odds) = control.odds() {
-            m.odds = odds.clone();
-        }
+    fn heard(&self) -> Instant {
+        self.link.heard
     }
 
-    fn summary(&self, fell_back: bool) -> UdpSummary {
-        let control = self.core.control();
-        UdpSummary {
-            control: self.config.control.to_string(),
-            packets: packets(self.length, self.core.payload()),
-            transmissions: self.core.transmissions(),
-            last_rate: control.rate(),
-            state: control.state().to_string(),
-            foreign: 0,
-            fell_back,
-        }
+    fn send(
+        &mut self,
+        packets: &[(u64, u64)],
+        sent_us: u32,
+    ) -> Result<io::Result<usize>, PumpError> {
+        let mut batch = std::mem::take(&mut self.batch);
+        self.fill(&mut batch, packets, sent_us)
+            .map_err(PumpError::Read)?;
+        let pump = self.pump.clone();
+        let sent = self.transmit(&batch, &pump)?.map(|()| batch.len());
+        self.batch = batch;
+        Ok(sent)
+    }
+
+    fn wait(&self, wait: Duration) -> Result<(), PumpError> {
+        Sending::wait(self, wait, false)
+    }
+
+    fn offer(&mut self, m: &Message) -> io::Result<()> {
+        self.link.offer(m)
     }
 }

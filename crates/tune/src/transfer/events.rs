@@ -1,11 +1,13 @@
 //! What goes in and out of the transfer core: the driver's and the front-end's [`Input`]s,
 //! the core's [`Action`]s, what the peer is to be [`Told`] and the [`Note`]s of decisions.
 
+use super::udp::{LedgerError, UdpEvent};
 use super::ConnId;
 use crate::congestion::CongestionControl;
 use crate::law::{Decision, Setup};
 use crate::pacing::Pace;
 use crate::sample::{Sample, TcpStats};
+use fatpipe_proto::udp::Report;
 use std::time::Duration;
 
 /// Something that happened, handed in by the driver or the front-end.
@@ -60,6 +62,11 @@ pub enum Input<'a> {
     PeerPaces(String),
     /// The transfer ended: every connection is sampled once more.
     Ended,
+    /// The UDP channel's receiver reported (see [`Transfer::open_udp`](super::Transfer::open_udp)).
+    UdpReport(Report),
+    /// The driver sent the batch [`Transfer::poll_transmit`](super::Transfer::poll_transmit)
+    /// asked for, this many bytes.
+    UdpSent(usize),
 }
 
 /// A connection's counters at one instant (what a [`Sample`] holds besides what the core
@@ -134,6 +141,10 @@ pub enum Action {
     Tell(Told),
     /// Log and record a decision of the transfer's.
     Note(Note),
+    /// Log, record or tell the UDP channel's receiver what its sender decided.
+    Udp(UdpEvent),
+    /// The UDP channel's receiver reported what cannot be: the transfer fails.
+    UdpFailed(LedgerError),
 }
 
 /// What a transfer's end has to tell its peer over the control channel while it runs.

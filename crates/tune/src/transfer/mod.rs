@@ -6,7 +6,9 @@
 //! [`Transfer::handle_timeout`], each with the time as a value, carries out what
 //! [`Transfer::poll_action`] answers on the sockets, and wakes at [`Transfer::poll_timeout`].
 //! A front-end (the FTP client and server, the HTTPS server) only translates the control
-//! channel to and from [`Input`]s and [`Told`].
+//! channel to and from [`Input`]s and [`Told`]. A transfer over the UDP channel runs its
+//! sender's core ([`udp::UdpSend`]) here too: the receiver's reports come in as inputs, its
+//! decisions go out as actions, and [`Transfer::poll_transmit`] says what to send when.
 
 mod connection;
 mod events;
@@ -23,6 +25,7 @@ use connection::Connection;
 pub use events::{Action, Counters, Input, Note, Told};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+use udp::{Next, UdpSend};
 
 /// How often the per-transfer policies look at the connections.
 pub const POLICY_TICK: Duration = Duration::from_millis(100);
@@ -94,6 +97,8 @@ pub struct Transfer {
     told_paced: Option<String>,
     /// The control connection's lowest RTT, if given ([`Input::ControlRtt`]).
     control_rtt: Option<Duration>,
+    /// The UDP channel's sender, once it is set up ([`Transfer::open_udp`]).
+    udp: Option<UdpSend>,
 }
 
 impl Transfer {
@@ -122,8 +127,28 @@ impl Transfer {
             announce: None,
             told_paced: None,
             control_rtt: None,
+            udp: None,
             setup,
         }
+    }
+
+    /// The sending end of a UDP channel was set up: from now on its packets go out as
+    /// [`Transfer::poll_transmit`] says, its receiver's reports come in as
+    /// [`Input::UdpReport`], and what it decides comes out as [`Action::Udp`].
+    pub fn open_udp(&mut self, send: UdpSend) {
+        self.udp = Some(send);
+    }
+
+    /// The UDP channel's sender, if this transfer has one.
+    pub fn udp(&self) -> Option<&UdpSend> {
+        self.udp.as_ref()
+    }
+
+    /// What to send over the UDP channel at `now` (`reports_late`: no report came for a few
+    /// of their intervals, see [`UdpSend::poll_send`]); then hand in [`Input::UdpSent`].
+    /// `None` without a channel.
+    pub fn poll_transmit(&mut self, now: Instant, reports_late: bool) -> Option<Next> {
+        self.udp.as_mut().map(|u| u.poll_send(now, reports_late))
     }
 
     /// A data connection was made at `now` (`reused`: kept from the previous transfer);
@@ -213,6 +238,19 @@ impl Transfer {
                     self.actions.push_back(Action::Sample(conn));
                 }
             }
+            Input::UdpReport(r) => {
+                let Some(u) = self.udp.as_mut() else {
+                    return;
+                };
+                if let Err(e) = u.on_report(r, now) {
+                    self.actions.push_back(Action::UdpFailed(e));
+                }
+            }
+            Input::UdpSent(bytes) => {
+                if let Some(u) = self.udp.as_mut() {
+                    u.on_sent(bytes, now);
+                }
+            }
         }
     }
 
@@ -237,11 +275,14 @@ impl Transfer {
         self.live().map(|(_, c)| c.next_at).chain(look).min()
     }
 
-    /// The next thing to do, in order: what the inputs so far asked for, then the policies'
-    /// look, then what to tell the peer.
+    /// The next thing to do, in order: what the inputs so far asked for, then what the UDP
+    /// channel's sender decided, then the policies' look, then what to tell the peer.
     pub fn poll_action(&mut self) -> Option<Action> {
         if let Some(a) = self.actions.pop_front() {
             return Some(a);
+        }
+        if let Some(e) = self.udp.as_mut().and_then(UdpSend::poll_event) {
+            return Some(Action::Udp(e));
         }
         if std::mem::take(&mut self.look_due) {
             return Some(Action::Observe);

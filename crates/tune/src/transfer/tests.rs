@@ -478,3 +478,51 @@ fn a_round_announces_one_buffer_after_its_decisions() {
     }
     assert!(!told.is_empty(), "a growing receiver announces its buffer");
 }
+
+/// A rate control that holds one rate.
+struct Held(f64);
+
+impl crate::rate::RateControl for Held {
+    fn rate(&self) -> f64 {
+        self.0
+    }
+    fn state(&self) -> &'static str {
+        "held"
+    }
+}
+
+#[test]
+fn a_udp_channel_runs_under_the_core_its_reports_in_and_its_decisions_out() {
+    use fatpipe_proto::udp::{Report, SegmentBits};
+    use udp::{LedgerError, UdpEvent};
+    let t0 = Instant::now();
+    let mut t = Transfer::new(setup(Role::Sender), None, t0);
+    assert!(t.poll_transmit(t0, false).is_none(), "no channel yet");
+    let rtt = Duration::from_millis(20);
+    t.open_udp(UdpSend::new(100 * 1444, 1472, rtt, Box::new(Held(1e9)), t0));
+    // Its first decision, the rate it starts at, comes out as an action.
+    let first = drain(&mut t);
+    assert!(
+        matches!(first[..], [Action::Udp(UdpEvent::Rate { after, .. })] if after == 1e9),
+        "{first:?}"
+    );
+    // The packet train goes out at once, and what went is handed back in.
+    let Some(Next::Send { packets, .. }) = t.poll_transmit(t0, false) else {
+        panic!("the train waits");
+    };
+    assert!(packets.len() > 1, "{packets:?}");
+    t.handle(Input::UdpSent(packets.len() * 1472), t0);
+    // A report of a segment the transfer does not have fails it, and crashes nothing.
+    let impossible = Report {
+        received: 1,
+        segments: vec![SegmentBits {
+            segment: 99,
+            bits: vec![1],
+        }],
+        ..Report::default()
+    };
+    t.handle(Input::UdpReport(impossible), t0 + rtt);
+    let after = drain(&mut t);
+    let failed = Action::UdpFailed(LedgerError::NoSuchSegment(99));
+    assert!(after.contains(&failed), "{after:?}");
+}

@@ -344,7 +344,6 @@ impl Connection {
             }
         };
         let conductor = Conductor::new(self.tune.clone(), Role::Receiver);
-        let on_link = conductor.on_link();
         // A server opens no more than it was offered; more would only cost threads here.
         let max_streams = self
             .blocks
@@ -357,10 +356,9 @@ impl Connection {
             channel: &channel,
             max_streams,
         });
+        let driver = &conductor;
         let (moved, fin) = self.drive(&conductor, Some(pump), || {
-            mover
-                .run(pump, &on_link)
-                .map_err(|e| receive_error(path, e))
+            mover.run(pump, driver).map_err(|e| receive_error(path, e))
         })?;
         if let Ok(r) = &moved {
             // A fatpipe sender says in its final reply why it used as many streams as it did.
@@ -415,9 +413,9 @@ impl Connection {
         // Some servers (Globus) answer 150 only once a data connection is made: connect at
         // once, and take the 150 while the data moves.
         self.send_with_ahead(&cmd)?;
-        let on_link = conductor.on_link();
+        let driver = &conductor;
         let (moved, fin) = self.drive(&conductor, Some(pump), || {
-            mover.run(pump, &on_link).map_err(|e| send_error(path, e))
+            mover.run(pump, driver).map_err(|e| send_error(path, e))
         })?;
         if let Ok(r) = &moved {
             let resumed = (blocks.auto && start > 1).then_some(start);

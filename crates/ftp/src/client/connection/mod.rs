@@ -436,13 +436,13 @@ impl Connection {
         let (what, data) = self.begin(rest, &cmd, |c| c.connect_passive(passive))?;
         let cfg = tuned.and(self.tune.clone());
         let conductor = Conductor::new(cfg, tuned.unwrap_or(Role::Receiver));
-        let on_link = conductor.on_link();
         // This end connected: it shows the token.
         let mover = make(data, Proof::of(self.token, true));
         // A final reply that says the server gave up ends this side too (a UDP receiver would
         // otherwise wait out its --timeout for packets that no longer come).
+        let driver = &conductor;
         let (moved, fin) = self.drive(&conductor, Some(pump), move || {
-            mover.run(pump, &on_link).map_err(failed)
+            mover.run(pump, driver).map_err(failed)
         })?;
         let reply = fin.as_ref().ok().cloned();
         let moved = finish(&what, moved, fin)?;

@@ -59,9 +59,9 @@ impl Connection {
         let behind = self.pipe.take_behind_sent();
         self.last_tune = None;
         self.last_streams = None;
-        let on_link = conductor.on_link();
+        let driver = &conductor;
         let moved = self.drive_quiet(&conductor, || {
-            mover.run(pump, &on_link).map_err(|e| send_error(path, e))
+            mover.run(pump, driver).map_err(|e| send_error(path, e))
         });
         let moved = match moved {
             Ok(m) => m,

@@ -3,7 +3,7 @@
 
 use super::{lock_any, BlockLimit, Data, Job, Outcome, Record, BLOCK};
 use fatpipe_net::admission::Proof;
-use fatpipe_net::mode_e::{Channel, OnStream, Requests, SendJob};
+use fatpipe_net::mode_e::{Channel, Requests, SendJob};
 use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
 use fatpipe_net::sandbox::Upload;
@@ -53,11 +53,10 @@ pub(super) fn run(
     conductor: &Conductor,
     how: How,
 ) -> (Result<Outcome, Reply>, Option<Channel>) {
-    let on_link = conductor.on_link();
     let channel = match data {
         Data::Stream(link, proof) => {
             let ends = (link, proof, how.secure, how.in_place);
-            return (stream(pump, job, ends, &on_link), None);
+            return (stream(pump, job, ends, conductor), None);
         }
         Data::Blocks(channel) => *channel,
     };
@@ -82,7 +81,7 @@ pub(super) fn run(
                 channel: &channel,
             });
             mover
-                .run(pump, &on_link)
+                .run(pump, conductor)
                 .map_err(|e| failure_reply(e, true))
                 .map(|r| {
                     // The client learns how the stream count was chosen from the final reply.
@@ -122,7 +121,7 @@ pub(super) fn run(
                     channel: &channel,
                     max_streams: how.max_streams,
                 });
-                mover.run(pump, &on_link)
+                mover.run(pump, conductor)
             });
             match (&r, how.record) {
                 (Ok(_), Some(_)) => {
@@ -160,7 +159,7 @@ fn stream(
     pump: &Arc<Pump>,
     mut job: Job,
     (link, proof, secure, in_place): StreamEnds,
-    on_link: &OnStream,
+    conductor: &Conductor,
 ) -> Result<Outcome, Reply> {
     let limit = match &job {
         Job::ReceiveUdp { limit, .. } => Some(*limit),
@@ -224,7 +223,7 @@ fn stream(
             return Err(Reply::new(451, "MODE E transfer on a MODE S connection"))
         }
     };
-    let moved = mover.run(pump, on_link);
+    let moved = mover.run(pump, conductor);
     let moved = match (moved, writing) {
         // An empty upload began nowhere: it begins (and so is cut back) at its end.
         (Ok(m), Some(mut w)) => w.start().map(|()| m).map_err(PumpError::Write),

@@ -69,7 +69,7 @@ pub struct Retired {
 }
 
 /// A malformed or impossible report: an error for the transfer, never a crash.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum LedgerError {
     /// A bitmap of a segment the transfer does not have, or too long for it.
     #[error("the receiver reported segment {0}, which this transfer does not have")]

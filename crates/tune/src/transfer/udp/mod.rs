@@ -197,6 +197,11 @@ impl UdpSend {
         s
     }
 
+    /// Bytes the transfer sends.
+    pub fn length(&self) -> u64 {
+        self.length
+    }
+
     /// Bytes of file data a packet carries.
     pub fn payload(&self) -> u64 {
         self.payload
