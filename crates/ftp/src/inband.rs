@@ -7,15 +7,15 @@ use fatpipe_net::conductor::Told;
 use fatpipe_net::Conductor;
 use fatpipe_proto::drs::{paced_text, parse_paced_text, parse_sbuf_text, sbuf_text, DrsOpts};
 use fatpipe_proto::{Command, Reply};
+use fatpipe_tune::PacedBy;
 
 /// What the peer said of its side of a running transfer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heard {
     /// Its buffer, bytes (`SBUF n`, `126 SBUF n`).
     Buffer(u64),
-    /// Its sending connections are paced, by `tcp` or by the control named (`OPTS DRS
-    /// Paced=cc`, `126 PACED cc`).
-    Paced(String),
+    /// What paces its sending connections (`OPTS DRS Paced=cc`, `126 PACED cc`).
+    Paced(PacedBy),
 }
 
 impl Heard {
@@ -33,7 +33,8 @@ impl Heard {
                     paced: o.paced.clone(),
                     ..DrsOpts::default()
                 };
-                (o == only).then_some(o.paced).flatten().map(Heard::Paced)
+                let paced = (o == only).then_some(o.paced).flatten()?;
+                Some(Heard::Paced(PacedBy::from(paced.as_str())))
             }
             _ => None,
         }
@@ -47,15 +48,15 @@ impl Heard {
         let text = r.text();
         parse_sbuf_text(&text)
             .map(Heard::Buffer)
-            .or_else(|| parse_paced_text(&text).map(|cc| Heard::Paced(cc.to_string())))
+            .or_else(|| parse_paced_text(&text).map(|w| Heard::Paced(PacedBy::from(w))))
     }
 
     /// Hands it to the transfer's `conductor`; a buffer returns this end's largest.
     pub fn deliver(&self, conductor: &Conductor) -> Option<u64> {
         match self {
             Heard::Buffer(n) => conductor.on_peer_buffer(*n),
-            Heard::Paced(cc) => {
-                conductor.on_peer_paces(cc);
+            Heard::Paced(by) => {
+                conductor.on_peer_paces(by);
                 None
             }
         }
@@ -67,7 +68,7 @@ impl Heard {
 pub fn client_command(t: &Told) -> Command {
     match t {
         Told::Buffer(n) => Command::Sbuf(*n),
-        Told::Paced(cc) => Command::Opts(format!("DRS Paced={cc}")),
+        Told::Paced(by) => Command::Opts(format!("DRS Paced={by}")),
     }
 }
 
@@ -76,7 +77,7 @@ pub fn client_command(t: &Told) -> Command {
 pub fn server_announcement(t: &Told, receiving: bool) -> Option<Reply> {
     match t {
         Told::Buffer(n) if receiving => Some(buffer_announcement(*n)),
-        Told::Paced(cc) if !receiving => Some(Reply::new(126, paced_text(cc))),
+        Told::Paced(by) if !receiving => Some(Reply::new(126, paced_text(&by.to_string()))),
         _ => None,
     }
 }
@@ -91,7 +92,7 @@ pub fn buffer_announcement(bytes: u64) -> Reply {
 pub fn server_answer(h: &Heard, mine: Option<u64>) -> Reply {
     match h {
         Heard::Buffer(n) => Reply::new(200, sbuf_text(mine.unwrap_or(*n))),
-        Heard::Paced(cc) => Reply::new(200, format!("OPTS DRS Paced={cc}")),
+        Heard::Paced(by) => Reply::new(200, format!("OPTS DRS Paced={by}")),
     }
 }
 
@@ -101,10 +102,15 @@ mod tests {
 
     #[test]
     fn what_one_end_writes_the_other_hears() {
-        for told in [Told::Buffer(4 << 20), Told::Paced("bbr".into())] {
+        let bbr = PacedBy::Control(fatpipe_tune::CongestionControl::Bbr);
+        for told in [
+            Told::Buffer(4 << 20),
+            Told::Paced(bbr),
+            Told::Paced(PacedBy::Tcp),
+        ] {
             let heard = match &told {
                 Told::Buffer(n) => Heard::Buffer(*n),
-                Told::Paced(cc) => Heard::Paced(cc.clone()),
+                Told::Paced(by) => Heard::Paced(by.clone()),
             };
             // Client to server: the command.
             assert_eq!(

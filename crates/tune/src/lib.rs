@@ -21,7 +21,7 @@ pub mod telemetry;
 mod testing;
 pub mod transfer;
 
-pub use congestion::CongestionControl;
+pub use congestion::{CongestionControl, PacedBy};
 pub use law::Params;
 pub use law::{Decision, Law, Setup};
 pub use mode::Tuning;

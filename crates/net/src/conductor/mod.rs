@@ -17,7 +17,7 @@ use crate::{Pump, TuneSummary, TunerConfig};
 use connection::DataConnection;
 use fatpipe_tune::streams::StreamPolicy;
 use fatpipe_tune::transfer::{Action, ConnId, Input, Note, Transfer, TransferSetup};
-use fatpipe_tune::{CongestionControl, Pacing, Role};
+use fatpipe_tune::{CongestionControl, PacedBy, Pacing, Role};
 use std::net::{IpAddr, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -357,9 +357,9 @@ impl Conductor {
                 tracing::info!("{reason}");
                 (cc.kernel_name().to_string(), reason)
             }
-            Note::PeerPaces { cc, reason } => {
+            Note::PeerPaces { by, reason } => {
                 tracing::debug!("{reason}");
-                (cc, reason)
+                (by.to_string(), reason)
             }
         };
         if let Some(s) = &cfg.stats {
@@ -367,13 +367,11 @@ impl Conductor {
         }
     }
 
-    /// The sending peer said it paces its connections (`cc`: the congestion control that does,
-    /// or `tcp`): every connection's law, and every later one's, is told; so are the log and
-    /// the telemetry.
-    pub fn on_peer_paces(&self, cc: &str) {
+    /// The sending peer said what paces its connections: every connection's law, and every
+    /// later one's, is told; so are the log and the telemetry.
+    pub fn on_peer_paces(&self, by: &PacedBy) {
         let mut d = self.driven();
-        d.core
-            .handle(Input::PeerPaces(cc.to_string()), Instant::now());
+        d.core.handle(Input::PeerPaces(by.clone()), Instant::now());
         self.carry_out(&mut d, None);
     }
 
@@ -534,7 +532,7 @@ mod tests {
             c.step(&mut |t| told.push(t));
             told
         };
-        assert!(told(4).contains(&Told::Paced("tcp".into())));
+        assert!(told(4).contains(&Told::Paced(PacedBy::Tcp)));
         // A count grown from one is not told (the trains keep the memory down).
         assert!(!told(1).iter().any(|t| matches!(t, Told::Paced(_))));
     }

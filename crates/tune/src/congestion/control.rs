@@ -124,9 +124,64 @@ impl fmt::Display for CongestionControl {
     }
 }
 
+/// What paces a sending end's connections, as it tells its receiver (`OPTS DRS Paced=`,
+/// `126 PACED`): the receiving laws then read packet spacing as the sender's pacing rate, not
+/// as a train of the bottleneck's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PacedBy {
+    /// TCP's own pacing of streams started together (`tcp`).
+    Tcp,
+    /// A congestion control that paces itself (its user name: `bbr`, `bic`).
+    Control(CongestionControl),
+}
+
+/// The wire's word for TCP's pacing.
+const PACED_BY_TCP: &str = "tcp";
+
+impl PacedBy {
+    /// Whether the sender runs `cc`.
+    pub fn runs(&self, cc: &CongestionControl) -> bool {
+        matches!(self, PacedBy::Control(c) if c == cc)
+    }
+}
+
+impl From<&str> for PacedBy {
+    /// The word a peer sent.
+    fn from(word: &str) -> Self {
+        match word.trim() {
+            PACED_BY_TCP => PacedBy::Tcp,
+            cc => PacedBy::Control(CongestionControl::from(cc)),
+        }
+    }
+}
+
+impl fmt::Display for PacedBy {
+    /// The word on the wire.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PacedBy::Tcp => f.write_str(PACED_BY_TCP),
+            PacedBy::Control(cc) => f.write_str(cc.user_name()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_paces_a_sender_round_trips_through_its_wire_word() {
+        for by in [
+            PacedBy::Tcp,
+            PacedBy::Control(CongestionControl::Bbr),
+            PacedBy::Control(CongestionControl::Bic { paced: true }),
+        ] {
+            assert_eq!(PacedBy::from(by.to_string().as_str()), by);
+        }
+        assert_eq!(PacedBy::Control(CongestionControl::Bbr).to_string(), "bbr");
+        assert!(PacedBy::from("bbr").runs(&CongestionControl::FOR_RANDOM_LOSS));
+        assert!(!PacedBy::Tcp.runs(&CongestionControl::Bbr));
+    }
 
     #[test]
     fn names_round_trip_through_the_kernels_and_the_users() {

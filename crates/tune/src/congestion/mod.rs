@@ -8,7 +8,7 @@
 
 pub mod control;
 
-pub use control::CongestionControl;
+pub use control::{CongestionControl, PacedBy};
 
 use crate::path;
 use crate::sample::TcpStats;

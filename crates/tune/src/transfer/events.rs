@@ -3,7 +3,7 @@
 
 use super::udp::{LedgerError, UdpEvent};
 use super::ConnId;
-use crate::congestion::CongestionControl;
+use crate::congestion::{CongestionControl, PacedBy};
 use crate::law::{Decision, Setup};
 use crate::pacing::Pace;
 use crate::sample::{Sample, TcpStats};
@@ -58,8 +58,8 @@ pub enum Input<'a> {
     PeerBuffer(u64),
     /// A connection could not be set up: it is no longer tuned.
     Dropped(ConnId),
-    /// The sending peer said its connections are paced (by `tcp`, or by the control named).
-    PeerPaces(String),
+    /// The sending peer said what paces its connections.
+    PeerPaces(PacedBy),
     /// The transfer ended: every connection is sampled once more.
     Ended,
     /// The UDP channel's receiver reported (see [`Transfer::open_udp`](super::Transfer::open_udp)).
@@ -153,9 +153,9 @@ pub enum Told {
     /// This end's buffer changed (drsFTP's `SBUF`), bytes.
     Buffer(u64),
     /// The sending end now runs a congestion control that paces itself (bbr), or TCP paces
-    /// streams started together (`tcp`): the receiving laws read its packets' spacing as its
-    /// own pacing rate, not the bottleneck's.
-    Paced(String),
+    /// streams started together: the receiving laws read its packets' spacing as its own
+    /// pacing rate, not the bottleneck's.
+    Paced(PacedBy),
 }
 
 /// A decision of the transfer's, for the log and the telemetry.
@@ -178,7 +178,7 @@ pub enum Note {
     /// The sending peer paces.
     PeerPaces {
         /// What paces it, as the peer said.
-        cc: String,
+        by: PacedBy,
         /// What that means here.
         reason: String,
     },

@@ -16,7 +16,7 @@ mod events;
 mod tests;
 pub mod udp;
 
-use crate::congestion::{CongestionControl, CongestionPolicy};
+use crate::congestion::{CongestionControl, CongestionPolicy, PacedBy};
 use crate::pacing::Pacing;
 use crate::sample::{Role, Sample};
 use crate::streams::{Observation, StreamPolicy};
@@ -94,7 +94,7 @@ pub struct Transfer {
     /// A buffer size to announce once this round's decisions are carried out.
     announce: Option<u64>,
     /// What the peer was last told paces the connections.
-    told_paced: Option<String>,
+    told_paced: Option<PacedBy>,
     /// The control connection's lowest RTT, if given ([`Input::ControlRtt`]).
     control_rtt: Option<Duration>,
     /// The UDP channel's sender, once it is set up ([`Transfer::open_udp`]).
@@ -230,7 +230,7 @@ impl Transfer {
                     .iter_mut()
                     .for_each(|c| c.peer_buffer = Some(bytes));
             }
-            Input::PeerPaces(cc) => self.on_peer_paces(cc),
+            Input::PeerPaces(by) => self.on_peer_paces(by),
             Input::Ended => {
                 let all: Vec<ConnId> = self.live().map(|(i, _)| i).collect();
                 for conn in all {
@@ -367,15 +367,15 @@ impl Transfer {
     }
 
     /// The sending peer said it paces: every connection's law, and every later one's, is told.
-    fn on_peer_paces(&mut self, cc: String) {
+    fn on_peer_paces(&mut self, by: PacedBy) {
         self.peer_paces = true;
         self.conns.iter_mut().for_each(|c| c.plan.sender_paces());
         let reason = format!(
-            "the sender paces its connections ({cc}): packet spacing is its pacing rate, no \
+            "the sender paces its connections ({by}): packet spacing is its pacing rate, no \
              train of the bottleneck's"
         );
         self.actions
-            .push_back(Action::Note(Note::PeerPaces { cc, reason }));
+            .push_back(Action::Note(Note::PeerPaces { by, reason }));
     }
 
     /// The pacing a new connection starts with: the transfer's, unless it waits (see
@@ -411,7 +411,7 @@ impl Transfer {
     /// from one stream is not told: there the trains keep the memory within 3 x BDP (told, the
     /// stock profile's `-p auto` moved 582-599 Mbit/s instead of 557 but with 67-70 MiB
     /// instead of 35).
-    fn paced_by(&self) -> Option<String> {
+    fn paced_by(&self) -> Option<PacedBy> {
         if self.setup.role != Role::Sender || self.live().next().is_none() {
             return None;
         }
@@ -419,8 +419,8 @@ impl Transfer {
         self.chosen_cc()
             .or_else(|| self.setup.cc.clone())
             .filter(CongestionControl::paces_itself)
-            .map(|cc| cc.user_name().to_string())
-            .or_else(|| (together && self.pacing != Pacing::Off).then(|| "tcp".to_string()))
+            .map(PacedBy::Control)
+            .or_else(|| (together && self.pacing != Pacing::Off).then_some(PacedBy::Tcp))
     }
 
     /// Whether a per-transfer policy still has something to decide.

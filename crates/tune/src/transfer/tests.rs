@@ -270,7 +270,7 @@ fn streams_started_together_tell_the_receiver_once_that_they_are_paced() {
     };
     let first = connect(&mut t, None, 0, t0);
     assert_eq!(paces(&first), [(ConnId(0), Pace::Tcp)]);
-    assert_eq!(tells(&first), [Told::Paced("tcp".into())]);
+    assert_eq!(tells(&first), [Told::Paced(PacedBy::Tcp)]);
     assert!(tells(&connect(&mut t, None, 0, t0)).is_empty(), "told once");
     // A count grown from one is not told.
     let mut one = auto_sender(1, true, t0);
@@ -370,7 +370,9 @@ fn random_loss_switches_every_connection_and_every_later_one_to_bbr() {
         .iter()
         .any(|a| matches!(a, Action::Note(Note::Control { cc, .. }) if *cc == bbr)));
     // bbr paces itself: the receiver hears it.
-    assert!(all.contains(&Action::Tell(Told::Paced("bbr".into()))));
+    assert!(all.contains(&Action::Tell(Told::Paced(PacedBy::Control(
+        CongestionControl::Bbr
+    )))));
     assert_eq!(t.chosen_cc(), Some(bbr.clone()));
     // A later connection starts with it.
     t.open(false, t0);
@@ -423,10 +425,13 @@ fn a_peer_that_paces_is_noted_and_the_end_samples_every_connection() {
     let mut t = Transfer::new(setup(Role::Receiver), None, t0);
     connect(&mut t, None, 0, t0);
     connect(&mut t, None, 0, t0);
-    t.handle(Input::PeerPaces("bbr".into()), t0);
+    t.handle(
+        Input::PeerPaces(PacedBy::Control(CongestionControl::Bbr)),
+        t0,
+    );
     assert!(matches!(
         t.poll_action(),
-        Some(Action::Note(Note::PeerPaces { cc, .. })) if cc == "bbr"
+        Some(Action::Note(Note::PeerPaces { by, .. })) if by.runs(&CongestionControl::Bbr)
     ));
     t.handle(Input::Ended, t0);
     assert_eq!(

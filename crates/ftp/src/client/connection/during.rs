@@ -12,7 +12,7 @@ use fatpipe_net::wake::Wake;
 use fatpipe_net::{Conductor, Pump};
 use fatpipe_proto::drs::parse_sbuf_text;
 use fatpipe_proto::{Command, Reply};
-use fatpipe_tune::{CongestionControl, Role};
+use fatpipe_tune::{CongestionControl, PacedBy, Role};
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
 use std::sync::mpsc;
@@ -25,8 +25,8 @@ pub(super) struct Asked {
     pub(super) probes: VecDeque<Instant>,
     /// `OPTS DRS Paced=` notices.
     pub(super) notices: usize,
-    /// The congestion control the sending server said it paces with (`126 PACED`), if it did.
-    pub(super) peer_paces: Option<String>,
+    /// What the sending server said paces its connections (`126 PACED`), if it did.
+    pub(super) peer_paces: Option<PacedBy>,
 }
 
 impl Asked {
@@ -50,8 +50,8 @@ pub(super) fn is_drs_answer(r: &Reply) -> bool {
 pub(super) fn take_reply(conductor: &Conductor, asked: &mut Asked, r: Reply) -> Option<Reply> {
     let text = r.text();
     if let Some(h) = Heard::from_announcement(&r) {
-        if let Heard::Paced(cc) = &h {
-            asked.peer_paces = Some(cc.clone());
+        if let Heard::Paced(by) = &h {
+            asked.peer_paces = Some(by.clone());
         }
         h.deliver(conductor);
         return None;
@@ -73,13 +73,13 @@ pub(super) fn take_reply(conductor: &Conductor, asked: &mut Asked, r: Reply) -> 
 }
 
 impl Connection {
-    /// Whether a transfer leaves TCP now that its sender paces with `cc`: it was told to
+    /// Whether a transfer leaves TCP now that its sender is paced `by` that: it was told to
     /// where random loss makes a sender choose bbr ([`Connection::leave_tcp_on_random_loss`]),
     /// and has not left yet.
-    fn leaves_on(&self, cc: &str) -> bool {
+    fn leaves_on(&self, by: &PacedBy) -> bool {
         self.leave_on_random_loss
             && !self.left_on_random_loss
-            && CongestionControl::from(cc) == CongestionControl::FOR_RANDOM_LOSS
+            && by.runs(&CongestionControl::FOR_RANDOM_LOSS)
     }
 
     /// Ends the transfer on `pump` for the caller to go on over the UDP channel: `who` (the
