@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use fatpipe_tune::transfer::Told;
-pub use udp::{Datagrams, UdpEnd};
+pub use udp::{Datagrams, Packets, UdpEnd};
 
 /// How often the conductor looks while nothing is due (no connection made yet).
 const IDLE_TICK: Duration = Duration::from_millis(10);

@@ -1,9 +1,12 @@
-//! The conductor's drive of a UDP channel's sending end. The transfer core owns the
-//! channel's sender ([`UdpSend`]: its books, its rate control, its pacer); this loop hands it
-//! the receiver's reports, sends what [`Transfer::poll_transmit`] asks for through the
+//! The conductor's drive of a UDP channel's ends. The transfer core owns the channel's
+//! sender ([`UdpSend`]: its books, its rate control, its pacer); [`Conductor::send_udp`] hands
+//! it the receiver's reports, sends what [`Transfer::poll_transmit`] asks for through the
 //! mover's [`Datagrams`], waits as long as it says, and carries out what it decided (the
-//! telemetry, the log, the status the receiver is told). The mover only moves bytes: it reads
-//! the file into packets and puts them on the wire.
+//! telemetry, the log, the status the receiver is told). At the other end the core owns the
+//! receiver ([`UdpReceive`]: its books, when it reports); [`Conductor::receive_udp`] has each
+//! packet booked as the mover's [`Packets`] takes it in, and sends the reports when due. The
+//! movers only move bytes: the file read into packets and put on the wire, or packets taken
+//! off it and written at their place.
 //!
 //! [`Transfer::poll_transmit`]: fatpipe_tune::transfer::Transfer::poll_transmit
 
@@ -11,10 +14,12 @@ use super::{Conductor, Driven};
 use crate::telemetry::unix_now;
 use crate::udp::{tell, unexpected, UdpConfig, UdpStatus, UdpSummary, PROBE, REPORT_EVERY};
 use crate::PumpError;
+use fatpipe_proto::udp::DataHeader;
 use fatpipe_proto::udp::{packets, Message};
 use fatpipe_tune::rate::Feedback;
 use fatpipe_tune::telemetry::{Event, RateEvent, SegmentEvent};
 use fatpipe_tune::transfer::udp::{LedgerError, Next, UdpEvent, UdpSend};
+use fatpipe_tune::transfer::udp::{Take, UdpReceive};
 use fatpipe_tune::transfer::Input;
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
@@ -40,6 +45,34 @@ pub trait Datagrams {
     fn wait(&self, wait: Duration) -> Result<(), PumpError>;
     /// Queues a message to the receiver and sends what its connection takes, without waiting.
     fn offer(&mut self, m: &Message) -> io::Result<()>;
+}
+
+/// What a UDP channel's receiving end moves bytes with, for the conductor to drive.
+pub trait Packets {
+    /// Waits up to `wait` for packets or a message from the sender.
+    fn wait(&self, wait: Duration) -> Result<(), PumpError>;
+    /// Takes in one batch of packets without waiting: each one's header, the length of its
+    /// data and when it arrived (wrapping µs) go to `take`, and what `take` calls new is
+    /// written at its place. Whether any arrived.
+    fn receive(
+        &mut self,
+        take: &mut dyn FnMut(&DataHeader, usize, u32) -> Take,
+    ) -> Result<bool, PumpError>;
+    /// The sender's messages that arrived so far, without waiting.
+    fn messages(&mut self) -> io::Result<Vec<Message>>;
+    /// Sends what the connection takes of the messages queued; whether some are still queued.
+    fn queued(&mut self) -> io::Result<bool>;
+    /// Queues a message to the sender and sends what its connection takes, without waiting.
+    fn offer(&mut self, m: &Message) -> io::Result<()>;
+    /// Bytes written so far.
+    fn written(&self) -> u64;
+    /// The transfer's first `bytes` are written without a gap.
+    fn placed(&self, bytes: u64);
+    /// The sender could not reach this end over UDP: the bytes from `from` on come over the
+    /// TCP connection.
+    fn fall_back(&mut self, from: u64) -> Result<(), PumpError>;
+    /// Every byte is here: the sender is told, and its closing awaited.
+    fn finish(&mut self) -> Result<(), PumpError>;
 }
 
 /// How a UDP send the conductor drove ended.
@@ -158,10 +191,111 @@ impl Conductor {
         Ok(UdpEnd::Done)
     }
 
+    /// Hands the transfer core the receiving end of a UDP channel, `receive`, run as `config`
+    /// says; [`Conductor::receive_udp`] then drives it.
+    pub fn open_udp_receiver(&self, receive: UdpReceive, config: UdpConfig) {
+        let mut d = self.driven();
+        d.core.open_udp_receiver(receive);
+        d.udp = Some(DrivenUdp {
+            config,
+            out: Vec::new(),
+            failed: None,
+        });
+    }
+
+    /// Drives the UDP channel opened with [`Conductor::open_udp_receiver`] over `io` until
+    /// every byte is written; `pump` cancels. Returns whether the sender fell back to TCP.
+    pub fn receive_udp(&self, io: &mut dyn Packets, pump: &crate::Pump) -> Result<bool, PumpError> {
+        let r = PumpError::Read;
+        let Some((timeout, status)) = self.udp_config(|c| (c.timeout, c.status.clone())) else {
+            return Err(r(io::Error::other("no UDP channel to receive on")));
+        };
+        let (length, mut complete, mut due) = {
+            let mut d = self.driven();
+            let u = receiver(&mut d)?;
+            (u.length(), u.complete(), u.poll_timeout())
+        };
+        while !complete {
+            pump.check()?;
+            let mut wait = due.saturating_duration_since(Instant::now());
+            if io.queued().map_err(r)? {
+                // A report is stuck in the queue: look again soon, without spinning.
+                wait = wait.max(Duration::from_millis(1));
+            }
+            io.wait(wait)?;
+            {
+                let mut d = self.driven();
+                let u = receiver(&mut d)?;
+                for _ in 0..64 {
+                    if !io.receive(&mut |h, len, at| u.take(h, len, at))? {
+                        break;
+                    }
+                    u.heard(Instant::now());
+                }
+            }
+            // The sender's word: how its controller sees the transfer, or that UDP does not
+            // get through.
+            for m in io.messages().map_err(r)? {
+                match m {
+                    Message::Status {
+                        rate,
+                        loss_ppm,
+                        state,
+                    } => tell(
+                        &status,
+                        UdpStatus {
+                            rate: rate as f64,
+                            loss: f64::from(loss_ppm) / 1e6,
+                            state,
+                        },
+                    ),
+                    Message::Fallback { offset } => {
+                        io.fall_back(offset)?;
+                        io.placed(length);
+                        io.finish()?;
+                        return Ok(true);
+                    }
+                    m => return Err(r(unexpected(&m))),
+                }
+            }
+            let queued = io.queued().map_err(r)?;
+            let now = Instant::now();
+            let (report, heard) = {
+                let mut d = self.driven();
+                let u = receiver(&mut d)?;
+                let report = u.poll_report(now, io.written(), queued);
+                complete = u.complete();
+                due = u.poll_timeout();
+                (report.map(|rep| (rep, u.in_place())), u.last_heard())
+            };
+            if let Some((report, placed)) = report {
+                io.offer(&Message::Report(report)).map_err(r)?;
+                io.placed(placed);
+            }
+            if now.duration_since(heard) > timeout {
+                return Err(r(io::Error::new(
+                    ErrorKind::TimedOut,
+                    "no data within the --timeout",
+                )));
+            }
+        }
+        io.placed(length);
+        io.finish()?;
+        Ok(false)
+    }
+
     /// What the UDP channel did, for the summary and the final reply (`fell_back`: its bytes
     /// went over TCP); `None` without a channel.
     pub fn udp_summary(&self, fell_back: bool) -> Option<UdpSummary> {
-        let d = self.driven();
+        let mut d = self.driven();
+        if let Some(u) = d.core.udp_receiver() {
+            return Some(UdpSummary {
+                packets: packets(u.length(), u.payload()),
+                foreign: u.foreign(),
+                fell_back,
+                ..UdpSummary::default()
+            });
+        }
         let (u, config) = (d.core.udp()?, &d.udp.as_ref()?.config);
         let control = u.control();
         Some(UdpSummary {
@@ -286,6 +420,13 @@ impl Conductor {
             udp.failed.get_or_insert(e);
         }
     }
+}
+
+/// The transfer's UDP receiver (opened before its drive begins).
+fn receiver(d: &mut Driven) -> Result<&mut UdpReceive, PumpError> {
+    d.core
+        .udp_receiver()
+        .ok_or_else(|| PumpError::Read(io::Error::other("no UDP channel to receive on")))
 }
 
 /// The messages the core decided the receiver is told, taken.

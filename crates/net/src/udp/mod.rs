@@ -28,8 +28,7 @@ use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How often the receiver reports.
-pub const REPORT_EVERY: Duration = Duration::from_millis(10);
+pub use fatpipe_tune::transfer::udp::REPORT_EVERY;
 /// How long the sender waits for a first packet to get through before falling back to TCP.
 pub const PROBE: Duration = Duration::from_secs(2);
 /// The receiving socket's buffer asked for (16 MiB: 130 ms at 1 Gbit/s of bursts absorbed).

@@ -1,14 +1,16 @@
-//! The receiving end of a UDP transfer: one loop that takes batches of packets (`recvmmsg`, with
-//! receive offload where the kernel has it), writes new data at its place in the file (runs of
-//! adjacent packets in one write), and reports every [`REPORT_EVERY`](super::REPORT_EVERY).
+//! The receiving end of a UDP transfer, as a mover: it binds the UDP socket, says `Ready`,
+//! reads the sender's `Hello`, hands the transfer core its receiver ([`UdpReceive`]) and lets
+//! the conductor drive it ([`Conductor::receive_udp`]); what it does itself is move bytes:
+//! batches of packets taken in (`recvmmsg`, with receive offload where the kernel has it),
+//! new data written at its place in the file (runs of adjacent packets in one write), the
+//! reports carried to the sender.
 
-use super::{
-    net, size_buffers, tell, unexpected, Link, UdpConfig, UdpStatus, UdpSummary, REPORT_EVERY,
-};
+use super::{net, size_buffers, unexpected, Link, UdpConfig, UdpSummary};
 use crate::admission::Proof;
+use crate::conductor::Packets;
 use crate::{Conductor, Moved, Mover, Pump, PumpError};
 use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
-use fatpipe_tune::transfer::udp::{Arrivals, Take};
+use fatpipe_tune::transfer::udp::{Take, UdpReceive};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
@@ -17,7 +19,7 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Receive buffers per `recvmmsg` (without receive offload, one packet each).
@@ -46,7 +48,7 @@ pub struct UdpReceiver<'a> {
 }
 
 impl Mover for UdpReceiver<'_> {
-    fn run(self: Box<Self>, pump: &Arc<Pump>, _driver: &Conductor) -> Result<Moved, PumpError> {
+    fn run(self: Box<Self>, pump: &Arc<Pump>, driver: &Conductor) -> Result<Moved, PumpError> {
         let r = PumpError::Read;
         pump.attach(&self.link).map_err(r)?;
         let s = *self;
@@ -85,39 +87,38 @@ impl Mover for UdpReceiver<'_> {
             )));
         }
         let payload = u64::from(packet) - HEADER as u64;
-        let mut run = Receiving {
+        let core = UdpReceive::new(token, length, payload, Instant::now());
+        driver.open_udp_receiver(core, s.config.clone());
+        let mut io = Receiving {
             file: s.file,
             offset: s.offset,
             length,
             payload,
-            arrivals: Arrivals::new(token, packets(length, payload)),
             link,
             sock,
             state,
+            bufs: vec![vec![0u8; BUFFER]; BUFFERS],
+            meta: vec![RecvMeta::default(); BUFFERS],
             written: 0,
             timeout: s.config.timeout,
             start: Instant::now(),
-            status: s.config.status.clone(),
             in_place: s.in_place,
+            pump: pump.clone(),
         };
-        let fell_back = run.go(pump)?;
+        let fell_back = driver.receive_udp(&mut io, pump)?;
+        let summary = driver.udp_summary(fell_back).unwrap_or_else(|| UdpSummary {
+            packets: packets(length, payload),
+            fell_back,
+            ..UdpSummary::default()
+        });
         Ok(Moved {
             bytes: length,
             streams: 1,
             reused: 0,
-            udp: Some(UdpSummary {
-                packets: packets(length, payload),
-                foreign: run.arrivals.foreign(),
-                fell_back,
-                ..UdpSummary::default()
-            }),
+            udp: Some(summary),
         })
     }
 }
-
-/// How often the receiver reports before any packet has arrived (it tells the sender it is
-/// there; nothing else is new).
-const QUIET_REPORTS: Duration = Duration::from_millis(250);
 
 /// One UDP receive in progress.
 struct Receiving<'a> {
@@ -125,124 +126,64 @@ struct Receiving<'a> {
     offset: u64,
     length: u64,
     payload: u64,
-    arrivals: Arrivals,
     link: Link,
     sock: UdpSocket,
     state: UdpSocketState,
+    /// Where each `recvmmsg` lands, and what the kernel says of each buffer.
+    bufs: Vec<Vec<u8>>,
+    meta: Vec<RecvMeta>,
     written: u64,
     timeout: Duration,
+    /// The origin of this end's clock, where the kernel does not time arrivals.
     start: Instant,
-    status: Option<Arc<Mutex<UdpStatus>>>,
     in_place: Option<Arc<AtomicU64>>,
+    /// The transfer's pump: it counts what is written.
+    pump: Arc<Pump>,
 }
 
+/// Tries at one batch: a `recvmmsg` that an interrupt or an ICMP error of an earlier send
+/// of the peer's cut short is tried again this often.
+const RECEIVE_TRIES: usize = 4;
+
 impl Receiving<'_> {
-    /// Receives until every byte is written; returns whether the sender fell back to TCP.
-    fn go(&mut self, pump: &Pump) -> Result<bool, PumpError> {
-        let r = net(false);
-        let mut bufs = vec![vec![0u8; BUFFER]; BUFFERS];
-        let mut meta = vec![RecvMeta::default(); BUFFERS];
-        let mut next_report = Instant::now() + REPORT_EVERY;
-        let mut heard = Instant::now();
-        // Nothing arrived yet: a report every REPORT_EVERY would say nothing, and a round trip
-        // of them took the feedback connection's whole first window, so that the one telling
-        // the train waited 130 ms for acknowledgements. Until the first packet, one in a while.
-        let mut arrived = false;
-        let mut reported = Instant::now();
-        while !self.arrivals.complete() {
-            pump.check()?;
-            let mut wait = next_report.saturating_duration_since(Instant::now());
-            if !self.link.idle() {
-                // A report is stuck in the queue: look again soon, without spinning.
-                wait = wait.max(Duration::from_millis(1));
-            }
-            let fds = [self.sock.as_fd(), self.link.sock.as_fd()];
-            crate::wake::ready(&fds, false, wait).map_err(&r)?;
-            for _ in 0..64 {
-                let mut slices: Vec<IoSliceMut<'_>> =
-                    bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
-                match self.state.recv((&self.sock).into(), &mut slices, &mut meta) {
-                    Ok(n) => {
-                        heard = Instant::now();
-                        arrived = true;
-                        for (m, b) in meta.iter().zip(bufs.iter()).take(n) {
-                            let at = arrival_us(m.timestamp, self.start);
-                            self.take(&b[..m.len.min(b.len())], m.stride.max(1), at, pump)?;
-                        }
+    /// One `recvmmsg` into `bufs` (see [`Packets::receive`]).
+    fn receive_into(
+        &mut self,
+        bufs: &mut [Vec<u8>],
+        meta: &mut [RecvMeta],
+        take: &mut dyn FnMut(&DataHeader, usize, u32) -> Take,
+    ) -> Result<bool, PumpError> {
+        for _ in 0..RECEIVE_TRIES {
+            let mut slices: Vec<IoSliceMut<'_>> =
+                bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            match self.state.recv((&self.sock).into(), &mut slices, meta) {
+                Ok(n) => {
+                    for (m, b) in meta.iter().zip(bufs.iter()).take(n) {
+                        let at = arrival_us(m.timestamp, self.start);
+                        self.take(&b[..m.len.min(b.len())], m.stride.max(1), at, take)?;
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    // An ICMP error from an earlier send of the peer's: not ours to fail on.
-                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
-                    Err(e) => return Err(r(e)),
+                    return Ok(true);
                 }
-            }
-            // The sender's word: how its controller sees the transfer, or that UDP does not
-            // get through.
-            for m in self.link.poll().map_err(&r)? {
-                match m {
-                    Message::Status {
-                        rate,
-                        loss_ppm,
-                        state,
-                    } => tell(
-                        &self.status,
-                        UdpStatus {
-                            rate: rate as f64,
-                            loss: f64::from(loss_ppm) / 1e6,
-                            state,
-                        },
-                    ),
-                    Message::Fallback { offset } => {
-                        self.fall_back(offset, pump)?;
-                        return Ok(true);
-                    }
-                    m => return Err(r(unexpected(&m))),
-                }
-            }
-            let now = Instant::now();
-            self.link.push().map_err(&r)?;
-            // A report waits while the previous one is still queued: what changed meanwhile
-            // goes into the next.
-            let quiet = !arrived && now < reported + QUIET_REPORTS;
-            if quiet && now >= next_report {
-                next_report = now + REPORT_EVERY;
-            }
-            if (now >= next_report || self.arrivals.complete()) && self.link.idle() {
-                reported = now;
-                let at = self.start.elapsed().as_micros() as u64;
-                let report = self.arrivals.report(self.written, at);
-                self.link.offer(&Message::Report(report)).map_err(&r)?;
-                next_report = now + REPORT_EVERY;
-                self.placed(self.arrivals.in_order() * self.payload);
-            }
-            if now.duration_since(heard) > self.timeout {
-                return Err(r(io::Error::new(
-                    ErrorKind::TimedOut,
-                    "no data within the --timeout",
-                )));
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // An ICMP error from an earlier send of the peer's: not ours to fail on.
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(PumpError::Read(e)),
             }
         }
-        self.placed(self.length);
-        self.link
-            .send(&Message::Done {
-                bytes: self.written,
-            })
-            .map_err(&r)?;
-        self.wait_for_close();
         Ok(false)
     }
 
     /// Books the packets of one received buffer (`stride` bytes each, the last maybe fewer)
-    /// that arrived at `now_us`, and writes the new ones: each run of adjacent packets with one
-    /// `pwritev` straight from the buffer (copying them into a run first cost 11 % of the
-    /// receiver's time).
+    /// that arrived at `now_us` through `take`, and writes those it calls new: each run of
+    /// adjacent packets with one `pwritev` straight from the buffer (copying them into a run
+    /// first cost 11 % of the receiver's time).
     fn take(
         &mut self,
         data: &[u8],
         stride: usize,
         now_us: u32,
-        pump: &Pump,
+        take: &mut dyn FnMut(&DataHeader, usize, u32) -> Take,
     ) -> Result<(), PumpError> {
         let mut run: Vec<IoSlice<'_>> = Vec::new();
         let (mut run_at, mut run_end) = (0u64, 0u64);
@@ -250,22 +191,12 @@ impl Receiving<'_> {
             let Some((h, body)) = DataHeader::parse(packet) else {
                 continue;
             };
-            // A packet whose size does not match its place is not the sender's.
+            if take(&h, body.len(), now_us) != Take::New {
+                continue;
+            }
             let at = h.index.saturating_mul(self.payload);
-            let want = self.payload.min(self.length.saturating_sub(at));
-            if body.len() as u64 != want {
-                let foreign = DataHeader {
-                    token: !h.token,
-                    ..h
-                };
-                self.arrivals.take(&foreign, now_us);
-                continue;
-            }
-            if self.arrivals.take(&h, now_us) != Take::New {
-                continue;
-            }
             if at != run_end && !run.is_empty() {
-                self.write_run(run_at, &run, pump)?;
+                self.write_run(run_at, &run)?;
                 run.clear();
             }
             if run.is_empty() {
@@ -276,13 +207,13 @@ impl Receiving<'_> {
             run_end += body.len() as u64;
         }
         if !run.is_empty() {
-            self.write_run(run_at, &run, pump)?;
+            self.write_run(run_at, &run)?;
         }
         Ok(())
     }
 
     /// Writes adjacent packets' data at `at` in the transfer.
-    fn write_run(&mut self, at: u64, run: &[IoSlice<'_>], pump: &Pump) -> Result<(), PumpError> {
+    fn write_run(&mut self, at: u64, run: &[IoSlice<'_>]) -> Result<(), PumpError> {
         let w = |e: io::Error| PumpError::Write(e);
         let total: usize = run.iter().map(|b| b.len()).sum();
         let pos = self.offset + at;
@@ -302,13 +233,14 @@ impl Receiving<'_> {
             skip = 0;
         }
         self.written += total as u64;
-        pump.count(total);
+        self.pump.count(total);
         Ok(())
     }
 
     /// The sender could not reach this end over UDP: the bytes from `from` on come over the
     /// TCP connection, after whatever followed the fallback message in its buffer.
-    fn fall_back(&mut self, from: u64, pump: &Pump) -> Result<(), PumpError> {
+    fn copy_rest(&mut self, from: u64) -> Result<(), PumpError> {
+        let pump = self.pump.clone();
         let r = net(false);
         let want = self.length.saturating_sub(from);
         let pending = std::mem::take(&mut self.link.buf);
@@ -325,19 +257,7 @@ impl Receiving<'_> {
             )));
         }
         self.written = self.length;
-        self.placed(self.length);
-        self.link
-            .send(&Message::Done { bytes: self.length })
-            .map_err(&r)?;
-        self.wait_for_close();
         Ok(())
-    }
-
-    /// Says that the transfer's first `bytes` are written without a gap.
-    fn placed(&self, bytes: u64) {
-        if let Some(p) = &self.in_place {
-            p.store(bytes.min(self.length), Ordering::Release);
-        }
     }
 
     /// Waits briefly for the sender to close the connection after `Done`, so that neither end
@@ -354,6 +274,64 @@ impl Receiving<'_> {
                 Ok(_) => {}
             }
         }
+    }
+}
+
+impl Packets for Receiving<'_> {
+    fn wait(&self, wait: Duration) -> Result<(), PumpError> {
+        let fds = [self.sock.as_fd(), self.link.sock.as_fd()];
+        crate::wake::ready(&fds, false, wait)
+            .map(|_| ())
+            .map_err(PumpError::Read)
+    }
+
+    fn receive(
+        &mut self,
+        take: &mut dyn FnMut(&DataHeader, usize, u32) -> Take,
+    ) -> Result<bool, PumpError> {
+        let (mut bufs, mut meta) = (
+            std::mem::take(&mut self.bufs),
+            std::mem::take(&mut self.meta),
+        );
+        let got = self.receive_into(&mut bufs, &mut meta, take);
+        (self.bufs, self.meta) = (bufs, meta);
+        got
+    }
+
+    fn messages(&mut self) -> io::Result<Vec<Message>> {
+        self.link.poll()
+    }
+
+    fn queued(&mut self) -> io::Result<bool> {
+        self.link.push()?;
+        Ok(!self.link.idle())
+    }
+
+    fn offer(&mut self, m: &Message) -> io::Result<()> {
+        self.link.offer(m)
+    }
+
+    fn written(&self) -> u64 {
+        self.written
+    }
+
+    fn placed(&self, bytes: u64) {
+        if let Some(p) = &self.in_place {
+            p.store(bytes.min(self.length), Ordering::Release);
+        }
+    }
+
+    fn fall_back(&mut self, from: u64) -> Result<(), PumpError> {
+        self.copy_rest(from)
+    }
+
+    fn finish(&mut self) -> Result<(), PumpError> {
+        let done = Message::Done {
+            bytes: self.written,
+        };
+        self.link.send(&done).map_err(PumpError::Read)?;
+        self.wait_for_close();
+        Ok(())
     }
 }
 

@@ -7,8 +7,9 @@
 //! [`Transfer::poll_action`] answers on the sockets, and wakes at [`Transfer::poll_timeout`].
 //! A front-end (the FTP client and server, the HTTPS server) only translates the control
 //! channel to and from [`Input`]s and [`Told`]. A transfer over the UDP channel runs its
-//! sender's core ([`udp::UdpSend`]) here too: the receiver's reports come in as inputs, its
-//! decisions go out as actions, and [`Transfer::poll_transmit`] says what to send when.
+//! end's core here too: the sender's ([`udp::UdpSend`]: the receiver's reports come in as
+//! inputs, its decisions go out as actions, and [`Transfer::poll_transmit`] says what to send
+//! when), or the receiver's ([`udp::UdpReceive`]: each packet booked, reports when due).
 
 mod connection;
 mod events;
@@ -25,7 +26,7 @@ use connection::Connection;
 pub use events::{Action, Counters, Input, Note, Told};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
-use udp::{Next, UdpSend};
+use udp::{Next, UdpReceive, UdpSend};
 
 /// How often the per-transfer policies look at the connections.
 pub const POLICY_TICK: Duration = Duration::from_millis(100);
@@ -99,6 +100,8 @@ pub struct Transfer {
     control_rtt: Option<Duration>,
     /// The UDP channel's sender, once it is set up ([`Transfer::open_udp`]).
     udp: Option<UdpSend>,
+    /// The UDP channel's receiver, once it is set up ([`Transfer::open_udp_receiver`]).
+    udp_receiver: Option<UdpReceive>,
 }
 
 impl Transfer {
@@ -128,6 +131,7 @@ impl Transfer {
             told_paced: None,
             control_rtt: None,
             udp: None,
+            udp_receiver: None,
             setup,
         }
     }
@@ -142,6 +146,19 @@ impl Transfer {
     /// The UDP channel's sender, if this transfer has one.
     pub fn udp(&self) -> Option<&UdpSend> {
         self.udp.as_ref()
+    }
+
+    /// The receiving end of a UDP channel was set up: from now on each packet is booked by
+    /// [`Transfer::udp_receiver`] (the driver writes what it calls new), and its reports go
+    /// out when [`UdpReceive::poll_report`] says.
+    pub fn open_udp_receiver(&mut self, receive: UdpReceive) {
+        self.udp_receiver = Some(receive);
+    }
+
+    /// The UDP channel's receiver, if this transfer has one: packets are booked one by one,
+    /// too many for an [`Input`] each.
+    pub fn udp_receiver(&mut self) -> Option<&mut UdpReceive> {
+        self.udp_receiver.as_mut()
     }
 
     /// What to send over the UDP channel at `now` (`reports_late`: no report came for a few

@@ -1,5 +1,6 @@
-//! The UDP channel's decisions, free of I/O: the receiver's books ([`arrivals`]: what arrived,
-//! what each report says) and the sender's core, [`UdpSend`]: what the receiver's reports mean
+//! The UDP channel's decisions, free of I/O: the receiver's core ([`UdpReceive`]: its books,
+//! [`arrivals`], what arrived and what each report says, and when it reports) and the
+//! sender's core, [`UdpSend`]: what the receiver's reports mean
 //! (arrivals, losses, the round trip of data, the rate control's feedback), and what to send
 //! when (the token bucket at the controller's rate, resends first, the tail's losses found by
 //! age, a stall never silent). A driver (`fatpipe-net`'s UDP sender) hands in reports with
@@ -9,9 +10,11 @@
 
 pub mod arrivals;
 pub mod ledger;
+pub mod receive;
 
 pub use arrivals::{Arrivals, Take};
 pub use ledger::{Ledger, LedgerError, WINDOW};
+pub use receive::{UdpReceive, QUIET_REPORTS, REPORT_EVERY};
 
 use crate::rate::{Feedback, RateControl};
 use fatpipe_proto::udp::{Report, HEADER, TRAIN};
