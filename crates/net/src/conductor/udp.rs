@@ -94,17 +94,23 @@ pub(super) struct DrivenUdp {
     failed: Option<LedgerError>,
 }
 
+impl DrivenUdp {
+    fn new(config: UdpConfig) -> DrivenUdp {
+        DrivenUdp {
+            config,
+            out: Vec::new(),
+            failed: None,
+        }
+    }
+}
+
 impl Conductor {
     /// Hands the transfer core the sending end of a UDP channel, `send`, run as `config`
     /// says; [`Conductor::send_udp`] then drives it.
     pub fn open_udp(&self, send: UdpSend, config: UdpConfig) {
         let mut d = self.driven();
         d.core.open_udp(send);
-        d.udp = Some(DrivenUdp {
-            config,
-            out: Vec::new(),
-            failed: None,
-        });
+        d.udp = Some(DrivenUdp::new(config));
     }
 
     /// Drives the UDP channel opened with [`Conductor::open_udp`] over `io` until the
@@ -196,11 +202,7 @@ impl Conductor {
     pub fn open_udp_receiver(&self, receive: UdpReceive, config: UdpConfig) {
         let mut d = self.driven();
         d.core.open_udp_receiver(receive);
-        d.udp = Some(DrivenUdp {
-            config,
-            out: Vec::new(),
-            failed: None,
-        });
+        d.udp = Some(DrivenUdp::new(config));
     }
 
     /// Drives the UDP channel opened with [`Conductor::open_udp_receiver`] over `io` until

@@ -208,14 +208,7 @@ impl Arrivals {
 mod tests {
     use super::*;
 
-    fn h(index: u64, tx: u64) -> DataHeader {
-        DataHeader {
-            token: 7,
-            tx,
-            index,
-            sent_us: 0,
-        }
-    }
+    use super::super::test_header as h;
 
     #[test]
     fn books_new_duplicate_and_foreign_packets() {

@@ -414,3 +414,15 @@ impl UdpSend {
 
 #[cfg(test)]
 mod tests;
+
+/// The header of packet `index` sent as transmission `tx` of the transfer whose token is 7,
+/// for the books' tests.
+#[cfg(test)]
+fn test_header(index: u64, tx: u64) -> fatpipe_proto::udp::DataHeader {
+    fatpipe_proto::udp::DataHeader {
+        token: 7,
+        tx,
+        index,
+        sent_us: 0,
+    }
+}

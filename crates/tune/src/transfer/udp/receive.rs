@@ -135,14 +135,7 @@ impl UdpReceive {
 mod tests {
     use super::*;
 
-    fn header(index: u64, tx: u64) -> DataHeader {
-        DataHeader {
-            token: 7,
-            tx,
-            index,
-            sent_us: 0,
-        }
-    }
+    use super::super::test_header as header;
 
     #[test]
     fn reports_are_rare_before_the_first_packet_then_every_interval_and_at_the_end() {
