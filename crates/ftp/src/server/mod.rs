@@ -271,6 +271,8 @@ impl Server {
                     continue;
                 }
             };
+            // Commands and replies go one at a time: a lost one is resent by the timeout alone.
+            fatpipe_net::socket::for_conversation(&stream);
             let shared = self.shared.clone();
             tokio::spawn(async move {
                 if !shared.hosts().admit(peer.ip()) {

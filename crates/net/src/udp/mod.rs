@@ -192,13 +192,15 @@ const READ: usize = 256 << 10;
 
 impl Link {
     /// The link over the transfer's data connection. Reports are small and frequent: they go
-    /// out at once (no Nagle), and the connection runs bbr where it may, so that random loss on
-    /// the way back does not starve them (cubic would carry less than the reports need at a
+    /// out at once (no Nagle), a lost one is resent sooner (the last ones have nothing behind
+    /// them to show the loss), and the connection runs bbr where it may, so that random loss
+    /// on the way back does not starve them (cubic would carry less than the reports need at a
     /// few percent of loss).
     fn new(sock: TcpStream) -> Link {
         if let Err(e) = sock.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY on the UDP channel's connection: {e}");
         }
+        crate::socket::for_conversation(&sock);
         let mut problems = Vec::new();
         let bbr = fatpipe_tune::CongestionControl::Bbr;
         crate::congestion::choose(sock.as_fd(), Some(&bbr), None, &mut problems);

@@ -166,6 +166,8 @@ impl Connection {
         tls: &TlsPolicy,
     ) -> anyhow::Result<Connection> {
         stream.set_read_timeout(Some(timeout))?;
+        // Commands and replies go one at a time: a lost one is resent by the timeout alone.
+        fatpipe_net::socket::for_conversation(&stream);
         let peer = stream.peer_addr()?;
         let mut c = Connection {
             control: BufReader::new(ControlStream::Plain(stream)),
