@@ -2,7 +2,8 @@
 //! opens them; `-p auto` lets it choose how many), `OPTS RETR Parallelism`, `REST` ranges for
 //! resuming, and `CKSM` for end-to-end verification.
 
-use super::{describe, finish, receive_error, send_error, Connection};
+use super::pipeline::Unsettled;
+use super::{describe, finish, receive_error, send_error, Connection, Streams};
 use anyhow::{bail, Context};
 use fatpipe_net::admission::Admission;
 use fatpipe_net::mode_e::{Channel, Kept, Links, SendJob};
@@ -19,21 +20,6 @@ use std::fs::File;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
-
-/// How many data connections a transfer uses (`cp -p`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Streams {
-    /// Exactly this many (1: MODE S, which every FTP server speaks).
-    Fixed(u32),
-    /// Start with one and let the sender open more while buffers, not the path, hold the
-    /// transfer back; at most `max`, and this end's buffers within `max_memory`.
-    Auto {
-        /// Most connections.
-        max: u32,
-        /// Bound on this end's buffer memory, bytes.
-        max_memory: Option<u64>,
-    },
-}
 
 /// The MODE E set-up of a session.
 #[derive(Debug, Clone)]
@@ -140,7 +126,7 @@ impl Connection {
         self.kept = None;
         if !self.reuse && self.has_feature("DCREUSE") {
             self.ask_ahead(reuse_command());
-            self.reuse_asked = true;
+            self.pipe.unsettled.push(Unsettled::Reuse);
         }
         self.blocks = Some(Blocks {
             range: parallelism,

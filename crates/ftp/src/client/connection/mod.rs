@@ -17,8 +17,9 @@ mod secure;
 mod stored;
 mod third_party;
 mod udp;
-pub use gridftp::{checksum_command, Streams, StreamsReport};
+pub use gridftp::{checksum_command, StreamsReport};
 use gridftp::{reuse_command, Blocks};
+use pipeline::Unsettled;
 use secure::ControlStream;
 pub use secure::{TlsMode, TlsPolicy};
 
@@ -38,6 +39,21 @@ use std::io::{BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How many data connections a transfer uses (`cp -p`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Streams {
+    /// Exactly this many (1: MODE S, which every FTP server speaks).
+    Fixed(u32),
+    /// Start with one and let the sender open more while buffers, not the path, hold the
+    /// transfer back; at most `max`, and this end's buffers within `max_memory`.
+    Auto {
+        /// Most connections.
+        max: u32,
+        /// Bound on this end's buffer memory, bytes.
+        max_memory: Option<u64>,
+    },
+}
 
 /// Who logs in.
 #[derive(Debug, Clone)]
@@ -79,10 +95,6 @@ pub struct Connection {
     tune: Option<TunerConfig>,
     /// Whether the server speaks the drsFTP messages (`OPTS DRS` accepted).
     drs_peer: bool,
-    /// `OPTS DRS` asked ahead, its answer not taken yet.
-    drs_asked: Option<DrsOpts>,
-    /// `OPTS DCREUSE ON` asked ahead, its answer not taken yet.
-    reuse_asked: bool,
     /// Whether a fatpipe server hashes the files it moves beside their transfers, as this end
     /// last told it (`OPTS DRS Hash=`; on until told).
     server_hashes: bool,
@@ -99,10 +111,6 @@ pub struct Connection {
     /// The server moves MODE S binary transfers over the UDP channel (`SITE SETNETSTACK udp`):
     /// this end's side of it.
     udp: Option<fatpipe_net::udp::UdpConfig>,
-    /// `SITE SETNETSTACK udp` went out ahead and its answer is not read yet: if the server
-    /// refuses, the session goes on over TCP with these streams (`true`: the user asked for
-    /// the channel, so the refusal is a warning).
-    udp_unconfirmed: Option<(Command, Streams, bool)>,
     /// What the UDP channel of the latest transfer did.
     last_udp: Option<String>,
     /// A download whose sending server meets random loss ends, to go on over the UDP channel
@@ -117,8 +125,6 @@ pub struct Connection {
     round_trip: Option<Duration>,
     /// The data token the server took (`DTOK`): every data connection shows or checks it.
     token: Option<Token>,
-    /// `DTOK` asked ahead, its answer not taken yet.
-    token_asked: Option<Token>,
 }
 
 /// `DTOK` with `token` (`None`: `DTOK NONE`).
@@ -180,8 +186,6 @@ impl Connection {
             timeout,
             tune: None,
             drs_peer: false,
-            drs_asked: None,
-            reuse_asked: false,
             server_hashes: true,
             last_tune: None,
             blocks: None,
@@ -190,14 +194,12 @@ impl Connection {
             reuse: false,
             kept: None,
             udp: None,
-            udp_unconfirmed: None,
             last_udp: None,
             leave_on_random_loss: false,
             left_on_random_loss: false,
             pipe: pipeline::Pipeline::default(),
             round_trip: None,
             token: None,
-            token_asked: None,
         };
         let tls_asked = c.ask_tls(tls)?;
         let greeting = c.read_reply()?;
@@ -246,7 +248,7 @@ impl Connection {
         if self.has_feature("DRS") {
             // Its answer is taken before the next transfer ([`Connection::settle`]).
             self.ask_ahead(Command::Opts(opts.to_string()));
-            self.drs_asked = Some(opts);
+            self.pipe.unsettled.push(Unsettled::Drs(opts));
             return Ok(());
         }
         self.fixed_buffers(tuning)
@@ -274,38 +276,45 @@ impl Connection {
         self.tell_ahead(Command::Opts(opts.to_string()));
     }
 
-    /// What the session's settings asked ahead were answered (`OPTS DRS`, `OPTS DCREUSE`),
-    /// taken before a transfer needs it: they go out with the next command, not a round trip
-    /// of their own.
+    /// What the session's settings asked ahead were answered (`OPTS DRS`, `OPTS DCREUSE`,
+    /// `DTOK`, `SITE SETNETSTACK`), taken before a transfer needs it: they go out with the next
+    /// command, not a round trip of their own.
     fn settle(&mut self) -> anyhow::Result<()> {
-        if let Some(opts) = self.drs_asked.take() {
-            let r = self.ask(&Command::Opts(opts.to_string()))?;
-            self.drs_peer = r.is_success();
-            // A server that knows DRS but not the pacing or congestion control asked for
-            // says why; the transfer goes on without them (uploads still use them here).
-            if !self.drs_peer && (opts.pacing.is_some() || opts.cc.is_some()) {
-                tracing::warn!("the server refused {opts}: {r}; downloads use its defaults");
-                let plain = DrsOpts {
-                    pacing: None,
-                    cc: None,
-                    ..opts
-                };
-                self.drs_peer = self
-                    .command(&Command::Opts(plain.to_string()))?
-                    .is_success();
-            }
-            if !self.drs_peer {
-                if let Some(t) = self.tune.as_ref().map(|t| t.tuning) {
-                    self.fixed_buffers(t)?;
+        for u in std::mem::take(&mut self.pipe.unsettled) {
+            match u {
+                Unsettled::Drs(opts) => self.settle_drs(opts)?,
+                Unsettled::Reuse => self.reuse = self.ask(&reuse_command())?.is_success(),
+                Unsettled::Token(t) => {
+                    let taken = self.ask(&dtok(Some(t)))?.is_success();
+                    self.token = taken.then_some(t);
                 }
+                Unsettled::Udp(cmd, fallback, asked) => self.settle_udp(&cmd, fallback, asked)?,
             }
         }
-        if std::mem::take(&mut self.reuse_asked) {
-            self.reuse = self.ask(&reuse_command())?.is_success();
+        Ok(())
+    }
+
+    /// The server's answer to `OPTS DRS` with `opts`: whether it speaks the drsFTP messages.
+    fn settle_drs(&mut self, opts: DrsOpts) -> anyhow::Result<()> {
+        let r = self.ask(&Command::Opts(opts.to_string()))?;
+        self.drs_peer = r.is_success();
+        // A server that knows DRS but not the pacing or congestion control asked for
+        // says why; the transfer goes on without them (uploads still use them here).
+        if !self.drs_peer && (opts.pacing.is_some() || opts.cc.is_some()) {
+            tracing::warn!("the server refused {opts}: {r}; downloads use its defaults");
+            let plain = DrsOpts {
+                pacing: None,
+                cc: None,
+                ..opts
+            };
+            self.drs_peer = self
+                .command(&Command::Opts(plain.to_string()))?
+                .is_success();
         }
-        if let Some(t) = self.token_asked.take() {
-            let taken = self.ask(&dtok(Some(t)))?.is_success();
-            self.token = taken.then_some(t);
+        if !self.drs_peer {
+            if let Some(t) = self.tune.as_ref().map(|t| t.tuning) {
+                self.fixed_buffers(t)?;
+            }
         }
         Ok(())
     }
@@ -322,7 +331,7 @@ impl Connection {
         match token {
             Some(t) => {
                 self.ask_ahead(dtok(Some(t)));
-                self.token_asked = Some(t);
+                self.pipe.unsettled.push(Unsettled::Token(t));
             }
             None => self.set_ahead(dtok(None)),
         }

@@ -4,8 +4,10 @@
 //! kept. The ways of asking are ahead.rs's, pipelined.rs's and stored.rs's; they all keep
 //! their books here.
 
-use super::describe;
+use super::{describe, Streams};
 use anyhow::bail;
+use fatpipe_net::admission::Token;
+use fatpipe_proto::drs::DrsOpts;
 use fatpipe_proto::gridftp::Parallelism;
 use fatpipe_proto::{Command, Reply};
 use std::collections::VecDeque;
@@ -68,6 +70,24 @@ pub(super) struct Pipeline {
     pub(super) stores: VecDeque<Store>,
     /// ... and those read: how each ended, until the copy asks.
     pub(super) stored: Vec<(Command, anyhow::Result<u64>)>,
+    /// Session settings asked ahead whose answers change what the session does, in the order
+    /// asked: settled before the next transfer (`Connection::settle`).
+    pub(super) unsettled: Vec<Unsettled>,
+}
+
+/// A session setting asked ahead whose answer changes what the session does.
+#[derive(Debug)]
+pub(super) enum Unsettled {
+    /// `OPTS DRS`: whether the server speaks the drsFTP messages.
+    Drs(DrsOpts),
+    /// `OPTS DCREUSE ON`: whether MODE E data connections stay open between files.
+    Reuse,
+    /// `DTOK`: the data token the server takes.
+    Token(Token),
+    /// `SITE SETNETSTACK udp` (the command): whether transfers take the UDP channel; refused,
+    /// the session goes on over TCP with these streams (`true`: the user asked for the
+    /// channel, so the refusal is a warning).
+    Udp(Command, Streams, bool),
 }
 
 impl Pipeline {

@@ -1,6 +1,7 @@
 //! The UDP data channel on the client side: `SITE SETNETSTACK udp` with a fatpipe server, and
 //! MODE S binary transfers whose bytes then move as UDP packets beside the data connection.
 
+use super::pipeline::Unsettled;
 use super::{receive_error, send_error, Connection, Streams};
 use anyhow::Context;
 use fatpipe_net::mover::StreamWork;
@@ -36,17 +37,22 @@ impl Connection {
         let cmd = setnetstack(stack);
         self.ask_ahead(cmd.clone());
         self.udp = Some(udp);
-        self.udp_unconfirmed = Some((cmd, fallback, asked));
+        self.pipe
+            .unsettled
+            .push(Unsettled::Udp(cmd, fallback, asked));
         Ok(None)
     }
 
-    /// Reads the server's answer to a `SITE SETNETSTACK udp` sent ahead, if one is owed: a
-    /// refusal ends the UDP channel, and the session's transfers go over TCP.
-    fn confirm_udp(&mut self) -> anyhow::Result<()> {
-        let Some((cmd, fallback, asked)) = self.udp_unconfirmed.take() else {
-            return Ok(());
-        };
-        let r = self.ask(&cmd)?;
+    /// The server's answer to `cmd`, a `SITE SETNETSTACK udp` sent ahead (see
+    /// [`Connection::use_udp`]): a refusal ends the UDP channel, and the session's transfers go
+    /// over TCP with the `fallback` streams.
+    pub(super) fn settle_udp(
+        &mut self,
+        cmd: &Command,
+        fallback: Streams,
+        asked: bool,
+    ) -> anyhow::Result<()> {
+        let r = self.ask(cmd)?;
         if r.is_success() {
             return Ok(());
         }
@@ -126,7 +132,7 @@ impl Connection {
     /// with where `file` stands; `None` when transfers go over TCP.
     fn udp_start(&mut self, mut file: &File) -> anyhow::Result<Option<(UdpConfig, u64)>> {
         self.last_udp = None;
-        self.confirm_udp()?;
+        self.settle()?;
         let Some(config) = self.udp.clone() else {
             return Ok(None);
         };
@@ -235,7 +241,7 @@ mod tests {
                 let why = c.use_udp(&stack, UdpConfig::default(), Streams::Fixed(1), true);
                 assert_eq!(why.unwrap(), None);
                 assert_eq!(c.size("/f").unwrap(), Some(5));
-                c.confirm_udp().unwrap();
+                c.settle().unwrap();
                 on = c.uses_udp();
             },
         );
