@@ -27,7 +27,7 @@ impl Session {
             std::net::TcpListener::bind,
         )
         .and_then(|l| {
-            before_connect(&self.tune, &l)?;
+            before_connect(&self.settings.tune, &l)?;
             let port = l.local_addr()?.port();
             Ok((data::passive(l)?, port))
         });
@@ -141,7 +141,7 @@ impl Session {
         let secure = self.data_security()?;
         let kept = self.kept.take().map(|k| k.channel);
         let c = &self.shared.config;
-        let tune = self.tune.clone();
+        let tune = self.settings.tune.clone();
         // The control connection's RTT stands for the data path's only where the data goes to
         // the client itself (a third-party copy's client may sit beside this server).
         let to_client =
@@ -163,11 +163,11 @@ impl Session {
             timeout: c.data_timeout,
             prepare: Arc::new(move |fd| before_connect(&tune, fd)),
             kept,
-            keep_open: self.reuse,
+            keep_open: self.settings.reuse,
             max_streams: c.max_streams,
             secure,
         };
-        let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.tune.clone());
+        let tune = (!matches!(job, Job::SendBytes(_))).then(|| self.settings.tune.clone());
         self.send(Reply::new(150, opening));
         let control = self
             .control
@@ -180,19 +180,19 @@ impl Session {
     }
 
     pub(super) fn mode_word(&self) -> &'static str {
-        match self.ttype {
+        match self.settings.ttype {
             TransferType::Ascii => "ASCII",
             TransferType::Image => "BINARY",
         }
     }
 
     pub(super) fn retr(&mut self, arg: &str) -> Result<Flow, Reply> {
-        let offset = std::mem::take(&mut self.rest);
-        let held = self.rest_ranges.take();
+        let offset = std::mem::take(&mut self.settings.rest);
+        let held = self.settings.rest_ranges.take();
         let whole = offset == 0 && held.is_none();
         let v = self.path(arg);
         let (file, meta) = self.shared.sandbox.open_read(&v).map_err(fs_reply)?;
-        self.data_ready(self.extended, false)?;
+        self.data_ready(self.settings.extended, false)?;
         if offset > meta.len() {
             return Err(Reply::new(
                 554,
@@ -207,15 +207,15 @@ impl Session {
             .map_err(|e| fs_reply(e.into()))?;
         // MODE E sends blocks of what was asked for; MODE S (and the UDP channel) the file in
         // order from `offset`, whose bytes before it are in place already.
-        let followed = whole || !self.extended;
+        let followed = whole || !self.settings.extended;
         let reader = followed.then(|| file.try_clone().ok()).flatten();
         let opening = format!(
             "Opening {} mode data connection for {v} ({} bytes)",
             self.mode_word(),
             meta.len() - offset
         );
-        let ascii = self.ttype == TransferType::Ascii;
-        let job = if self.extended {
+        let ascii = self.settings.ttype == TransferType::Ascii;
+        let job = if self.settings.extended {
             let ranges = match held {
                 Some(h) => h.gaps(0, meta.len()),
                 None => vec![(offset, meta.len())],
@@ -224,9 +224,9 @@ impl Session {
                 file,
                 ranges,
                 shift: 0,
-                parallelism: self.parallelism,
+                parallelism: self.settings.parallelism,
             }
-        } else if let (Some(config), false) = (self.udp.clone(), ascii) {
+        } else if let (Some(config), false) = (self.settings.udp.clone(), ascii) {
             Job::SendUdp {
                 file,
                 offset,
@@ -249,16 +249,16 @@ impl Session {
     /// channel (`425`) instead of reading it as theirs.
     pub(super) fn store(&mut self, arg: &str, append: bool) -> Result<Flow, Reply> {
         let started = self.start_store(arg, append);
-        if started.is_err() && self.drs_notify {
+        if started.is_err() && self.settings.drs_notify {
             self.kept = None;
         }
         started
     }
 
     fn start_store(&mut self, arg: &str, append: bool) -> Result<Flow, Reply> {
-        let offset = std::mem::take(&mut self.rest);
+        let offset = std::mem::take(&mut self.settings.rest);
         self.writable()?;
-        self.data_ready(self.extended, true)?;
+        self.data_ready(self.settings.extended, true)?;
         let v = self.path(arg);
         let at = match (append, offset) {
             (true, _) => WriteAt::End,
@@ -272,9 +272,9 @@ impl Session {
         let start = into.start();
         let reader = (start == 0).then(|| into.reader().ok()).flatten();
         let opening = format!("Ok to send data for {v} ({} mode)", self.mode_word());
-        let ascii = self.ttype == TransferType::Ascii;
+        let ascii = self.settings.ttype == TransferType::Ascii;
         let verb = if append { "APPE" } else { "STOR" };
-        let job = if self.extended {
+        let job = if self.settings.extended {
             // Blocks arrive out of order: until the transfer completes, the file carries the
             // record of what it holds, from before its first byte.
             let mut held = RangeSet::default();
@@ -287,7 +287,7 @@ impl Session {
                 record: Some(held),
             }
         } else {
-            match (self.udp.clone(), ascii) {
+            match (self.settings.udp.clone(), ascii) {
                 (Some(config), false) => {
                     let limit = self.block_limit(into.file(), 0);
                     Job::ReceiveUdp {
@@ -312,7 +312,7 @@ impl Session {
     pub(super) fn block_limit(&mut self, file: &std::fs::File, base: u64) -> BlockLimit {
         let room = sandbox::room(file).unwrap_or(u64::MAX);
         let cap = self.shared.config.max_file_size.unwrap_or(u64::MAX);
-        let announced = self.allo.take().unwrap_or(u64::MAX);
+        let announced = self.settings.allo.take().unwrap_or(u64::MAX);
         let end = room.min(cap).min(announced);
         BlockLimit {
             end: end.saturating_sub(base),

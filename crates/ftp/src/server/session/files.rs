@@ -155,7 +155,7 @@ impl Session {
                 format!(" Logged in as {user}"),
                 format!(
                     " TYPE: {ttype}; MODE: {}; STRU: FILE",
-                    if self.extended {
+                    if self.settings.extended {
                         "EXTENDED BLOCK"
                     } else {
                         "STREAM"

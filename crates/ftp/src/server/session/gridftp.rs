@@ -25,10 +25,10 @@ impl Session {
         }
         let n = NetStack::parse(rest).map_err(|e| Reply::new(501, e))?;
         if !n.udp {
-            self.udp = None;
+            self.settings.udp = None;
             return Ok(Reply::new(200, "Network stack: tcp"));
         }
-        if self.prot == fatpipe_proto::command::ProtLevel::Private {
+        if self.security.prot == fatpipe_proto::command::ProtLevel::Private {
             return Err(Reply::new(
                 534,
                 "The UDP data channel cannot be protected: PROT C first, or stay on TCP",
@@ -60,7 +60,7 @@ impl Session {
             ..UdpConfig::default()
         };
         let text = format!("Network stack: udp, {} rate control", config.control);
-        self.udp = Some(config);
+        self.settings.udp = Some(config);
         Ok(Reply::new(200, text))
     }
 
@@ -94,7 +94,7 @@ impl Session {
 
     /// `ERET P`: part of a file, its block offsets counted from `offset`.
     pub(super) fn eret(&mut self, offset: u64, length: u64, arg: &str) -> Result<Flow, Reply> {
-        if !self.extended {
+        if !self.settings.extended {
             return Err(Reply::new(503, "ERET needs MODE E"));
         }
         let v = self.path(arg);
@@ -111,7 +111,7 @@ impl Session {
             file,
             ranges: vec![(offset, end)],
             shift: offset,
-            parallelism: self.parallelism,
+            parallelism: self.settings.parallelism,
         };
         let opening = format!("Opening data connections for {v} bytes {offset}-{end}");
         self.begin(job, opening, format!("ERET {v} {offset}-{end}"), Some(&v))
@@ -119,7 +119,7 @@ impl Session {
 
     /// `ESTO A`: blocks written at `offset` plus their offsets, into the file as it is.
     pub(super) fn esto(&mut self, offset: u64, arg: &str) -> Result<Flow, Reply> {
-        if !self.extended {
+        if !self.settings.extended {
             return Err(Reply::new(503, "ESTO needs MODE E"));
         }
         self.writable()?;

@@ -41,7 +41,9 @@ impl Session {
     /// verifies with XXH3 unless told not to. `reader` is a handle on the file being moved (an
     /// upload's is not under its name yet).
     pub(super) fn follow(&mut self, path: VPath, reader: std::fs::File, base: u64) {
-        if !(self.drs_notify && self.hash_beside) || self.ttype == TransferType::Ascii {
+        if !(self.settings.drs_notify && self.settings.hash_beside)
+            || self.settings.ttype == TransferType::Ascii
+        {
             return;
         }
         let Some(progress) = self.transfer.as_ref().and_then(Running::progress) else {

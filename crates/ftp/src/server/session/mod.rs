@@ -9,9 +9,12 @@ mod gridftp;
 mod hashing;
 mod login;
 mod security;
+mod settings;
 
 use control::Control;
 use files::Listing;
+use security::Security;
+use settings::Settings;
 
 use super::auth::Login;
 use super::data::DataSpec;
@@ -20,13 +23,10 @@ use super::Shared;
 use crate::inband::{self, Heard};
 use fatpipe_net::admission::Token;
 use fatpipe_net::mode_e::Kept;
-use fatpipe_net::udp::UdpConfig;
-use fatpipe_net::TunerConfig;
-use fatpipe_proto::command::{ProtLevel, DTOK_STREAM};
+use fatpipe_proto::command::DTOK_STREAM;
 use fatpipe_proto::drs::DrsOpts;
 use fatpipe_proto::gridftp::{ChecksumAlg, Parallelism};
 use fatpipe_proto::line::Frame;
-use fatpipe_proto::ranges::RangeSet;
 use fatpipe_proto::reply::quote_path;
 use fatpipe_proto::{Command, Reply, TransferType, VPath};
 use fatpipe_tune::{CongestionControl, Pacing, Tuning};
@@ -94,42 +94,18 @@ struct Session {
     login: Option<Login>,
     failures: u32,
     cwd: VPath,
-    ttype: TransferType,
-    rest: u64,
     rename_from: Option<VPath>,
+    /// What the client set for the transfers to come.
+    settings: Settings,
+    /// FTPS.
+    security: Security,
     data: DataSpec,
     epsv_all: bool,
     transfer: Option<Running>,
     deferred: VecDeque<Vec<u8>>,
     passive_hint: u64,
-    /// How this session's data connections are tuned: the server's defaults, changed by the
-    /// client (`OPTS DRS Tuning=`, `Pacing=`, `CC=`; `SBUF`).
-    tune: TunerConfig,
-    drs_notify: bool,
-    /// Whole files moved in MODE E are hashed beside their transfer for the client's next
-    /// `CKSM` (`OPTS DRS Hash=`; a fatpipe client verifies unless told not to).
-    hash_beside: bool,
-    /// `MODE E` in effect.
-    extended: bool,
-    /// `OPTS RETR Parallelism=…` for MODE E sends.
-    parallelism: Parallelism,
-    /// `REST` ranges for the next MODE E `RETR`.
-    rest_ranges: Option<RangeSet>,
-    /// The client reuses MODE E data connections (`OPTS DCREUSE ON`): sends leave them open.
-    reuse: bool,
     /// The MODE E connections the last transfer left open, for the next in the same direction.
     kept: Option<Kept>,
-    /// `ALLO`: the size the next upload announced.
-    allo: Option<u64>,
-    /// `SITE SETNETSTACK udp`: MODE S binary transfers move over the UDP channel.
-    udp: Option<UdpConfig>,
-    /// `AUTH TLS`: the configurations the control connection was secured with and its data
-    /// connections will be (one session cache: data connections resume the control's session).
-    tls: Option<fatpipe_net::tls::ServerTls>,
-    /// `PBSZ` was sent (RFC 4217: before `PROT`).
-    pbsz: bool,
-    /// `PROT`: the data connections' protection level.
-    prot: ProtLevel,
     /// The file the last transfer moved, hashed beside it for the `CKSM` that follows.
     followed: Option<hashing::Followed>,
     /// `DTOK`: the token every data connection of the session carries as its first bytes.
@@ -163,27 +139,15 @@ pub async fn run(
         login: None,
         failures: 0,
         cwd: VPath::root(),
-        ttype: TransferType::Ascii,
-        rest: 0,
         rename_from: None,
+        settings: Settings::new(shared.config.tune.clone()),
+        security: Security::clear(),
         data: DataSpec::None,
         epsv_all: false,
         transfer: None,
         deferred: VecDeque::new(),
         passive_hint: id.wrapping_mul(7919),
-        tune: shared.config.tune.clone(),
-        drs_notify: false,
-        hash_beside: true,
-        extended: false,
-        parallelism: Parallelism::fixed(1),
-        rest_ranges: None,
-        reuse: false,
         kept: None,
-        allo: None,
-        udp: None,
-        tls: None,
-        pbsz: false,
-        prot: ProtLevel::Clear,
         followed: None,
         token: None,
         evict,
@@ -237,7 +201,7 @@ impl Session {
             host: self.peer.ip(),
             bytes,
             path,
-            binary: self.ttype == TransferType::Image,
+            binary: self.settings.ttype == TransferType::Image,
             incoming: t.receiving,
             user: user.filter(|u| *u != "anonymous"),
             complete: code == 226,
@@ -266,7 +230,7 @@ impl Session {
                             self.log_transfer(&t, reply.code, bytes);
                             // A fatpipe client learns this end's peak buffer whatever the
                             // tuning (modes that never announce one included).
-                            if self.drs_notify && tune.peak_local > 0 {
+                            if self.settings.drs_notify && tune.peak_local > 0 {
                                 self.send(inband::buffer_announcement(tune.peak_local));
                             }
                         }
@@ -283,7 +247,7 @@ impl Session {
                     }
                     Event::Announce(told) => {
                         let said = inband::server_announcement(&told, t.receiving);
-                        if let Some(r) = said.filter(|_| self.drs_notify) {
+                        if let Some(r) = said.filter(|_| self.settings.drs_notify) {
                             self.send(r);
                             self.flush().await?;
                         }
@@ -450,16 +414,16 @@ impl Session {
             Command::Opts(opt) => match opt.split_once(' ') {
                 Some((name, value)) if name.eq_ignore_ascii_case("DRS") => self.drs_opts(value)?,
                 Some((name, value)) if name.eq_ignore_ascii_case("DCREUSE") => {
-                    self.reuse = on_off(value)?;
+                    self.settings.reuse = on_off(value)?;
                     self.kept = None;
                     Reply::new(200, format!("Data connection reuse {}", value.trim()))
                 }
                 Some((name, value)) if name.eq_ignore_ascii_case("RETR") => {
-                    self.parallelism =
+                    self.settings.parallelism =
                         Parallelism::parse_opts(value).map_err(|e| Reply::new(501, e))?;
                     Reply::new(
                         200,
-                        format!("OPTS Command Successful. {}", self.parallelism),
+                        format!("OPTS Command Successful. {}", self.settings.parallelism),
                     )
                 }
                 _ => opts(&opt)?,
@@ -467,8 +431,8 @@ impl Session {
             Command::Sbuf(n) => {
                 // In a drsFTP session SBUF concerns the latest transfer, which has ended; for
                 // everyone else it is GridFTP's: the buffer size of the next data connections.
-                if !self.drs_notify {
-                    self.tune.tuning = Tuning::Static(n);
+                if !self.settings.drs_notify {
+                    self.settings.tune.tuning = Tuning::Static(n);
                 }
                 inband::server_answer(&Heard::Buffer(n), None)
             }
@@ -479,19 +443,19 @@ impl Session {
                 return Err(Reply::new(530, "Please log in with USER and PASS"))
             }
             Command::Type(t) => {
-                self.ttype = t;
+                self.settings.ttype = t;
                 match t {
                     TransferType::Ascii => Reply::new(200, "Switching to ASCII mode"),
                     TransferType::Image => Reply::new(200, "Switching to Binary mode"),
                 }
             }
             Command::ModeStream => {
-                self.extended = false;
+                self.settings.extended = false;
                 self.kept = None;
                 Reply::new(200, "Mode set to S")
             }
             Command::ModeExtended => {
-                self.extended = true;
+                self.settings.extended = true;
                 Reply::new(200, "Mode set to E")
             }
             Command::StruFile => Reply::new(200, "Structure set to F"),
@@ -508,11 +472,11 @@ impl Session {
             Command::Mdtm(arg) => self.mdtm(&arg)?,
             Command::Mfmt { modified, path } => self.mfmt(modified, &path)?,
             Command::RestRanges(r) => {
-                if !self.extended {
+                if !self.settings.extended {
                     return Err(Reply::new(501, "REST with ranges needs MODE E"));
                 }
                 let text = format!("Restarting with ranges {r} held. Send RETR");
-                self.rest_ranges = Some(r);
+                self.settings.rest_ranges = Some(r);
                 Reply::new(350, text)
             }
             Command::Cksm(c) => return self.cksm(c).await,
@@ -523,12 +487,12 @@ impl Session {
             } => return self.eret(offset, length, &path),
             Command::Esto { offset, path } => return self.esto(offset, &path),
             Command::Rest(n) => {
-                self.rest = n;
+                self.settings.rest = n;
                 Reply::new(350, format!("Restarting at {n}. Send STOR or RETR"))
             }
             Command::Allo(n) => {
                 // Kept as the bound of the next upload's block offsets.
-                self.allo = Some(n);
+                self.settings.allo = Some(n);
                 Reply::new(
                     202,
                     format!("No storage allocation necessary; the next upload may write {n} bytes"),
@@ -587,29 +551,34 @@ impl Session {
         }
         let hash = o.hash.as_deref().map(hashing::parse).transpose()?;
         if let Some(n) = o.notify {
-            self.drs_notify = n;
+            self.settings.drs_notify = n;
         }
         if let Some(t) = tuning {
-            self.tune.tuning = t;
+            self.settings.tune.tuning = t;
         }
         if let Some(p) = pacing {
-            self.tune.pacing = Some(p);
+            self.settings.tune.pacing = Some(p);
         }
         if let Some(cc) = cc {
-            self.tune.cc = Some(cc);
+            self.settings.tune.cc = Some(cc);
         }
         if let Some(h) = hash {
-            self.hash_beside = h;
+            self.settings.hash_beside = h;
         }
         let state = DrsOpts {
-            notify: Some(self.drs_notify),
-            tuning: Some(self.tune.tuning.to_string()),
-            pacing: self.tune.pacing.map(|p| p.to_string()),
-            cc: self.tune.cc.as_ref().map(|c| c.user_name().to_string()),
+            notify: Some(self.settings.drs_notify),
+            tuning: Some(self.settings.tune.tuning.to_string()),
+            pacing: self.settings.tune.pacing.map(|p| p.to_string()),
+            cc: self
+                .settings
+                .tune
+                .cc
+                .as_ref()
+                .map(|c| c.user_name().to_string()),
             paced: None,
             // Said only when changed from the default: clients that never set it see the
             // answer they always saw.
-            hash: (!self.hash_beside).then(|| "off".into()),
+            hash: (!self.settings.hash_beside).then(|| "off".into()),
         };
         Ok(Reply::new(200, format!("OPTS {state}")))
     }

@@ -8,6 +8,29 @@ use fatpipe_net::tls::{Secure, TlsReuse};
 use fatpipe_proto::command::ProtLevel;
 use fatpipe_proto::Reply;
 
+/// FTPS on a session (RFC 4217): how its control connection was secured and how its data
+/// connections will be.
+pub(super) struct Security {
+    /// `AUTH TLS`: the configurations the control connection was secured with and its data
+    /// connections will be (one session cache: data connections resume the control's session).
+    pub(super) tls: Option<fatpipe_net::tls::ServerTls>,
+    /// `PBSZ` was sent (RFC 4217: before `PROT`).
+    pub(super) pbsz: bool,
+    /// `PROT`: the data connections' protection level.
+    pub(super) prot: ProtLevel,
+}
+
+impl Security {
+    /// A new session's: in clear.
+    pub(super) fn clear() -> Security {
+        Security {
+            tls: None,
+            pbsz: false,
+            prot: ProtLevel::Clear,
+        }
+    }
+}
+
 impl Session {
     /// `AUTH TLS` (or `TLS-C`, `SSL`): `234`, then the handshake. A new security context
     /// starts a new login (RFC 2228): whoever logged in before must do it again.
@@ -46,7 +69,7 @@ impl Session {
             return Ok(Flow::Close);
         }
         tracing::debug!(session = self.id, "control connection secured");
-        self.tls = Some(config);
+        self.security.tls = Some(config);
         self.user = None;
         self.login = None;
         Ok(Flow::Continue)
@@ -54,31 +77,31 @@ impl Session {
 
     /// `PBSZ`: 0 is the only size under TLS; anything else is answered with `PBSZ=0`.
     pub(super) fn pbsz(&mut self) -> Result<Reply, Reply> {
-        if self.tls.is_none() {
+        if self.security.tls.is_none() {
             return Err(Reply::new(503, "PBSZ needs AUTH TLS first"));
         }
-        self.pbsz = true;
+        self.security.pbsz = true;
         Ok(Reply::new(200, "PBSZ=0"))
     }
 
     /// `PROT`: `P` puts TLS on every data connection, `C` takes it off (refused under
     /// `--require-tls`); TLS offers neither `S` nor `E`.
     pub(super) fn prot(&mut self, level: ProtLevel) -> Result<Reply, Reply> {
-        if self.tls.is_none() {
+        if self.security.tls.is_none() {
             return Err(Reply::new(503, "PROT needs AUTH TLS first"));
         }
-        if !self.pbsz {
+        if !self.security.pbsz {
             return Err(Reply::new(503, "PROT needs PBSZ 0 first"));
         }
         match level {
-            ProtLevel::Private if self.udp.is_some() => Err(Reply::new(
+            ProtLevel::Private if self.settings.udp.is_some() => Err(Reply::new(
                 534,
                 "The UDP data channel cannot be protected: SITE SETNETSTACK tcp first",
             )),
             ProtLevel::Private => {
                 // Connections kept from a transfer under the other level are not used.
                 self.kept = None;
-                self.prot = level;
+                self.security.prot = level;
                 Ok(Reply::new(200, "Protection level set to Private"))
             }
             ProtLevel::Clear if self.shared.config.require_tls => Err(Reply::new(
@@ -87,7 +110,7 @@ impl Session {
             )),
             ProtLevel::Clear => {
                 self.kept = None;
-                self.prot = level;
+                self.security.prot = level;
                 Ok(Reply::new(200, "Protection level set to Clear"))
             }
             ProtLevel::Safe | ProtLevel::Confidential => Err(Reply::new(
@@ -111,7 +134,7 @@ impl Session {
     /// How the next data connections are secured: `None` in clear. Refuses data in clear on
     /// a server that requires TLS.
     pub(super) fn data_security(&self) -> Result<Option<Secure>, Reply> {
-        match (&self.tls, self.prot) {
+        match (&self.security.tls, self.security.prot) {
             (Some(config), ProtLevel::Private) => Ok(Some(Secure::Server {
                 config: config.data.clone(),
                 // The token proves a connection is the session's; without one, resuming the
