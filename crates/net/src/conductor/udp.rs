@@ -225,15 +225,18 @@ impl Conductor {
                 wait = wait.max(Duration::from_millis(1));
             }
             io.wait(wait)?;
-            {
-                let mut d = self.driven();
-                let u = receiver(&mut d)?;
-                for _ in 0..64 {
-                    if !io.receive(&mut |h, len, at| u.take(h, len, at))? {
-                        break;
-                    }
-                    u.heard(Instant::now());
+            // Booked one by one under the lock, which no receive or write holds (a slow disk
+            // would stall the conductor's other callers).
+            let mut take =
+                |h: &DataHeader, len: usize, at: u32| match self.driven().core.udp_receiver() {
+                    Some(u) => u.take(h, len, at),
+                    None => Take::Foreign,
+                };
+            for _ in 0..64 {
+                if !io.receive(&mut take)? {
+                    break;
                 }
+                receiver(&mut self.driven())?.heard(Instant::now());
             }
             // The sender's word: how its controller sees the transfer, or that UDP does not
             // get through.
