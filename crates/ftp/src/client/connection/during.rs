@@ -154,7 +154,7 @@ impl Connection {
             self.pipe.unanswered += asked.unanswered();
             during.into_iter().for_each(|a| self.pipe.owe(a));
         }
-        self.last_tune = conductor.summary();
+        self.last.tune = conductor.summary();
         Ok((moved, fin))
     }
 
@@ -168,7 +168,7 @@ impl Connection {
     ) -> anyhow::Result<anyhow::Result<T>> {
         let (moved, _, asked) = self.conduct(conductor, None, false, work)?;
         self.pipe.unanswered += asked.unanswered();
-        self.last_tune = conductor.summary();
+        self.last.tune = conductor.summary();
         Ok(moved)
     }
 

@@ -182,7 +182,7 @@ impl Connection {
 
     /// Connections and stream decisions of the latest MODE E transfer.
     pub fn last_streams(&self) -> Option<&StreamsReport> {
-        self.last_streams.as_ref()
+        self.last.streams.as_ref()
     }
 
     /// Asks the server for a checksum of a whole remote file (`CKSM alg 0 -1 path`).
@@ -389,8 +389,8 @@ impl Connection {
         // With -p auto this end's conductor grows the stream count, asking the mover.
         let policy = blocks.auto.then(|| StreamPolicy::new(blocks.limits));
         let (conductor, mover) = self.block_upload(file, have, start, policy, &channel)?;
-        self.last_tune = None;
-        self.last_streams = None;
+        self.last.tune = None;
+        self.last.streams = None;
         if have > 0 {
             self.set_ahead(Command::Rest(have));
         }
@@ -522,7 +522,7 @@ impl Connection {
                 .unwrap_or_else(|| "where the previous transfer of this session ended".to_string());
             decisions.insert(0, format!("started with {n} streams, {why}"));
         }
-        self.last_streams = Some(StreamsReport {
+        self.last.streams = Some(StreamsReport {
             streams,
             reused,
             decisions,

@@ -98,12 +98,10 @@ pub struct Connection {
     /// Whether a fatpipe server hashes the files it moves beside their transfers, as this end
     /// last told it (`OPTS DRS Hash=`; on until told).
     server_hashes: bool,
-    last_tune: Option<TuneSummary>,
     /// MODE E transfers: the parallelism asked of the server and this end's policy limits.
     blocks: Option<Blocks>,
     /// Whether the server is in MODE E now.
     extended: bool,
-    last_streams: Option<StreamsReport>,
     /// MODE E data connections are left open between files (the server has `DCREUSE`).
     reuse: bool,
     /// The MODE E connections the last transfer left open (the server keeps its ends alike).
@@ -111,8 +109,6 @@ pub struct Connection {
     /// The server moves MODE S binary transfers over the UDP channel (`SITE SETNETSTACK udp`):
     /// this end's side of it.
     udp: Option<fatpipe_net::udp::UdpConfig>,
-    /// What the UDP channel of the latest transfer did.
-    last_udp: Option<String>,
     /// A download whose sending server meets random loss ends, to go on over the UDP channel
     /// (`--transport auto` on a path not known to be lossy; udp.rs).
     leave_on_random_loss: bool,
@@ -120,11 +116,24 @@ pub struct Connection {
     left_on_random_loss: bool,
     /// Commands asked ahead of (or behind) the commands waited on, and their replies (ahead.rs).
     pipe: pipeline::Pipeline,
+    /// What the latest transfer did.
+    last: LastTransfer,
     /// The quickest command-to-reply time seen on the control connection: about the path's
     /// round trip.
     round_trip: Option<Duration>,
     /// The data token the server took (`DTOK`): every data connection shows or checks it.
     token: Option<Token>,
+}
+
+/// What a session's latest transfer did, for its file's result.
+#[derive(Debug, Default)]
+struct LastTransfer {
+    /// Its data connections' tuning.
+    tune: Option<TuneSummary>,
+    /// Its MODE E connections.
+    streams: Option<StreamsReport>,
+    /// What its UDP channel did (`udp: …`).
+    udp: Option<String>,
 }
 
 /// `DTOK` with `token` (`None`: `DTOK NONE`).
@@ -187,17 +196,15 @@ impl Connection {
             tune: None,
             drs_peer: false,
             server_hashes: true,
-            last_tune: None,
             blocks: None,
             extended: false,
-            last_streams: None,
             reuse: false,
             kept: None,
             udp: None,
-            last_udp: None,
             leave_on_random_loss: false,
             left_on_random_loss: false,
             pipe: pipeline::Pipeline::default(),
+            last: LastTransfer::default(),
             round_trip: None,
             token: None,
         };
@@ -356,7 +363,7 @@ impl Connection {
 
     /// Peak buffers and caps of the latest tuned transfer.
     pub fn last_tune(&self) -> Option<&TuneSummary> {
-        self.last_tune.as_ref()
+        self.last.tune.as_ref()
     }
 
     /// Whether `FEAT` listed a feature whose first word is `name`.
@@ -471,8 +478,8 @@ impl Connection {
         cmd: &Command,
         meanwhile: impl FnOnce(&mut Self) -> anyhow::Result<T>,
     ) -> anyhow::Result<(String, T)> {
-        self.last_tune = None;
-        self.last_streams = None;
+        self.last.tune = None;
+        self.last.streams = None;
         if let Some(r) = rest {
             self.set_ahead(r);
         }

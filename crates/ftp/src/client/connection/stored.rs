@@ -57,8 +57,8 @@ impl Connection {
         let cmd = Command::Stor(path.into());
         self.send_with_ahead(&cmd)?;
         let behind = self.pipe.take_behind_sent();
-        self.last_tune = None;
-        self.last_streams = None;
+        self.last.tune = None;
+        self.last.streams = None;
         let driver = &conductor;
         let moved = self.drive_quiet(&conductor, || {
             mover.run(pump, driver).map_err(|e| send_error(path, e))

@@ -125,13 +125,13 @@ impl Connection {
 
     /// What the UDP channel of the latest transfer did (`udp: …`), if it ran.
     pub fn last_udp(&self) -> Option<&str> {
-        self.last_udp.as_deref()
+        self.last.udp.as_deref()
     }
 
     /// A transfer's start: with the UDP channel on, `TYPE I`, and this end's side of the channel
     /// with where `file` stands; `None` when transfers go over TCP.
     fn udp_start(&mut self, mut file: &File) -> anyhow::Result<Option<(UdpConfig, u64)>> {
-        self.last_udp = None;
+        self.last.udp = None;
         self.settle()?;
         let Some(config) = self.udp.clone() else {
             return Ok(None);
@@ -178,7 +178,7 @@ impl Connection {
                 receive_error(path, e)
             })?;
         // The sender (the server) says what its channel did.
-        self.last_udp = parse_transfer_notes(&fin)
+        self.last.udp = parse_transfer_notes(&fin)
             .udp
             .or_else(|| moved.udp.map(|u| u.to_string()));
         Ok(moved.bytes)
@@ -211,7 +211,7 @@ impl Connection {
         let (moved, _) = self.run_mode_s(stor, offset, Some(Role::Sender), pump, make, |e| {
             send_error(path, e)
         })?;
-        self.last_udp = moved.udp.map(|u| u.to_string());
+        self.last.udp = moved.udp.map(|u| u.to_string());
         Ok(moved.bytes)
     }
 }
