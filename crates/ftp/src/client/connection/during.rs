@@ -77,8 +77,8 @@ impl Connection {
     /// where random loss makes a sender choose bbr ([`Connection::leave_tcp_on_random_loss`]),
     /// and has not left yet.
     fn leaves_on(&self, by: &PacedBy) -> bool {
-        self.leave_on_random_loss
-            && !self.left_on_random_loss
+        self.udp.leave_on_random_loss
+            && !self.udp.left_on_random_loss
             && by.runs(&CongestionControl::FOR_RANDOM_LOSS)
     }
 
@@ -92,7 +92,7 @@ impl Connection {
             "{who} met random loss (its streams pace with bbr now): the transfer goes on over \
              the UDP channel"
         );
-        self.left_on_random_loss = true;
+        self.udp.left_on_random_loss = true;
         pump.cancel();
         let epsv = Command::Epsv(None);
         if listened && self.epsv_ahead_taken() && !self.is_asked(&epsv) {
@@ -196,7 +196,7 @@ impl Connection {
                 conductor.watch_control(fd);
             }
         }
-        self.left_on_random_loss = false;
+        self.udp.left_on_random_loss = false;
         // The conductor rings when a law has a size to announce.
         let wake = Wake::new().context("cannot make an eventfd")?;
         let (announce, announced) = mpsc::channel::<Told>();

@@ -106,14 +106,8 @@ pub struct Connection {
     reuse: bool,
     /// The MODE E connections the last transfer left open (the server keeps its ends alike).
     kept: Option<Kept>,
-    /// The server moves MODE S binary transfers over the UDP channel (`SITE SETNETSTACK udp`):
-    /// this end's side of it.
-    udp: Option<fatpipe_net::udp::UdpConfig>,
-    /// A download whose sending server meets random loss ends, to go on over the UDP channel
-    /// (`--transport auto` on a path not known to be lossy; udp.rs).
-    leave_on_random_loss: bool,
-    /// The latest transfer ended so.
-    left_on_random_loss: bool,
+    /// The UDP channel: this end's side of it, and leaving TCP for it (udp.rs).
+    udp: UdpSide,
     /// Commands asked ahead of (or behind) the commands waited on, and their replies (ahead.rs).
     pipe: pipeline::Pipeline,
     /// What the latest transfer did.
@@ -123,6 +117,19 @@ pub struct Connection {
     round_trip: Option<Duration>,
     /// The data token the server took (`DTOK`): every data connection shows or checks it.
     token: Option<Token>,
+}
+
+/// A session's UDP channel, and leaving TCP for it.
+#[derive(Debug, Default)]
+struct UdpSide {
+    /// The server moves MODE S binary transfers over the UDP channel (`SITE SETNETSTACK udp`):
+    /// this end's side of it.
+    config: Option<fatpipe_net::udp::UdpConfig>,
+    /// A download whose sending server meets random loss ends, to go on over the UDP channel
+    /// (`--transport auto` on a path not known to be lossy).
+    leave_on_random_loss: bool,
+    /// The latest transfer ended so.
+    left_on_random_loss: bool,
 }
 
 /// What a session's latest transfer did, for its file's result.
@@ -200,9 +207,7 @@ impl Connection {
             extended: false,
             reuse: false,
             kept: None,
-            udp: None,
-            leave_on_random_loss: false,
-            left_on_random_loss: false,
+            udp: UdpSide::default(),
             pipe: pipeline::Pipeline::default(),
             last: LastTransfer::default(),
             round_trip: None,

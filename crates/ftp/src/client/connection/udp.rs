@@ -30,13 +30,13 @@ impl Connection {
         fallback: Streams,
         asked: bool,
     ) -> anyhow::Result<Option<String>> {
-        self.udp = None;
+        self.udp.config = None;
         if let Some(why) = self.no_udp() {
             return Ok(Some(why));
         }
         let cmd = setnetstack(stack);
         self.ask_ahead(cmd.clone());
-        self.udp = Some(udp);
+        self.udp.config = Some(udp);
         self.pipe
             .unsettled
             .push(Unsettled::Udp(cmd, fallback, asked));
@@ -61,7 +61,7 @@ impl Connection {
             true => tracing::warn!("{why}: the data goes over TCP"),
             false => tracing::info!("{why}: the data goes over TCP"),
         }
-        self.udp = None;
+        self.udp.config = None;
         self.set_streams(fallback)
     }
 
@@ -72,12 +72,13 @@ impl Connection {
     /// the channel.
     pub fn leave_tcp_on_random_loss(&mut self) {
         let asked_cc = self.tune.as_ref().is_some_and(|t| t.cc.is_some());
-        self.leave_on_random_loss = !asked_cc && self.udp.is_none() && self.no_udp().is_none();
+        self.udp.leave_on_random_loss =
+            !asked_cc && self.udp.config.is_none() && self.no_udp().is_none();
     }
 
     /// Whether the latest transfer ended to leave TCP on random loss (answered once).
     pub fn left_tcp_on_random_loss(&mut self) -> bool {
-        std::mem::take(&mut self.left_on_random_loss)
+        std::mem::take(&mut self.udp.left_on_random_loss)
     }
 
     /// After a download left TCP on random loss: the session's transfers from now on go over
@@ -87,8 +88,8 @@ impl Connection {
         stack: &NetStack,
         udp: UdpConfig,
     ) -> anyhow::Result<Option<String>> {
-        self.leave_on_random_loss = false;
-        self.udp = None;
+        self.udp.leave_on_random_loss = false;
+        self.udp.config = None;
         if let Some(why) = self.no_udp() {
             return Ok(Some(why));
         }
@@ -96,7 +97,7 @@ impl Connection {
         // goes out as a setting with the transfer that goes on (one write, not a round trip
         // of its own; a refusal fails that transfer).
         self.set_ahead(setnetstack(stack));
-        self.udp = Some(udp);
+        self.udp.config = Some(udp);
         self.blocks = None;
         Ok(None)
     }
@@ -120,7 +121,7 @@ impl Connection {
 
     /// Whether transfers move over the UDP channel.
     pub fn uses_udp(&self) -> bool {
-        self.udp.is_some()
+        self.udp.config.is_some()
     }
 
     /// What the UDP channel of the latest transfer did (`udp: …`), if it ran.
@@ -133,7 +134,7 @@ impl Connection {
     fn udp_start(&mut self, mut file: &File) -> anyhow::Result<Option<(UdpConfig, u64)>> {
         self.last.udp = None;
         self.settle()?;
-        let Some(config) = self.udp.clone() else {
+        let Some(config) = self.udp.config.clone() else {
             return Ok(None);
         };
         self.set_type(TransferType::Image);
