@@ -145,7 +145,7 @@ impl Session {
     }
 
     pub(super) fn status(&self) -> Reply {
-        let user = self.login.as_ref().map_or("-", |l| l.user.as_str());
+        let user = self.account.login.as_ref().map_or("-", |l| l.user.as_str());
         let ttype = self.mode_word();
         Reply::multi(
             211,

@@ -6,17 +6,29 @@ use crate::server::auth::{Anonymous, Login};
 use fatpipe_proto::{Reply, VPath};
 use std::time::Instant;
 
+/// Who is logging in on a session (`USER`), who logged in (`PASS`), and how often a
+/// password was wrong.
+#[derive(Default)]
+pub(super) struct Account {
+    /// The name `USER` gave.
+    pub(super) user: Option<String>,
+    /// The login the server took.
+    pub(super) login: Option<Login>,
+    /// Wrong passwords so far.
+    pub(super) failures: u32,
+}
+
 impl Session {
     /// `USER`: remembers the name; only a server that takes anonymous logins says so.
     pub(super) fn user(&mut self, name: String) -> Reply {
-        self.login = None;
+        self.account.login = None;
         let anonymous = name.eq_ignore_ascii_case("anonymous") || name.eq_ignore_ascii_case("ftp");
         let text = if anonymous && self.shared.config.anonymous != Anonymous::Off {
             "Anonymous login ok, send any password".to_string()
         } else {
             format!("Password required for {name}")
         };
-        self.user = Some(name);
+        self.account.user = Some(name);
         Reply::new(331, text)
     }
 
@@ -25,7 +37,7 @@ impl Session {
     /// the connection (commands do not extend it: nobody holds a slot without logging in).
     pub(super) fn patience(&self) -> (std::time::Duration, String) {
         let c = &self.shared.config;
-        if self.login.is_some() {
+        if self.account.login.is_some() {
             let why = format!(
                 "Idle for {} s, closing control connection",
                 c.idle_timeout.as_secs()
@@ -41,7 +53,8 @@ impl Session {
     }
 
     pub(super) fn login(&self) -> Result<&Login, Reply> {
-        self.login
+        self.account
+            .login
             .as_ref()
             .ok_or_else(|| Reply::new(530, "Please log in with USER and PASS"))
     }
@@ -58,10 +71,11 @@ impl Session {
     }
 
     pub(super) async fn pass(&mut self, password: &str) -> Result<Flow, Reply> {
-        if self.login.is_some() {
+        if self.account.login.is_some() {
             return Err(Reply::new(503, "Already logged in"));
         }
         let user = self
+            .account
             .user
             .take()
             .ok_or_else(|| Reply::new(503, "Login with USER first"))?;
@@ -99,17 +113,17 @@ impl Session {
                     }
                 }
                 tracing::info!(session = self.id, user = %login.user, writable = login.writable, "logged in");
-                self.login = Some(login);
+                self.account.login = Some(login);
                 self.cwd = VPath::root();
                 self.send(Reply::new(230, "Login successful"));
                 Ok(Flow::Continue)
             }
             None => {
-                self.failures += 1;
+                self.account.failures += 1;
                 self.shared.hosts().failed(ip, Instant::now());
                 tracing::warn!(session = self.id, peer = %self.peer, %user, "login failed");
                 tokio::time::sleep(self.shared.config.login_failure_delay).await;
-                if self.failures >= self.shared.config.max_login_failures {
+                if self.account.failures >= self.shared.config.max_login_failures {
                     self.send(Reply::new(421, "Too many failed logins, closing"));
                     return Ok(Flow::Close);
                 }

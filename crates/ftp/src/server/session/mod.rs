@@ -13,10 +13,10 @@ mod settings;
 
 use control::Control;
 use files::Listing;
+use login::Account;
 use security::Security;
 use settings::Settings;
 
-use super::auth::Login;
 use super::data::DataSpec;
 use super::transfer::{Event, Running};
 use super::Shared;
@@ -90,9 +90,8 @@ struct Session {
     local: SocketAddr,
     /// When the control connection was accepted (the login timeout counts from it).
     connected: Instant,
-    user: Option<String>,
-    login: Option<Login>,
-    failures: u32,
+    /// Who is logging in, or logged in.
+    account: Account,
     cwd: VPath,
     rename_from: Option<VPath>,
     /// What the client set for the transfers to come.
@@ -135,9 +134,7 @@ pub async fn run(
         peer,
         local,
         connected: Instant::now(),
-        user: None,
-        login: None,
-        failures: 0,
+        account: Account::default(),
         cwd: VPath::root(),
         rename_from: None,
         settings: Settings::new(shared.config.tune.clone()),
@@ -194,7 +191,7 @@ impl Session {
         let (Some(log), Some(path)) = (&self.shared.transfer_log, &t.file) else {
             return;
         };
-        let user = self.login.as_ref().map(|l| l.user.as_str());
+        let user = self.account.login.as_ref().map(|l| l.user.as_str());
         log.write(&crate::server::xferlog::Entry {
             when: time::OffsetDateTime::now_utc(),
             seconds: t.seconds(),
@@ -439,7 +436,7 @@ impl Session {
             Command::Help(_) => help(),
             Command::Dtok(token) => self.dtok(token)?,
             // Everything below needs a login.
-            _ if self.login.is_none() => {
+            _ if self.account.login.is_none() => {
                 return Err(Reply::new(530, "Please log in with USER and PASS"))
             }
             Command::Type(t) => {

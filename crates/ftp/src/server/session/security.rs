@@ -70,8 +70,8 @@ impl Session {
         }
         tracing::debug!(session = self.id, "control connection secured");
         self.security.tls = Some(config);
-        self.user = None;
-        self.login = None;
+        self.account.user = None;
+        self.account.login = None;
         Ok(Flow::Continue)
     }
 
@@ -153,7 +153,11 @@ impl Session {
     /// Whether this session may move data to or from hosts other than its client: only with
     /// `--allow-third-party`, only for named users.
     pub(super) fn third_party_allowed(&self) -> bool {
-        let named = self.login.as_ref().is_some_and(|l| l.user != "anonymous");
+        let named = self
+            .account
+            .login
+            .as_ref()
+            .is_some_and(|l| l.user != "anonymous");
         self.shared.config.allow_third_party && named
     }
 
