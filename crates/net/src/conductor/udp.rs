@@ -123,8 +123,10 @@ impl Conductor {
     ) -> Result<UdpEnd, PumpError> {
         let w = PumpError::Write;
         let start = Instant::now();
-        let timeout = self.udp_config(|c| c.timeout).unwrap_or(PROBE);
-        let mut done = self.driven().core.udp().is_none_or(UdpSend::is_empty);
+        let Some(timeout) = self.udp_config(|c| c.timeout) else {
+            return Err(w(io::Error::other("no UDP channel to send on")));
+        };
+        let mut done = self.driven().core.udp().is_some_and(UdpSend::is_empty);
         let mut written = 0u64;
         while !done {
             pump.check()?;

@@ -63,8 +63,11 @@ impl Mover for UdpSender<'_> {
         };
         let fell_back = match open(&s.link, port, s.config.force_buffers) {
             Ok(udp) => {
-                driver.open_udp(core(&s, packet, token), s.config.clone());
-                let mut sending = Sending::new(&s, packet, token, link, udp, pump);
+                let core = core(&s, packet, token);
+                // The file's bytes go in packets as the core counts them.
+                let payload = core.payload();
+                driver.open_udp(core, s.config.clone());
+                let mut sending = Sending::new(&s, (packet, payload), token, link, udp, pump);
                 match driver.send_udp(&mut sending, pump)? {
                     UdpEnd::Done => {
                         // The receiver has everything: closing the connection ends the
@@ -195,13 +198,12 @@ fn core(s: &UdpSender<'_>, packet: u16, token: u64) -> UdpSend {
 impl<'a> Sending<'a> {
     fn new(
         s: &UdpSender<'a>,
-        packet: u16,
+        (packet, payload): (u16, u64),
         token: u64,
         link: Link,
         (sock, state, to): (UdpSocket, UdpSocketState, SocketAddr),
         pump: &Arc<Pump>,
     ) -> Sending<'a> {
-        let payload = u64::from(packet).saturating_sub(HEADER as u64).max(1);
         Sending {
             file: s.file,
             offset: s.offset,
