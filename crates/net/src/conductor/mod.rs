@@ -45,7 +45,7 @@ struct Driven {
     /// The control connection, whose RTT a receiving end without probes of its own uses, and
     /// the address of its peer (read once: it does not change).
     control: Option<(OwnedFd, Option<IpAddr>)>,
-    /// A UDP channel's sending end, once opened ([`Conductor::open_udp`]).
+    /// A UDP channel's sending end, once opened ([`Conductor::open_udp_sender`]).
     udp: Option<udp::DrivenUdp>,
 }
 

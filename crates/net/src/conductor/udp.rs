@@ -107,13 +107,13 @@ impl DrivenUdp {
 impl Conductor {
     /// Hands the transfer core the sending end of a UDP channel, `send`, run as `config`
     /// says; [`Conductor::send_udp`] then drives it.
-    pub fn open_udp(&self, send: UdpSend, config: UdpConfig) {
+    pub fn open_udp_sender(&self, send: UdpSend, config: UdpConfig) {
         let mut d = self.driven();
-        d.core.open_udp(send);
+        d.core.open_udp_sender(send);
         d.udp = Some(DrivenUdp::new(config));
     }
 
-    /// Drives the UDP channel opened with [`Conductor::open_udp`] over `io` until the
+    /// Drives the UDP channel opened with [`Conductor::open_udp_sender`] over `io` until the
     /// receiver has everything or UDP does not get through; `pump` counts what the receiver
     /// wrote and cancels.
     pub fn send_udp(
@@ -126,7 +126,11 @@ impl Conductor {
         let Some(timeout) = self.udp_config(|c| c.timeout) else {
             return Err(w(io::Error::other("no UDP channel to send on")));
         };
-        let mut done = self.driven().core.udp().is_some_and(UdpSend::is_empty);
+        let mut done = self
+            .driven()
+            .core
+            .udp_sender()
+            .is_some_and(UdpSend::is_empty);
         let mut written = 0u64;
         while !done {
             pump.check()?;
@@ -151,7 +155,7 @@ impl Conductor {
                     return Err(w(io::Error::new(ErrorKind::InvalidData, e)));
                 }
                 let now = Instant::now();
-                let through = d.core.udp().is_some_and(UdpSend::through);
+                let through = d.core.udp_sender().is_some_and(UdpSend::through);
                 if done {
                     (None, take_out(&mut d))
                 } else if !through && now.duration_since(start) > PROBE {
@@ -303,7 +307,7 @@ impl Conductor {
                 ..UdpSummary::default()
             });
         }
-        let (u, config) = (d.core.udp()?, &d.udp.as_ref()?.config);
+        let (u, config) = (d.core.udp_sender()?, &d.udp.as_ref()?.config);
         let control = u.control();
         Some(UdpSummary {
             control: config.control.to_string(),
@@ -326,7 +330,7 @@ impl Conductor {
     fn remember_udp(&self) {
         let d = self.driven();
         let (Some(u), Some(m)) = (
-            d.core.udp(),
+            d.core.udp_sender(),
             d.udp.as_ref().and_then(|u| u.config.memory.as_ref()),
         ) else {
             return;
@@ -344,7 +348,7 @@ impl Conductor {
     /// Carries out what the UDP channel's sender decided: logged, written to `--stats`, the
     /// status kept for the progress line and queued for the receiver.
     pub(super) fn udp_event(&self, d: &mut Driven, e: UdpEvent) {
-        let rate_now = d.core.udp().map_or(0.0, |u| u.control().rate());
+        let rate_now = d.core.udp_sender().map_or(0.0, |u| u.control().rate());
         let Some(udp) = d.udp.as_mut() else {
             return;
         };

@@ -66,7 +66,7 @@ impl Mover for UdpSender<'_> {
                 let core = core(&s, packet, token);
                 // The file's bytes go in packets as the core counts them.
                 let payload = core.payload();
-                driver.open_udp(core, s.config.clone());
+                driver.open_udp_sender(core, s.config.clone());
                 let mut sending = Sending::new(&s, (packet, payload), token, link, udp, pump);
                 match driver.send_udp(&mut sending, pump)? {
                     UdpEnd::Done => {

@@ -62,7 +62,7 @@ pub enum Input<'a> {
     PeerPaces(PacedBy),
     /// The transfer ended: every connection is sampled once more.
     Ended,
-    /// The UDP channel's receiver reported (see [`Transfer::open_udp`](super::Transfer::open_udp)).
+    /// The UDP channel's receiver reported (see [`Transfer::open_udp_sender`](super::Transfer::open_udp_sender)).
     UdpReport(Report),
     /// The driver sent the batch [`Transfer::poll_transmit`](super::Transfer::poll_transmit)
     /// asked for, this many bytes.

@@ -98,8 +98,8 @@ pub struct Transfer {
     told_paced: Option<PacedBy>,
     /// The control connection's lowest RTT, if given ([`Input::ControlRtt`]).
     control_rtt: Option<Duration>,
-    /// The UDP channel's sender, once it is set up ([`Transfer::open_udp`]).
-    udp: Option<UdpSend>,
+    /// The UDP channel's sender, once it is set up ([`Transfer::open_udp_sender`]).
+    udp_sender: Option<UdpSend>,
     /// The UDP channel's receiver, once it is set up ([`Transfer::open_udp_receiver`]).
     udp_receiver: Option<UdpReceive>,
 }
@@ -130,7 +130,7 @@ impl Transfer {
             announce: None,
             told_paced: None,
             control_rtt: None,
-            udp: None,
+            udp_sender: None,
             udp_receiver: None,
             setup,
         }
@@ -139,13 +139,13 @@ impl Transfer {
     /// The sending end of a UDP channel was set up: from now on its packets go out as
     /// [`Transfer::poll_transmit`] says, its receiver's reports come in as
     /// [`Input::UdpReport`], and what it decides comes out as [`Action::Udp`].
-    pub fn open_udp(&mut self, send: UdpSend) {
-        self.udp = Some(send);
+    pub fn open_udp_sender(&mut self, send: UdpSend) {
+        self.udp_sender = Some(send);
     }
 
     /// The UDP channel's sender, if this transfer has one.
-    pub fn udp(&self) -> Option<&UdpSend> {
-        self.udp.as_ref()
+    pub fn udp_sender(&self) -> Option<&UdpSend> {
+        self.udp_sender.as_ref()
     }
 
     /// The receiving end of a UDP channel was set up: from now on each packet is booked by
@@ -165,7 +165,9 @@ impl Transfer {
     /// of their intervals, see [`UdpSend::poll_send`]); then hand in [`Input::UdpSent`].
     /// `None` without a channel.
     pub fn poll_transmit(&mut self, now: Instant, reports_late: bool) -> Option<Next> {
-        self.udp.as_mut().map(|u| u.poll_send(now, reports_late))
+        self.udp_sender
+            .as_mut()
+            .map(|u| u.poll_send(now, reports_late))
     }
 
     /// A data connection was made at `now` (`reused`: kept from the previous transfer);
@@ -256,7 +258,7 @@ impl Transfer {
                 }
             }
             Input::UdpReport(r) => {
-                let Some(u) = self.udp.as_mut() else {
+                let Some(u) = self.udp_sender.as_mut() else {
                     return;
                 };
                 if let Err(e) = u.on_report(r, now) {
@@ -264,7 +266,7 @@ impl Transfer {
                 }
             }
             Input::UdpSent(bytes) => {
-                if let Some(u) = self.udp.as_mut() {
+                if let Some(u) = self.udp_sender.as_mut() {
                     u.on_sent(bytes, now);
                 }
             }
@@ -298,7 +300,7 @@ impl Transfer {
         if let Some(a) = self.actions.pop_front() {
             return Some(a);
         }
-        if let Some(e) = self.udp.as_mut().and_then(UdpSend::poll_event) {
+        if let Some(e) = self.udp_sender.as_mut().and_then(UdpSend::poll_event) {
             return Some(Action::Udp(e));
         }
         if std::mem::take(&mut self.look_due) {

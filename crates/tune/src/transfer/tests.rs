@@ -504,7 +504,7 @@ fn a_udp_channel_runs_under_the_core_its_reports_in_and_its_decisions_out() {
     let mut t = Transfer::new(setup(Role::Sender), None, t0);
     assert!(t.poll_transmit(t0, false).is_none(), "no channel yet");
     let rtt = Duration::from_millis(20);
-    t.open_udp(UdpSend::new(100 * 1444, 1472, rtt, Box::new(Held(1e9)), t0));
+    t.open_udp_sender(UdpSend::new(100 * 1444, 1472, rtt, Box::new(Held(1e9)), t0));
     // Its first decision, the rate it starts at, comes out as an action.
     let first = drain(&mut t);
     assert!(
