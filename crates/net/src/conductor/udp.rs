@@ -223,7 +223,8 @@ impl Conductor {
             let u = receiver(&mut d)?;
             (u.length(), u.complete(), u.poll_timeout())
         };
-        while !complete {
+        let mut fell_back = false;
+        'receiving: while !complete {
             pump.check()?;
             let mut wait = due.saturating_duration_since(Instant::now());
             if io.queued().map_err(r)? {
@@ -262,9 +263,8 @@ impl Conductor {
                     ),
                     Message::Fallback { offset } => {
                         io.fall_back(offset)?;
-                        io.placed(length);
-                        io.finish()?;
-                        return Ok(true);
+                        fell_back = true;
+                        break 'receiving;
                     }
                     m => return Err(r(unexpected(&m))),
                 }
@@ -292,7 +292,7 @@ impl Conductor {
         }
         io.placed(length);
         io.finish()?;
-        Ok(false)
+        Ok(fell_back)
     }
 
     /// What the UDP channel did, for the summary and the final reply (`fell_back`: its bytes

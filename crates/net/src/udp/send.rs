@@ -266,7 +266,7 @@ impl<'a> Sending<'a> {
 
     /// Sends one batch, waiting while the socket's buffer is full; the inner error is the
     /// system refusing to send UDP there (a route or a filter).
-    fn transmit(&mut self, batch: &[u8], pump: &Pump) -> Result<io::Result<()>, PumpError> {
+    fn transmit(&self, batch: &[u8]) -> Result<io::Result<()>, PumpError> {
         let segment = self.packet.min(batch.len());
         // One send carries at most one datagram's worth (64 KiB less headers) of segments.
         let fit = (GSO_BYTES / segment).max(1);
@@ -280,7 +280,7 @@ impl<'a> Sending<'a> {
                 src_ip: None,
             };
             loop {
-                pump.check()?;
+                self.pump.check()?;
                 match self.state.try_send((&self.sock).into(), &t) {
                     Ok(()) => break,
                     Err(e) if e.kind() == ErrorKind::WouldBlock => self.wait(TICK, true)?,
@@ -324,8 +324,7 @@ impl Datagrams for Sending<'_> {
         let mut batch = std::mem::take(&mut self.batch);
         self.fill(&mut batch, packets, sent_us)
             .map_err(PumpError::Read)?;
-        let pump = self.pump.clone();
-        let sent = self.transmit(&batch, &pump)?.map(|()| batch.len());
+        let sent = self.transmit(&batch)?.map(|()| batch.len());
         self.batch = batch;
         Ok(sent)
     }
