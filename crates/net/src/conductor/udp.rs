@@ -52,11 +52,11 @@ pub trait Packets {
     /// Waits up to `wait` for packets or a message from the sender.
     fn wait(&self, wait: Duration) -> Result<(), PumpError>;
     /// Takes in one batch of packets without waiting: each one's header, the length of its
-    /// data and when it arrived (wrapping µs) go to `take`, and what `take` calls new is
+    /// data and when it arrived go to `take`, and what `take` calls new is
     /// written at its place. Whether any arrived.
     fn receive(
         &mut self,
-        take: &mut dyn FnMut(&DataHeader, usize, u32) -> Take,
+        take: &mut dyn FnMut(&DataHeader, usize, Instant) -> Take,
     ) -> Result<bool, PumpError>;
     /// The sender's messages that arrived so far, without waiting.
     fn messages(&mut self) -> io::Result<Vec<Message>>;
@@ -235,7 +235,7 @@ impl Conductor {
             // Booked one by one under the lock, which no receive or write holds (a slow disk
             // would stall the conductor's other callers).
             let mut take =
-                |h: &DataHeader, len: usize, at: u32| match self.driven().core.udp_receiver() {
+                |h: &DataHeader, len: usize, at: Instant| match self.driven().core.udp_receiver() {
                     Some(u) => u.take(h, len, at),
                     None => Take::Foreign,
                 };

@@ -20,7 +20,7 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Receive buffers per `recvmmsg` (without receive offload, one packet each).
 const BUFFERS: usize = 32;
@@ -101,7 +101,6 @@ impl Mover for UdpReceiver<'_> {
             meta: vec![RecvMeta::default(); BUFFERS],
             written: 0,
             timeout: s.config.timeout,
-            start: Instant::now(),
             in_place: s.in_place,
             pump: pump.clone(),
         };
@@ -134,8 +133,6 @@ struct Receiving<'a> {
     meta: Vec<RecvMeta>,
     written: u64,
     timeout: Duration,
-    /// The origin of this end's clock, where the kernel does not time arrivals.
-    start: Instant,
     in_place: Option<Arc<AtomicU64>>,
     /// The transfer's pump: it counts what is written.
     pump: Arc<Pump>,
@@ -151,15 +148,16 @@ impl Receiving<'_> {
         &mut self,
         bufs: &mut [Vec<u8>],
         meta: &mut [RecvMeta],
-        take: &mut dyn FnMut(&DataHeader, usize, u32) -> Take,
+        take: &mut dyn FnMut(&DataHeader, usize, Instant) -> Take,
     ) -> Result<bool, PumpError> {
         for _ in 0..RECEIVE_TRIES {
             let mut slices: Vec<IoSliceMut<'_>> =
                 bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
             match self.state.recv((&self.sock).into(), &mut slices, meta) {
                 Ok(n) => {
+                    let now = (Instant::now(), wall_clock());
                     for (m, b) in meta.iter().zip(bufs.iter()).take(n) {
-                        let at = arrival_us(m.timestamp, self.start);
+                        let at = arrival(m.timestamp, now);
                         self.take(&b[..m.len.min(b.len())], m.stride.max(1), at, take)?;
                     }
                     return Ok(true);
@@ -175,15 +173,15 @@ impl Receiving<'_> {
     }
 
     /// Books the packets of one received buffer (`stride` bytes each, the last maybe fewer)
-    /// that arrived at `now_us` through `take`, and writes those it calls new: each run of
+    /// that arrived `at` through `take`, and writes those it calls new: each run of
     /// adjacent packets with one `pwritev` straight from the buffer (copying them into a run
     /// first cost 11 % of the receiver's time).
     fn take(
         &mut self,
         data: &[u8],
         stride: usize,
-        now_us: u32,
-        take: &mut dyn FnMut(&DataHeader, usize, u32) -> Take,
+        at: Instant,
+        take: &mut dyn FnMut(&DataHeader, usize, Instant) -> Take,
     ) -> Result<(), PumpError> {
         let mut run: Vec<IoSlice<'_>> = Vec::new();
         let (mut run_at, mut run_end) = (0u64, 0u64);
@@ -191,7 +189,7 @@ impl Receiving<'_> {
             let Some((h, body)) = DataHeader::parse(packet) else {
                 continue;
             };
-            if take(&h, body.len(), now_us) != Take::New {
+            if take(&h, body.len(), at) != Take::New {
                 continue;
             }
             let at = h.index.saturating_mul(self.payload);
@@ -287,7 +285,7 @@ impl Packets for Receiving<'_> {
 
     fn receive(
         &mut self,
-        take: &mut dyn FnMut(&DataHeader, usize, u32) -> Take,
+        take: &mut dyn FnMut(&DataHeader, usize, Instant) -> Take,
     ) -> Result<bool, PumpError> {
         let (mut bufs, mut meta) = (
             std::mem::take(&mut self.bufs),
@@ -335,13 +333,20 @@ impl Packets for Receiving<'_> {
     }
 }
 
-/// When a buffer arrived, in wrapping microseconds: the kernel's receive time where it tells
-/// (the packet train's spacing survives a receiver that was busy when it came), else now by
-/// this end's clock since `start`. One socket gives one kind or the other throughout; only
-/// differences between arrivals are used.
-fn arrival_us(kernel: Option<Duration>, start: Instant) -> u32 {
+/// When a buffer arrived, on this host's monotonic clock: the kernel's receive time where it
+/// tells (the packet train's spacing, and a report's span, survive a receiver that was busy
+/// when they came), carried over from the wall clock by how long ago it was at `now` (both
+/// clocks read together); else `now`.
+fn arrival(kernel: Option<Duration>, now: (Instant, Duration)) -> Instant {
     match kernel {
-        Some(t) => t.as_micros() as u32,
-        None => start.elapsed().as_micros() as u32,
+        Some(t) => now.0.checked_sub(now.1.saturating_sub(t)).unwrap_or(now.0),
+        None => now.0,
     }
+}
+
+/// The wall clock, as the kernel's receive times are given (since the Unix epoch).
+fn wall_clock() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
 }

@@ -28,6 +28,10 @@ pub struct UdpReceive {
     /// A packet arrived, and when anything last did.
     arrived: bool,
     heard: Instant,
+    /// When the latest packet booked since the last report arrived, and the last report's
+    /// time (µs since the transfer began).
+    latest: Option<Instant>,
+    reported_us: u64,
 }
 
 impl UdpReceive {
@@ -44,15 +48,18 @@ impl UdpReceive {
             reported: now,
             arrived: false,
             heard: now,
+            latest: None,
+            reported_us: 0,
         }
     }
 
-    /// Books a packet whose data is `body` bytes, arrived at `at_us` (see
-    /// [`UdpReceive::clock_us`]): new data is to be written at its place, the rest dropped. A
-    /// packet whose size does not match its place is not the sender's.
-    pub fn take(&mut self, h: &DataHeader, body: usize, at_us: u32) -> Take {
-        let at = h.index.saturating_mul(self.payload);
-        let want = self.payload.min(self.length.saturating_sub(at));
+    /// Books a packet whose data is `body` bytes, which arrived `at` (the kernel's receive
+    /// time where it tells, on this host's clock): new data is to be written at its place, the
+    /// rest dropped. A packet whose size does not match its place is not the sender's.
+    pub fn take(&mut self, h: &DataHeader, body: usize, at: Instant) -> Take {
+        let at_us = self.clock_us(at);
+        let place = h.index.saturating_mul(self.payload);
+        let want = self.payload.min(self.length.saturating_sub(place));
         if body as u64 != want {
             let foreign = DataHeader {
                 token: !h.token,
@@ -60,7 +67,11 @@ impl UdpReceive {
             };
             return self.arrivals.take(&foreign, at_us);
         }
-        self.arrivals.take(h, at_us)
+        let taken = self.arrivals.take(h, at_us);
+        if taken != Take::Foreign {
+            self.latest = Some(self.latest.map_or(at, |l| l.max(at)));
+        }
+        taken
     }
 
     /// Packets came at `now` (the sender is alive, and the quiet start is over).
@@ -82,8 +93,15 @@ impl UdpReceive {
         }
         self.reported = now;
         self.next_report = now + REPORT_EVERY;
-        let at = now.saturating_duration_since(self.start).as_micros() as u64;
-        Some(self.arrivals.report(written, at))
+        // A report is timed by the arrival of the latest packet it counts, not by when it is
+        // written: a receiver put aside for 30 ms counts that backlog into the report after,
+        // and timed by the report the sender read the gigabit as 1.6 Gbit/s (and the one
+        // before as 0.6), set its estimate on it and overflowed the queue.
+        let at = self.latest.take().unwrap_or(now);
+        let at_us =
+            (at.saturating_duration_since(self.start).as_micros() as u64).max(self.reported_us);
+        self.reported_us = at_us;
+        Some(self.arrivals.report(written, at_us))
     }
 
     /// When the next report is due.
@@ -91,9 +109,8 @@ impl UdpReceive {
         self.next_report
     }
 
-    /// This end's clock at `now`, wrapping microseconds since the transfer began: when a
-    /// packet arrived where the kernel does not say.
-    pub fn clock_us(&self, now: Instant) -> u32 {
+    /// This end's clock at `now`, wrapping microseconds since the transfer began.
+    fn clock_us(&self, now: Instant) -> u32 {
         now.saturating_duration_since(self.start).as_micros() as u32
     }
 
@@ -148,15 +165,15 @@ mod tests {
             .collect();
         assert_eq!(quiet, [250], "{quiet:?}");
         // Packets came: every interval, but not while the last one is still queued.
-        assert_eq!(r.take(&header(0, 1), 1000, 0), Take::New);
+        assert_eq!(r.take(&header(0, 1), 1000, ms(300)), Take::New);
         r.heard(ms(301));
         assert!(r.poll_report(ms(305), 1000, false).is_none());
         assert!(r.poll_report(ms(311), 1000, true).is_none(), "queued");
         assert!(r.poll_report(ms(312), 1000, false).is_some());
         assert_eq!(r.poll_timeout(), ms(322));
         // The last packet: reported at once, interval or not.
-        assert_eq!(r.take(&header(1, 2), 1000, 0), Take::New);
-        assert_eq!(r.take(&header(2, 3), 1000, 0), Take::New);
+        assert_eq!(r.take(&header(1, 2), 1000, ms(312)), Take::New);
+        assert_eq!(r.take(&header(2, 3), 1000, ms(312)), Take::New);
         assert!(r.complete());
         let last = r.poll_report(ms(313), 3000, false).expect("at once");
         assert_eq!(last.received, 3);
@@ -164,12 +181,54 @@ mod tests {
     }
 
     #[test]
+    fn a_report_is_timed_by_the_latest_arrival_it_counts_not_by_when_it_is_written() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut r = UdpReceive::new(7, 1000 * 1000, 1000, t0);
+        let mut tx = 0;
+        let mut arrive = |r: &mut UdpReceive, at: u64, n: u64| {
+            for _ in 0..n {
+                tx += 1;
+                assert_eq!(r.take(&header(tx - 1, tx), 1000, ms(at)), Take::New);
+            }
+            r.heard(ms(at));
+        };
+        // Ten packets a millisecond; the receiver was put aside from 10 to 40 ms and books
+        // part of the backlog (what came until 25 ms) before its report at 41 ms, the rest
+        // (and what came until 50 ms) before the next one at 51 ms.
+        for at in 1..=10 {
+            arrive(&mut r, at, 10);
+        }
+        let first = r.poll_report(ms(10), 0, false).expect("due");
+        for at in 11..=25 {
+            arrive(&mut r, at, 10);
+        }
+        let second = r.poll_report(ms(41), 0, false).expect("due");
+        for at in 26..=50 {
+            arrive(&mut r, at, 10);
+        }
+        let third = r.poll_report(ms(51), 0, false).expect("due");
+        // Each report's packets over its span: ten a millisecond, not 150 over 31 ms and 250
+        // over 10 ms as the reports' own times would have it.
+        let rate = |a: &Report, b: &Report| (b.received - a.received) * 1000 / (b.at_us - a.at_us);
+        assert_eq!(
+            (first.at_us, second.at_us, third.at_us),
+            (10_000, 25_000, 50_000)
+        );
+        assert_eq!((rate(&first, &second), rate(&second, &third)), (10, 10));
+        // Nothing booked since: the report is timed when it is written.
+        let quiet = r.poll_report(ms(61), 0, false).expect("due");
+        assert_eq!(quiet.at_us, 61_000);
+    }
+
+    #[test]
     fn a_packet_whose_size_does_not_match_its_place_is_not_written() {
-        let mut r = UdpReceive::new(7, 2500, 1000, Instant::now());
+        let t0 = Instant::now();
+        let mut r = UdpReceive::new(7, 2500, 1000, t0);
         // The last packet carries 500 bytes; 1000 there are not the sender's.
-        assert_eq!(r.take(&header(2, 1), 1000, 0), Take::Foreign);
-        assert_eq!(r.take(&header(2, 2), 500, 0), Take::New);
-        assert_eq!(r.take(&header(2, 3), 500, 0), Take::Duplicate);
+        assert_eq!(r.take(&header(2, 1), 1000, t0), Take::Foreign);
+        assert_eq!(r.take(&header(2, 2), 500, t0), Take::New);
+        assert_eq!(r.take(&header(2, 3), 500, t0), Take::Duplicate);
         assert_eq!(r.foreign(), 1);
     }
 }
