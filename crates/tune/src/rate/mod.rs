@@ -122,6 +122,9 @@ pub trait RateControl: Send {
     /// Takes the bottleneck's rate as the packet train at the start of the transfer showed it,
     /// bits/s (the path's capacity, not what others leave of it).
     fn on_capacity(&mut self, _bps: f64) {}
+    /// Time passes, feedback or not (`now`: since the transfer began): a rate meant to hold
+    /// for a span of the sender's own clock ends here.
+    fn on_tick(&mut self, _now: Duration) {}
     /// The rate to send at now, bits/s.
     fn rate(&self) -> f64;
     /// The controller's state, for progress and telemetry.

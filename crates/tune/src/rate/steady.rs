@@ -13,9 +13,11 @@
 //! round trip it looks at what the receiver got; after start-up it sends at the bottleneck
 //! estimate (the highest delivered rate of the last ten round trips, the random
 //! loss share added back), probing 25 % above it one round trip in four and draining below it
-//! the next. At a sign of congestion it falls to 90 % of what the receiver got, and the
-//! estimate starts again from there; signs that arrive within the round trip after (reports
-//! bunched behind a loss on the feedback connection) are the same congestion. A delivered
+//! the next, each for a round trip of its own clock (reports held up on the feedback
+//! connection do not stretch a probe). At a sign of congestion it falls to 90 % of what the
+//! receiver got (of the estimate, not of a drain round's rate), and the estimate and its trend
+//! start again from there; signs that arrive before the back-off could show (two round trips
+//! and the queue) are the same congestion. A delivered
 //! rate measured over less than half a round trip never becomes the estimate (a receiver that
 //! ran late counts a burst into a few milliseconds).
 
@@ -119,6 +121,8 @@ pub struct Steady {
     /// The round trip and packet size of the latest feedback.
     rtt: Duration,
     packet: u32,
+    /// When cruise's gain of this round trip (a probe's, a drain's) ends by the sender's clock.
+    gain_until: Option<Duration>,
     /// When the rate last fell on a sign of congestion: its effect shows a round trip later,
     /// and the signs before then (reports bunched behind a loss on the feedback connection)
     /// are the same congestion.
@@ -145,6 +149,7 @@ impl Steady {
             capacity: 0.0,
             rtt: Duration::ZERO,
             packet: 0,
+            gain_until: None,
             backed_off: None,
         }
     }
@@ -192,12 +197,17 @@ impl Steady {
     }
 
     fn decide(&mut self, f: &Feedback) {
+        self.gain_until = None;
         let loss = f.loss();
         let (delivered, loss_floor) = self.crossed(f);
         // A short interval's rate is noise: it may set a drain, never the estimate.
         let counts = f.interval.as_secs_f64() >= SAMPLE_SPAN * f.rtt.as_secs_f64();
-        // The same congestion as the last back-off's, seen before its effect could show.
-        let settling = self.backed_off.is_some_and(|at| f.now < at + f.rtt);
+        // The same congestion as the last back-off's, seen before its effect could show: the
+        // packets sent after it are reported a round trip (and the queue) later, and a whole
+        // round of such reports takes another round trip.
+        let settling = self
+            .backed_off
+            .is_some_and(|at| f.now < at + 2 * f.rtt + f.queue);
         Self::remember(&mut self.losses, loss);
         let limit = Self::queue_limit(f.rtt);
         let before = self.bottleneck();
@@ -237,7 +247,10 @@ impl Steady {
             // Held: the last back-off has not reached the receiver yet.
         } else if lossy || queued {
             self.backed_off = Some(f.now);
-            let mut rate = self.rate.min(delivered) * BACKOFF;
+            // From what the path carries (the estimate, or less where less reached the
+            // receiver), not from the rate of the moment: a drain round's 0.75 or a back-off
+            // just before would compound (0.9 × 0.75 of the estimate left the link idle).
+            let mut rate = self.rate.max(self.bottleneck()).min(delivered) * BACKOFF;
             // Loss without a queue (a policer), or most packets lost at a full one (the path
             // has far less room than the floor): the path itself has less room now. Loss at a
             // queue shared with others is theirs as much as this flow's.
@@ -249,6 +262,10 @@ impl Steady {
             self.rate = rate;
             self.delivered.clear();
             Self::remember(&mut self.delivered, rate);
+            // The estimate starts again from the rate backed off to: measured against it, the
+            // path would look as if it gave more (cruise probed every round trip and rebuilt
+            // the queue), so the trend starts again after it.
+            self.trend.clear();
             self.phase = Phase::Backoff;
         } else {
             // A round trip the sender had less to send than the rate allows (the tail of the
@@ -297,10 +314,13 @@ impl Steady {
                         CYCLE[self.cycle]
                     };
                     self.rate = btl * gain;
+                    self.gain_until = (gain != 1.0).then_some(f.now + f.rtt);
                 }
             }
         }
-        self.trend.push_back(self.bottleneck());
+        if self.phase != Phase::Backoff {
+            self.trend.push_back(self.bottleneck());
+        }
         if self.trend.len() > TREND {
             self.trend.pop_front();
         }
@@ -343,6 +363,17 @@ impl RateControl for Steady {
         if self.pending.interval >= every || early {
             let f = std::mem::take(&mut self.pending);
             self.decide(&f);
+        }
+    }
+
+    fn on_tick(&mut self, now: Duration) {
+        // A round trip's gain lasts a round trip of the sender's time, whatever the reports
+        // do: held up behind a loss on the feedback connection (a round trip and more at
+        // 1 % loss), they let a probe run on at 1.25 and build a queue cruise then backed
+        // off from.
+        if self.gain_until.is_some_and(|until| now >= until) {
+            self.gain_until = None;
+            self.rate = bounded(self.bottleneck(), &self.limits);
         }
     }
 
@@ -531,6 +562,71 @@ mod tests {
         }
         assert_eq!(c.state(), "backoff");
         assert!(c.rate() > 0.65e9, "{}", c.rate());
+    }
+
+    #[test]
+    fn a_probe_lasts_a_round_trip_of_the_sender_s_time_though_the_reports_stall() {
+        let mut path = UdpPath::new(1e9, 0.1, 0.01);
+        let mut c = Steady::new(limits());
+        path.run(&mut c, 3.0);
+        // Round trips of reports at the gigabit with no queue, until cruise probes.
+        let mut now = 3_000;
+        while c.rate() < 1.2e9 {
+            now += 100;
+            c.on_feedback(&report(now, 100, 980.0, 0));
+            assert!(now < 4_000, "no probe: {}", c.rate());
+        }
+        // Then the reports stall behind a loss on the feedback connection: the probe goes on
+        // for its round trip, and ends there (run on at 1.25, it built 25 ms of queue a round
+        // trip).
+        c.on_tick(Duration::from_millis(now + 90));
+        assert!(c.rate() > 1.2e9, "{}", c.rate());
+        c.on_tick(Duration::from_millis(now + 100));
+        assert!((0.95e9..1.05e9).contains(&c.rate()), "{}", c.rate());
+    }
+
+    /// A controller cruising on a gigabit path at 1 % loss, in the round trip that drains
+    /// what its last probe queued (0.75 of the estimate); and the time of its last report.
+    fn in_a_drain_round() -> (Steady, u64) {
+        let mut path = UdpPath::new(1e9, 0.1, 0.01);
+        let mut c = Steady::new(limits());
+        path.run(&mut c, 3.0);
+        let mut now = 3_000;
+        while c.rate() > 0.8e9 {
+            now += 100;
+            c.on_feedback(&report(now, 100, 980.0, 0));
+            assert!(now < 4_000, "no drain round: {}", c.rate());
+        }
+        (c, now)
+    }
+
+    #[test]
+    fn a_back_off_in_a_drain_round_falls_from_the_estimate_not_from_the_drain_s_rate() {
+        let (mut c, now) = in_a_drain_round();
+        // A queue stands (someone else's, or an estimate a little high): back off to 0.9 of
+        // what the path carries, not to 0.9 of the drain's 0.75 (0.66 of the gigabit, which
+        // left the link idle once the queue was gone).
+        c.on_feedback(&report(now + 100, 100, 980.0, 40));
+        assert_eq!(c.state(), "backoff");
+        assert!((0.85e9..0.95e9).contains(&c.rate()), "{}", c.rate());
+    }
+
+    #[test]
+    fn after_a_back_off_cruise_probes_once_a_cycle_not_every_round_trip() {
+        let (mut c, mut now) = in_a_drain_round();
+        now += 100;
+        c.on_feedback(&report(now, 100, 980.0, 40));
+        assert_eq!(c.state(), "backoff");
+        // The queue drains and the path delivers the gigabit: measured against the rate it
+        // backed off to, the path looked as if it gave more, and cruise probed at 1.25 every
+        // round trip (each building 25 ms of queue).
+        let mut probes = 0;
+        for _ in 0..8 {
+            now += 100;
+            c.on_feedback(&report(now, 100, 980.0, 1));
+            probes += usize::from(c.rate() > 1.2e9);
+        }
+        assert!(probes <= 2, "{probes} probes in 8 round trips");
     }
 
     #[test]

@@ -111,6 +111,7 @@ impl UdpPath {
                 self.capacity = capacity;
                 self.step = None;
             }
+            c.on_tick(Duration::from_secs_f64(t));
             let ours = c.rate().max(MIN_RATE) * dt;
             let tcp_on = self.tcp_until.is_some_and(|end| t < end);
             if tcp_on && t - tcp_round >= self.rtt {

@@ -326,6 +326,19 @@ impl UdpSend {
     /// held up by a retransmission on the connection), so the tail's packets are not judged
     /// lost by their age.
     pub fn poll_send(&mut self, now: Instant, reports_late: bool) -> Next {
+        let t = now.saturating_duration_since(self.start);
+        let rate = self.control.rate();
+        self.control.on_tick(t);
+        if self.control.rate() != rate {
+            self.events.push_back(UdpEvent::Rate {
+                t,
+                before: rate,
+                after: self.control.rate(),
+                state: self.control.state(),
+                feedback: Feedback::default(),
+                queue_us: 0,
+            });
+        }
         let bytes_per_s = self.control.rate() / 8.0;
         let packet = self.packet as f64;
         let batch_bytes = BATCH as f64 * packet;
