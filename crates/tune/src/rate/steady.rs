@@ -16,8 +16,8 @@
 //! the next, each for a round trip of its own clock (reports held up on the feedback
 //! connection do not stretch a probe). At a sign of congestion it falls to 90 % of what the
 //! receiver got (of the estimate, not of a drain round's rate), and the estimate and its trend
-//! start again from there; signs that arrive before the back-off could show (two round trips
-//! and the queue) are the same congestion. A delivered
+//! start again from there; signs that arrive before the back-off could show (a round trip and
+//! the queue) are the same congestion. A delivered
 //! rate measured over less than half a round trip never becomes the estimate (a receiver that
 //! ran late counts a burst into a few milliseconds).
 
@@ -203,11 +203,10 @@ impl Steady {
         // A short interval's rate is noise: it may set a drain, never the estimate.
         let counts = f.interval.as_secs_f64() >= SAMPLE_SPAN * f.rtt.as_secs_f64();
         // The same congestion as the last back-off's, seen before its effect could show: the
-        // packets sent after it are reported a round trip (and the queue) later, and a whole
-        // round of such reports takes another round trip.
+        // packets sent after it are reported a round trip (and the queue) later.
         let settling = self
             .backed_off
-            .is_some_and(|at| f.now < at + 2 * f.rtt + f.queue);
+            .is_some_and(|at| f.now < at + f.rtt + f.queue);
         Self::remember(&mut self.losses, loss);
         let limit = Self::queue_limit(f.rtt);
         let before = self.bottleneck();
