@@ -109,9 +109,14 @@ impl UdpReceive {
         self.next_report
     }
 
-    /// This end's clock at `now`, wrapping microseconds since the transfer began.
-    fn clock_us(&self, now: Instant) -> u32 {
-        now.saturating_duration_since(self.start).as_micros() as u32
+    /// This end's clock at `at`, wrapping microseconds since the transfer began (a packet
+    /// that arrived before, the train's first ones as the receiver read the sender's `Hello`,
+    /// keeps its place before it).
+    fn clock_us(&self, at: Instant) -> u32 {
+        match at.checked_duration_since(self.start) {
+            Some(d) => d.as_micros() as u32,
+            None => (self.start.duration_since(at).as_micros() as u32).wrapping_neg(),
+        }
     }
 
     /// When anything last arrived.
@@ -219,6 +224,23 @@ mod tests {
         // Nothing booked since: the report is timed when it is written.
         let quiet = r.poll_report(ms(61), 0, false).expect("due");
         assert_eq!(quiet.at_us, 61_000);
+    }
+
+    #[test]
+    fn a_train_that_began_before_the_receiver_did_is_timed_from_its_first_arrival() {
+        let t0 = Instant::now() + Duration::from_secs(1);
+        let mut r = UdpReceive::new(7, 1000 * 1000, 1000, t0);
+        // The train's first packet was in the socket when the receiver started, 1 ms before.
+        r.take(&header(0, 1), 1000, t0 - Duration::from_millis(1));
+        r.take(&header(1, 2), 1000, t0 + Duration::from_millis(1));
+        // A packet after the train ends it.
+        let after = fatpipe_proto::udp::TRAIN + 1;
+        r.take(&header(after, after), 1000, t0 + Duration::from_millis(2));
+        r.heard(t0 + Duration::from_millis(2));
+        let report = r
+            .poll_report(t0 + Duration::from_millis(20), 0, false)
+            .expect("due");
+        assert_eq!((report.train_packets, report.train_us), (2, 2_000));
     }
 
     #[test]
