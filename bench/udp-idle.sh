@@ -8,25 +8,29 @@
 # findings it gave.
 # Usage (root): bench/udp-idle.sh BINARY... (env LOSS=0.01, ROUNDS=2)
 set -euo pipefail
-tb=fpidle$$ dir=$(mktemp -d -p /dev/shm)
+bins=()
+for b in "$@"; do bins+=("$(realpath "$b")"); done
+cd "$(dirname "$0")/.."
+bin=${bins[0]} name=fpidle$$
+# shellcheck source=bench/testbed-lib.sh
+source bench/testbed-lib.sh
+dir=$work
 head -c 1G /dev/urandom > "$dir/f1g"
-srv=""
-cleanup() {
-    [ -n "$srv" ] && kill "$srv" 2> /dev/null || true
-    "$1" testbed down --name $tb > /dev/null 2>&1 || true
-    rm -rf "$dir"
+"$bin" testbed up --name "$name" --rtt 100ms --rate 1gbit --loss "${LOSS:-0.01}" --profile stock > /dev/null
+# Stops the server of the run (the last process spawned).
+cleanup_server() {
+    local p=${pids[-1]}
+    kill "$p" 2> /dev/null || true
+    wait "$p" 2> /dev/null || true
+    unset 'pids[-1]'
 }
-trap 'cleanup "$1"' EXIT
-"$1" testbed up --name $tb --rtt 100ms --rate 1gbit --loss "${LOSS:-0.01}" --profile stock > /dev/null
 echo "| binary | whole s | data s | idle s | idle % | worst 100 ms windows (s: ms idle) |"
 echo "|---|---|---|---|---|---|"
 for _ in $(seq "${ROUNDS:-2}"); do
-    for bin in "$@"; do
-        "$bin" testbed exec b --name $tb -- "$bin" serve --anonymous-write --root "$dir" \
-            --listen 198.18.0.2:2812 > /dev/null 2>&1 &
-        srv=$!
+    for b in "${bins[@]}"; do
+        spawn b "$b" serve --anonymous-write --root "$dir" --listen 198.18.0.2:2812 > /dev/null 2>&1
         sleep 1
-        ip netns exec $tb-a python3 - "$dir/rx" <<'PY' &
+        ip netns exec "$name-a" python3 - "$dir/rx" <<'PY' &
 import sys, time
 end = time.time() + 30
 with open(sys.argv[1], "w", buffering=1) as out:
@@ -36,14 +40,14 @@ with open(sys.argv[1], "w", buffering=1) as out:
         time.sleep(0.005)
 PY
         sampler=$!
-        "$bin" testbed exec a --name $tb -- "$bin" cp -q --json --transport udp --no-path-memory \
+        ex a "$b" cp -q --json --transport udp --no-path-memory \
             ftp://198.18.0.2:2812/f1g "$dir/copy" > "$dir/cp.json" 2> /dev/null || true
         kill $sampler 2> /dev/null || true
         wait $sampler 2> /dev/null || true
-        cmp -s "$dir/f1g" "$dir/copy" || echo "$bin: the copy differs from its source" >&2
+        cmp -s "$dir/f1g" "$dir/copy" || echo "$b: the copy differs from its source" >&2
         rm -f "$dir/copy"
-        kill "$srv"; wait "$srv" 2> /dev/null || true; srv=""
-        python3 - "$dir/rx" "$dir/cp.json" "$(basename "$bin")" <<'PY'
+        cleanup_server
+        python3 - "$dir/rx" "$dir/cp.json" "$(basename "$b")" <<'PY'
 import json, sys
 rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if len(l.split()) == 2]
 rates = [(t0, t1, (b1 - b0) * 8 / (t1 - t0) / 1e6) for (t0, b0), (t1, b1) in zip(rows, rows[1:])]
