@@ -189,14 +189,7 @@ impl UdpSend {
             events: VecDeque::new(),
         };
         // The rate it starts at is the first decision (a remembered one, or the default).
-        s.events.push_back(UdpEvent::Rate {
-            t: Duration::ZERO,
-            before: s.control.rate(),
-            after: s.control.rate(),
-            state: s.control.state(),
-            feedback: Feedback::default(),
-            queue_us: 0,
-        });
+        s.tell_rate(Duration::ZERO, s.control.rate(), Feedback::default(), 0);
         s
     }
 
@@ -301,14 +294,7 @@ impl UdpSend {
         }
         let queue_us = r.queue_us;
         if self.control.rate() != rate {
-            self.events.push_back(UdpEvent::Rate {
-                t,
-                before: rate,
-                after: self.control.rate(),
-                state: self.control.state(),
-                feedback,
-                queue_us,
-            });
+            self.tell_rate(t, rate, feedback, queue_us);
         }
         if self.control.state() != state {
             self.events.push_back(UdpEvent::State {
@@ -330,14 +316,7 @@ impl UdpSend {
         let rate = self.control.rate();
         self.control.on_tick(t);
         if self.control.rate() != rate {
-            self.events.push_back(UdpEvent::Rate {
-                t,
-                before: rate,
-                after: self.control.rate(),
-                state: self.control.state(),
-                feedback: Feedback::default(),
-                queue_us: 0,
-            });
+            self.tell_rate(t, rate, Feedback::default(), 0);
         }
         let bytes_per_s = self.control.rate() / 8.0;
         let packet = self.packet as f64;
@@ -417,6 +396,19 @@ impl UdpSend {
         }
         self.tokens -= bytes as f64;
         self.burst -= bytes as f64;
+    }
+
+    /// Records the controller's rate (and state) at `t`, `before` it the one it had, decided
+    /// on `feedback` (none when time alone moved it).
+    fn tell_rate(&mut self, t: Duration, before: f64, feedback: Feedback, queue_us: u32) {
+        self.events.push_back(UdpEvent::Rate {
+            t,
+            before,
+            after: self.control.rate(),
+            state: self.control.state(),
+            feedback,
+            queue_us,
+        });
     }
 
     /// The next thing to log or tell the receiver.
