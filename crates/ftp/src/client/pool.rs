@@ -77,6 +77,19 @@ pub(super) fn session(
     Ok(conn)
 }
 
+/// A session as [`session`] opens it for a copy of `uploads` or downloads, its login
+/// answered.
+fn logged_in(
+    remote: &RemoteUrl,
+    creds: &Credentials,
+    opts: &CopyOptions,
+    uploads: bool,
+) -> anyhow::Result<Connection> {
+    let mut c = session(remote, creds, opts, Some(uploads))?;
+    c.confirm_login()?;
+    Ok(c)
+}
+
 /// How many sessions copy `jobs`: as asked (`--concurrency`), else for four or more files of
 /// less than 64 MiB on average four, or eight where the control connection's `round_trip` is
 /// 50 ms or more; else one. One always for standard output (one stream of bytes) and the UDP
@@ -130,7 +143,9 @@ pub(super) fn run(
     let mut done = std::thread::scope(|s| {
         let others: Vec<_> = (1..sessions)
             .map(|_| {
-                s.spawn(|| match session(remote, creds, opts, Some(uploads)) {
+                // Its login is confirmed before it takes a file: one that cannot log in
+                // (a server's limit on sessions) leaves the file to the others.
+                s.spawn(|| match logged_in(remote, creds, opts, uploads) {
                     Ok(c) => work(c, &server, opts, obs, &queue),
                     Err(e) => {
                         tracing::warn!(

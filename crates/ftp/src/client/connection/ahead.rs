@@ -218,7 +218,11 @@ impl Connection {
     /// commands asked ahead come first and are kept (or, a setting refused, fail it).
     pub(super) fn read_reply(&mut self) -> anyhow::Result<Reply> {
         let refused = self.take_owed()?;
-        let r = self.read_one_reply()?;
+        // A server that closes after a refusal (vsftpd, of a login it will not take) is
+        // best explained by the refusal.
+        let r = self
+            .read_one_reply()
+            .map_err(|e| refused_or(refused.as_ref(), e))?;
         match refused {
             None => Ok(r),
             Some(e) => {
@@ -233,12 +237,16 @@ impl Connection {
     }
 
     /// Reads the replies owed to commands asked ahead (they come before any other); the first
-    /// refusal of a setting among them, if any.
+    /// refusal of a setting (or of the login) among them, if any.
     pub(super) fn take_owed(&mut self) -> anyhow::Result<Option<anyhow::Error>> {
         let mut refused = None;
         while let Some(a) = self.pipe.owed.pop_front() {
-            if let Some(e) = self.take_one_owed(a)? {
-                refused.get_or_insert(e);
+            match self.take_one_owed(a) {
+                Ok(Some(e)) => {
+                    refused.get_or_insert(e);
+                }
+                Ok(None) => {}
+                Err(e) => return Err(refused_or(refused.as_ref(), e)),
             }
         }
         Ok(refused)
@@ -268,6 +276,7 @@ impl Connection {
                 None
             }
             Want::Nothing | Want::Stored => None,
+            Want::Login => self.take_login_reply(&a.cmd, &r),
             Want::Setting if r.is_success() || r.is_intermediate() => None,
             Want::Setting => {
                 self.forget_setting(&a.cmd);
@@ -284,6 +293,15 @@ impl Connection {
             Command::ModeStream => self.extended = true,
             _ => {}
         }
+    }
+}
+
+/// What ends a read that failed (`e`) after `refused` was read: the refusal, where there was
+/// one.
+fn refused_or(refused: Option<&anyhow::Error>, e: anyhow::Error) -> anyhow::Error {
+    match refused {
+        Some(r) => anyhow!("{r:#}"),
+        None => e,
     }
 }
 
@@ -307,7 +325,7 @@ mod tests {
             },
             |mut c| assert_eq!(c.size("/f").unwrap(), Some(5)),
         );
-        assert_eq!(got[3..], ["TYPE I", "SIZE /f"]);
+        assert_eq!(got[4..], ["TYPE I", "SIZE /f"]);
     }
 
     #[test]
@@ -325,6 +343,7 @@ mod tests {
         assert_eq!(
             got,
             [
+                "FEAT",
                 "USER anonymous",
                 "PASS fatpipe@",
                 "FEAT",
@@ -352,7 +371,7 @@ mod tests {
                 assert!(!c.is_asked(&cksm));
             },
         );
-        assert_eq!(got[3..], ["CKSM XXH3 0 -1 /f", "SIZE /f"]);
+        assert_eq!(got[4..], ["CKSM XXH3 0 -1 /f", "SIZE /f"]);
     }
 
     #[test]
@@ -366,7 +385,7 @@ mod tests {
                 assert_eq!(time, Some(1_767_323_045));
             },
         );
-        assert_eq!(&got[3..], ["MDTM /f", "TYPE I", "SIZE /f"]);
+        assert_eq!(&got[4..], ["MDTM /f", "TYPE I", "SIZE /f"]);
     }
 
     #[test]
@@ -385,10 +404,10 @@ mod tests {
                 assert!(c.drs_peer && c.reuse, "both answers taken");
             },
         );
-        assert!(got[3].starts_with("OPTS DRS ON"), "{got:?}");
-        assert!(got[4].starts_with("OPTS RETR Parallelism="), "{got:?}");
+        assert!(got[4].starts_with("OPTS DRS ON"), "{got:?}");
+        assert!(got[5].starts_with("OPTS RETR Parallelism="), "{got:?}");
         assert_eq!(
-            &got[5..],
+            &got[6..],
             ["OPTS DCREUSE ON", "MDTM /f", "TYPE I", "SIZE /f"]
         );
     }
@@ -435,7 +454,7 @@ mod tests {
                 assert_eq!(c.checksum(ChecksumAlg::Xxh3, "/f").unwrap(), "00ff");
             },
         );
-        assert_eq!(got[3..], ["RETR /f", "CKSM XXH3 0 -1 /f"]);
+        assert_eq!(got[4..], ["RETR /f", "CKSM XXH3 0 -1 /f"]);
     }
 
     #[test]
@@ -459,7 +478,7 @@ mod tests {
                 assert_eq!(c.checksum(ChecksumAlg::Xxh3, "/f").unwrap(), "00ff");
             },
         );
-        assert_eq!(got[5..], ["CKSM XXH3 0 -1 /f"]);
+        assert_eq!(got[6..], ["CKSM XXH3 0 -1 /f"]);
     }
 
     #[test]
@@ -479,11 +498,12 @@ mod tests {
                 got
             },
             |mut c| {
+                c.confirm_login().unwrap();
                 assert!(c.set_modified("/f", 1_767_323_045));
                 c.quit();
             },
         );
-        assert_eq!(got[3..], ["MFMT 20260102030405 /f", "QUIT"]);
+        assert_eq!(got[4..], ["MFMT 20260102030405 /f", "QUIT"]);
     }
 
     #[test]
@@ -493,7 +513,7 @@ mod tests {
             |r, w| take(r, w, 3, "550 exists\r\n550 exists\r\n257 created\r\n"),
             |mut c| c.mkdir_all("/a/b/c").unwrap(),
         );
-        assert_eq!(&got[3..], ["MKD /a", "MKD /a/b", "MKD /a/b/c"]);
+        assert_eq!(&got[4..], ["MKD /a", "MKD /a/b", "MKD /a/b/c"]);
     }
 
     #[test]
@@ -515,7 +535,7 @@ mod tests {
                 );
             },
         );
-        assert_eq!(&got[3..], ["CWD /d", "CWD /", "CWD /d", "CWD /"]);
+        assert_eq!(&got[4..], ["CWD /d", "CWD /", "CWD /d", "CWD /"]);
     }
 
     #[test]
@@ -531,7 +551,7 @@ mod tests {
                 assert_eq!(c.size("/f").unwrap(), Some(7));
             },
         );
-        assert_eq!(got[3], "SIZE /f");
-        assert_eq!(got.len(), 14, "{got:?}");
+        assert_eq!(got[4], "SIZE /f");
+        assert_eq!(got.len(), 15, "{got:?}");
     }
 }

@@ -306,6 +306,7 @@ mod tests {
                 got
             },
             |mut c| {
+                c.confirm_login().unwrap();
                 assert!(c.ask_during(Command::Epsv(None)));
                 let conductor = Conductor::new(None, Role::Receiver);
                 let (moved, fin) = c.drive(&conductor, None, || Ok(())).unwrap();

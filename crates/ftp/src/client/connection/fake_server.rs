@@ -75,7 +75,8 @@ const FEATURES: &[&str] = &[
     "PIPELINED STOR",
 ];
 
-/// Runs `script` as the server of a client logged in with `user_reply` to `USER`.
+/// Runs `script` as the server of a client logged in with `user_reply` to `USER` and `PASS`
+/// (which come with `FEAT` and its first commands: the script reads those).
 pub(super) fn with_server(
     user_reply: &'static str,
     script: impl FnOnce(&mut BufReader<TcpStream>, &mut TcpStream) -> Vec<String> + Send + 'static,
@@ -99,14 +100,16 @@ pub(super) fn with_features(
     let (port, server) = fake_server(move |r, w| {
         w.write_all(b"220 hi\r\n").unwrap();
         let feat = format!("211-Features:\r\n{lines}211 End\r\n");
-        let mut got = take(r, w, 3, &format!("{user_reply}{feat}"));
+        let mut got = take(r, w, 1, &feat);
+        // The login comes with the client's first commands, which the script reads.
+        got.extend(take(r, w, 3, &format!("{user_reply}{feat}")));
         got.extend(script(r, w));
         got
     });
     let off = TlsPolicy::new(TlsMode::Off, None);
     let creds = Credentials::anonymous();
     let c = Connection::open("127.0.0.1", port, &creds, Duration::from_secs(5), &off).unwrap();
-    assert!(c.has_feature("MDTM"), "FEAT read after the login");
+    assert!(c.has_feature("MDTM"), "FEAT read before the login");
     client(c);
     server.join().unwrap()
 }

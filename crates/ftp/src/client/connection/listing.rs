@@ -326,6 +326,6 @@ mod tests {
                 assert_eq!(names, ["a"]);
             },
         );
-        assert_eq!(got[3..], ["TYPE A", "EPSV", "LIST /d"]);
+        assert_eq!(got[4..], ["TYPE A", "EPSV", "LIST /d"]);
     }
 }

@@ -78,7 +78,8 @@ impl Credentials {
     }
 }
 
-/// An open, logged-in control connection.
+/// An open control connection, logged in (or, in clear, its login on its way with the first
+/// commands: login.rs).
 #[derive(Debug)]
 pub struct Connection {
     /// The control connection (plain, or TLS after `AUTH TLS`), buffered for reading replies.
@@ -117,6 +118,8 @@ pub struct Connection {
     round_trip: Option<Duration>,
     /// The data token the server took (`DTOK`): every data connection shows or checks it.
     token: Option<Token>,
+    /// A login sent with the session's first commands, not answered yet (login.rs).
+    login: Option<login::LoginAhead>,
 }
 
 /// A session's UDP channel, and leaving TCP for it.
@@ -157,8 +160,8 @@ impl Connection {
         self.round_trip
     }
 
-    /// Connects, reads the greeting, secures the session as `tls` says, logs in and reads the
-    /// server's features.
+    /// Connects, reads the greeting and the server's features, secures the session as `tls`
+    /// says and logs in (in clear, with the first commands: login.rs).
     pub fn open(
         host: &str,
         port: u16,
@@ -212,12 +215,31 @@ impl Connection {
             last: LastTransfer::default(),
             round_trip: None,
             token: None,
+            login: None,
         };
-        let tls_asked = c.ask_tls(tls)?;
+        // An anonymous login (nothing secret in it) reads the features before the login and
+        // asks for TLS where the server lists it; any other asks for TLS first (a server that
+        // has TLS and does not list it still gets asked).
+        let features_first = match tls.mode {
+            TlsMode::Off => true,
+            TlsMode::Auto => creds.user == "anonymous",
+            TlsMode::Require => false,
+        };
+        let first = match features_first {
+            true => c.send_alone(&Command::Feat)?,
+            false => c.ask_tls()?,
+        };
         let greeting = c.read_reply()?;
         if !greeting.is_success() {
             bail!("{peer} refused the connection: {greeting}");
         }
+        let listed = features_first && c.read_features(first)?;
+        let tls_asked = match (tls.mode, features_first) {
+            (TlsMode::Off, _) => None,
+            (_, false) => Some(first),
+            _ if !listed || c.lists_tls() => Some(c.ask_tls()?),
+            _ => None,
+        };
         let secured = c.secure_control(host, tls, tls_asked)?;
         if tls.mode == TlsMode::Auto && !secured && creds.user != "anonymous" {
             // The server refused TLS (or a man in the middle said it did).
@@ -234,9 +256,13 @@ impl Connection {
                 creds.user
             );
         }
-        c.log_in(creds, secured)?;
         if secured {
-            c.protect_data(tls)?;
+            let protected = c.log_in_secured(creds)?;
+            c.protect_data(tls, &protected)?;
+        } else if listed {
+            c.log_in_ahead(creds);
+        } else {
+            c.log_in(creds)?;
         }
         c.ask_token(Token::random().ok());
         Ok(c)
@@ -573,6 +599,10 @@ impl Connection {
         }
         // Transfers sent before their turn that did not run end with the connection.
         self.pipe.queued.clear();
+        // A login that never went out: nothing asked after it can run.
+        if self.login.is_some() && !self.pipe.owes() {
+            self.pipe.ahead.clear();
+        }
         let _ = self.send_with_ahead(&Command::Quit);
     }
 }

@@ -157,7 +157,7 @@ mod tests {
                 assert_eq!(c.passive_target().unwrap().port(), 4242);
             },
         );
-        assert_eq!(&got[6..], ["EPSV", "TYPE I", "SIZE /f"]);
+        assert_eq!(&got[7..], ["EPSV", "TYPE I", "SIZE /f"]);
     }
 
     #[test]
@@ -177,7 +177,7 @@ mod tests {
                 assert!(matches!(at, Passive::At(a) if a.port() == 4242), "{at:?}");
             },
         );
-        assert_eq!(&got[3..], ["EPSV", "TYPE I", "SIZE /f"]);
+        assert_eq!(&got[4..], ["EPSV", "TYPE I", "SIZE /f"]);
         // MODE E downloads: the server connects, and an address asked would go stale.
         let got = with_server(
             "331 pass\r\n230 in\r\n",
@@ -220,7 +220,7 @@ mod tests {
                 assert_eq!(c.passive_target().unwrap().port(), 4343, "asked anew");
             },
         );
-        assert!(got[6].starts_with("PORT "), "{got:?}");
-        assert_eq!(got[7..], ["SIZE /g", "EPSV"]);
+        assert!(got[7].starts_with("PORT "), "{got:?}");
+        assert_eq!(got[8..], ["SIZE /g", "EPSV"]);
     }
 }

@@ -23,6 +23,9 @@ pub(super) enum Want {
     Answer,
     /// A success: a refusal fails the command it went out with.
     Setting,
+    /// `USER` or `PASS` sent with the session's first commands: a refusal fails them all
+    /// (login.rs).
+    Login,
     /// Nothing but a line in the log.
     Nothing,
     /// An upload sent before its turn: its replies to the final one, and the answers to what
@@ -191,7 +194,9 @@ pub(super) fn on_the_wire(asked: Vec<Ahead>) -> anyhow::Result<(Vec<u8>, Vec<Ahe
                 wire.extend(w);
                 sent.push(a);
             }
-            Err(e) if a.want == Want::Setting => bail!("{}: {}", describe(&a.cmd), e.message),
+            Err(e) if matches!(a.want, Want::Setting | Want::Login) => {
+                bail!("{}: {}", describe(&a.cmd), e.message)
+            }
             Err(e) => tracing::warn!("not sent: {}", e.message),
         }
     }

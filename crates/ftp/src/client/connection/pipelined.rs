@@ -271,9 +271,9 @@ mod tests {
                 c.quit();
             },
         );
-        assert!(got[8].starts_with("PORT "), "{got:?}");
+        assert!(got[9].starts_with("PORT "), "{got:?}");
         assert_eq!(
-            got[9..],
+            got[10..],
             ["RETR /a", "OPTS RETR Parallelism=1,1,1;", "RETR /b", "QUIT"]
         );
     }
@@ -304,7 +304,7 @@ mod tests {
             },
         );
         assert_eq!(
-            got[9..],
+            got[10..],
             [
                 "RETR /a",
                 "OPTS RETR Parallelism=1,1,1;",

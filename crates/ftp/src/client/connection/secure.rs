@@ -5,8 +5,7 @@
 use super::Connection;
 use anyhow::{anyhow, bail};
 use fatpipe_net::tls::{client_config, Secure};
-use fatpipe_proto::command::ProtLevel;
-use fatpipe_proto::Command;
+use fatpipe_proto::{Command, Reply};
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use std::io::{self, Read, Write};
@@ -124,24 +123,23 @@ impl Write for ControlStream {
 }
 
 impl Connection {
-    /// Asks for TLS as `policy` says before the greeting has come: `AUTH TLS` leaves with the
-    /// connection's first segment and its answer comes right after the greeting, one round trip
-    /// sooner than after it (a server reads commands only once greeted, in order). Returns when
-    /// it was sent, or `None` under `--tls off`.
-    pub(super) fn ask_tls(&mut self, policy: &TlsPolicy) -> anyhow::Result<Option<Instant>> {
-        if policy.mode == TlsMode::Off {
-            return Ok(None);
-        }
-        let wire = Command::Auth("TLS".into())
-            .to_wire()
-            .map_err(|e| anyhow!("{}", e.message))?;
-        let sent = Instant::now();
-        self.write_commands(&wire)?;
-        Ok(Some(sent))
+    /// Sends `AUTH TLS`; when it was sent. Before the greeting has come, it leaves with the
+    /// connection's first segment and its answer comes right after the greeting, one round
+    /// trip sooner than after it (a server reads commands only once greeted, in order).
+    /// Alone: a server may read what follows it as the handshake, and globus-gridftp-server
+    /// drops the commands before it.
+    pub(super) fn ask_tls(&mut self) -> anyhow::Result<Instant> {
+        self.send_alone(&Command::Auth("TLS".into()))
     }
 
-    /// After the greeting: the answer to `AUTH TLS` (sent at `asked`, by
-    /// [`Connection::ask_tls`]) and the handshake. Returns whether the session is now secured.
+    /// Whether the server lists TLS among its `AUTH` mechanisms.
+    pub(super) fn lists_tls(&self) -> bool {
+        self.features
+            .iter()
+            .any(|f| f.starts_with("AUTH ") && f.contains("TLS"))
+    }
+
+    /// The answer to `AUTH TLS` (sent at `asked`, by [`Connection::ask_tls`]) and the handshake. Returns whether the session is now secured.
     pub(super) fn secure_control(
         &mut self,
         host: &str,
@@ -185,32 +183,22 @@ impl Connection {
         Ok(true)
     }
 
-    /// After the login: `PBSZ 0` and `PROT P`, so that data connections are TLS too. A
-    /// server that refuses them moves data in clear (an error under `--tls require`).
-    pub(super) fn protect_data(&mut self, policy: &TlsPolicy) -> anyhow::Result<()> {
-        let secure = self.secure.take();
-        let pbsz = self.command(&Command::Pbsz(0))?;
-        let prot = match pbsz.is_success() {
-            true => Some(self.command(&Command::Prot(ProtLevel::Private))?),
-            false => None,
-        };
-        match prot {
-            Some(r) if r.is_success() => {
-                self.secure = secure;
-                Ok(())
-            }
-            r => {
-                let said = r.unwrap_or(pbsz);
-                if policy.mode == TlsMode::Require {
-                    bail!("{} refused to protect data connections: {said}", self.peer);
-                }
-                tracing::warn!(
-                    "{} refused to protect data connections ({said}): data moves in clear",
-                    self.peer
-                );
-                Ok(())
-            }
+    /// After the login: the answer to `PROT P` (or to `PBSZ 0`, refused), sent with it, so
+    /// that data connections are TLS too. A server that refuses them moves data in clear (an
+    /// error under `--tls require`).
+    pub(super) fn protect_data(&mut self, policy: &TlsPolicy, said: &Reply) -> anyhow::Result<()> {
+        if said.is_success() {
+            return Ok(());
         }
+        self.secure = None;
+        if policy.mode == TlsMode::Require {
+            bail!("{} refused to protect data connections: {said}", self.peer);
+        }
+        tracing::warn!(
+            "{} refused to protect data connections ({said}): data moves in clear",
+            self.peer
+        );
+        Ok(())
     }
 
     /// Whether data connections are TLS (`PROT P` in effect).
@@ -240,29 +228,51 @@ mod tests {
     use super::{TlsMode, TlsPolicy};
     use std::time::Duration;
 
-    #[test]
-    fn auth_tls_goes_out_before_the_greeting_comes() {
-        // Greets only once the first command is in: a client that waited for the greeting
-        // first would wait here until the timeout.
-        let (port, server) = fake_server(|r, w| {
-            let mut lines = take(r, w, 1, "220 hi\r\n534 no certificate\r\n");
-            let feat = "230 in\r\n503 already in\r\n211-Features:\r\n MDTM\r\n211 End\r\n";
-            lines.extend(take(r, w, 3, feat));
+    /// The lines a server read from a client with `creds` under `--tls auto`: it greets only
+    /// once the first command is in (a client that waited for the greeting first would wait
+    /// here until the timeout), answering it with `first`; then each of `rounds`. The client
+    /// confirms its login.
+    fn auto(
+        creds: Credentials,
+        first: &'static str,
+        rounds: Vec<(usize, &'static str)>,
+    ) -> Vec<String> {
+        let (port, server) = fake_server(move |r, w| {
+            let mut lines = take(r, w, 1, &format!("220 hi\r\n{first}"));
+            lines.extend(super::super::fake_server::rounds(r, w, &rounds));
             lines
         });
         let auto = TlsPolicy::new(TlsMode::Auto, None);
-        let creds = Credentials::anonymous();
         let c = Connection::open("127.0.0.1", port, &creds, Duration::from_secs(5), &auto);
-        let c = c.unwrap();
-        assert!(
-            !c.data_secured(),
-            "the server refused TLS: the session is in clear"
-        );
+        let mut c = c.unwrap();
+        assert!(!c.data_secured(), "the session is in clear");
         assert!(c.has_feature("MDTM"));
-        let lines = server.join().unwrap();
-        assert_eq!(
-            lines,
-            ["AUTH TLS", "USER anonymous", "PASS fatpipe@", "FEAT"]
-        );
+        c.confirm_login().unwrap();
+        server.join().unwrap()
+    }
+
+    #[test]
+    fn an_anonymous_login_reads_the_features_first_and_asks_for_tls_where_listed() {
+        let feat = "211-Features:\r\n MDTM\r\n211 End\r\n";
+        let login = "230 in\r\n503 already in\r\n211 No features\r\n";
+        let got = auto(Credentials::anonymous(), feat, vec![(3, login)]);
+        assert_eq!(got, ["FEAT", "USER anonymous", "PASS fatpipe@", "FEAT"]);
+        let feat = "211-Features:\r\n AUTH TLS\r\n MDTM\r\n211 End\r\n";
+        let rounds = vec![(1, "534 no certificate\r\n"), (3, login)];
+        let got = auto(Credentials::anonymous(), feat, rounds);
+        let login = ["USER anonymous", "PASS fatpipe@", "FEAT"];
+        assert_eq!(got, [&["FEAT", "AUTH TLS"][..], &login].concat());
+    }
+
+    #[test]
+    fn a_named_login_asks_for_tls_before_the_greeting_comes() {
+        let creds = Credentials {
+            user: "bob".into(),
+            password: "pw".into(),
+            in_url: false,
+        };
+        let login = "331 pass\r\n230 in\r\n211-Features:\r\n MDTM\r\n211 End\r\n";
+        let got = auto(creds, "534 no certificate\r\n", vec![(3, login)]);
+        assert_eq!(got, ["AUTH TLS", "USER bob", "PASS pw", "FEAT"]);
     }
 }

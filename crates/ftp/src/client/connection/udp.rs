@@ -253,7 +253,7 @@ mod tests {
     fn the_udp_channel_is_asked_for_with_the_next_command_and_a_refusal_leaves_tcp() {
         let (got, on) = asked_with_size("200 Network stack: udp");
         let sent = ["SITE SETNETSTACK udp control=default", "TYPE I", "SIZE /f"];
-        assert_eq!(got[3..], sent);
+        assert_eq!(got[4..], sent);
         assert!(on);
         let (_, on) = asked_with_size("501 unknown rate control");
         assert!(!on, "refused: the data goes over TCP");
