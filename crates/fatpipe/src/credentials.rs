@@ -90,5 +90,5 @@ pub fn remote(arg: &str) -> anyhow::Result<RemoteUrl> {
 
 /// A session with the server `url` names, logged in as `fatpipe_ftp::client::login` says.
 pub fn open(url: &RemoteUrl, how: &SessionArgs) -> anyhow::Result<Connection> {
-    url.open(&for_url(url)?, how.timeout, &how.tls())
+    url.open(&for_url(url)?, how.timeout, &how.tls(), None)
 }

@@ -9,12 +9,12 @@ use crate::progress::{Finished, Progress};
 use crate::tuning::TuneArgs;
 use anyhow::Context;
 use fatpipe_ftp::client::auto::{self, AutoPlan};
-use fatpipe_ftp::client::copy::{CopyOptions, Ending, Summary, Verify};
+use fatpipe_ftp::client::copy::{CopyOptions, Ending, ServerFeatures, Summary, Verify};
 use fatpipe_ftp::client::copy_command;
 use fatpipe_ftp::client::path_memory;
 use fatpipe_ftp::client::sync::Existing;
 use fatpipe_ftp::client::transport::Asked;
-use fatpipe_ftp::client::{relay, Location, Streams};
+use fatpipe_ftp::client::{relay, Location, RemoteUrl, Streams};
 use fatpipe_net::rate_budget::RateBudget;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_proto::udp::NetStack;
@@ -207,7 +207,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let remote = ends.remote();
     let mut tune = a.tune.config("client")?;
     let sources = &a.files.paths[..a.files.paths.len().saturating_sub(1)];
-    let server = remote.map(|u| format!("{}:{}", u.host, u.port));
+    let server = remote.map(RemoteUrl::server);
     let request = auto::Request {
         srcs,
         dst,
@@ -265,6 +265,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
         udp: transport.udp.then(udp_channel),
         udp_asked: transport.asked,
         udp_on_random_loss: transport.leave_tcp_on_loss.then(udp_channel),
+        features: ServerFeatures::new(server.as_deref(), plan.known_features()),
     };
     let started = Instant::now();
     let results = std::thread::scope(|s| {
@@ -282,7 +283,8 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     progress.bar.finish_and_clear();
     let interrupted = progress.interrupted.load(Ordering::SeqCst);
     let udp = opts.udp.as_ref().and_then(|(_, u)| u.memory.as_ref());
-    let transport = plan.finish(&results, udp.and_then(|m| m.lock().ok().map(|m| m.clone())));
+    let learned = udp.and_then(|m| m.lock().ok().map(|m| m.clone()));
+    let transport = plan.finish(&results, learned, opts.features.seen());
     let ending = Ending {
         results: &results,
         interrupted,

@@ -81,11 +81,23 @@ impl AutoPlan {
         self.memory.as_ref().and_then(CopyMemory::udp)
     }
 
-    /// After the last file: keeps what the copy learned (`udp`: what its UDP sender did) and
-    /// says how the transport went.
-    pub fn finish(self, results: &[FileResult], udp: Option<RateMemory>) -> Choice {
+    /// The server's features as the last copy to it read them: a session in clear logs in
+    /// with its first commands without waiting for the greeting.
+    pub fn known_features(&self) -> Option<Vec<String>> {
+        self.memory.as_ref().and_then(CopyMemory::features)
+    }
+
+    /// After the last file: keeps what the copy learned (`udp`: what its UDP sender did;
+    /// `features`: the server's, as its first session read them) and says how the transport
+    /// went.
+    pub fn finish(
+        self,
+        results: &[FileResult],
+        udp: Option<RateMemory>,
+        features: Option<Vec<String>>,
+    ) -> Choice {
         if let Some(m) = self.memory {
-            m.keep(results, udp);
+            m.keep(results, udp, features);
         }
         self.transport
             .as_it_went(results.iter().any(|r| r.udp.is_some()))
@@ -140,13 +152,17 @@ mod tests {
             cc_on_random_loss: Some(CongestionControl::Bbr),
             ..FileResult::default()
         };
-        let went = first.finish(std::slice::from_ref(&lossy), None);
+        assert_eq!(first.known_features(), None);
+        let features = vec!["DRS".to_string(), "MDTM".to_string()];
+        let went = first.finish(std::slice::from_ref(&lossy), None, Some(features.clone()));
         assert_eq!(went.name(), "tcp");
-        // The next download of one file starts where that one ended, on bbr, over UDP.
+        // The next download of one file starts where that one ended, on bbr, over UDP, and
+        // knows the server's features.
         let next = AutoPlan::new(&request(false), Some(memory.clone()), &mut cc);
         assert_eq!(cc, Some(CongestionControl::Bbr));
         assert!(next.transport.udp, "{}", next.transport);
         assert_eq!(next.first_start().map(|s| s.0), Some(8));
+        assert_eq!(next.known_features(), Some(features));
         // A tree takes neither; nor does a copy that keeps no path memory.
         let mut cc = None;
         let tree = AutoPlan::new(&request(true), Some(memory), &mut cc);

@@ -31,6 +31,8 @@ pub fn run(
             return Err(e);
         }
     };
+    // Logged in by now: the features the server lists then, for the next copy.
+    opts.features.see(conn.features());
     let (jobs, mut left_out) = sync::select(&mut conn, planned.jobs, opts.existing);
     let extras = match opts.delete {
         true => mirror::extras(&mut conn, &planned.walked),

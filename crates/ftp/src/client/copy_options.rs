@@ -7,7 +7,7 @@ use fatpipe_net::rate_budget::RateBudget;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::udp::NetStack;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How a copy behaves.
@@ -63,6 +63,48 @@ pub struct CopyOptions {
     /// `--transport auto` on a path not known to be lossy: where a download's sending server
     /// meets random loss, the file goes on over this UDP channel from what arrived.
     pub udp_on_random_loss: Option<(NetStack, UdpConfig)>,
+    /// The server's features across copies (path memory).
+    pub features: ServerFeatures,
+}
+
+/// A server's features across copies: those the last copy to it read (a session in clear then
+/// logs in with its first commands, without waiting for the greeting), and those this copy's
+/// first session reads, for the next copy.
+#[derive(Debug, Clone, Default)]
+pub struct ServerFeatures {
+    /// The server (`host:port`) and its features as path memory kept them.
+    known: Option<(String, Vec<String>)>,
+    /// What this copy's first session read once logged in.
+    seen: Arc<Mutex<Option<Vec<String>>>>,
+}
+
+impl ServerFeatures {
+    /// `features` known for `server` (`host:port`), if any.
+    pub fn new(server: Option<&str>, features: Option<Vec<String>>) -> ServerFeatures {
+        ServerFeatures {
+            known: server.zip(features).map(|(s, f)| (s.to_string(), f)),
+            seen: Arc::default(),
+        }
+    }
+
+    /// The features known for `server` (`host:port`): none for any other server (a copy
+    /// between two servers opens sessions with both).
+    pub fn known(&self, server: &str) -> Option<&[String]> {
+        self.known
+            .as_ref()
+            .filter(|(s, _)| s == server)
+            .map(|(_, f)| f.as_slice())
+    }
+
+    /// Keeps what a session read.
+    pub fn see(&self, features: &[String]) {
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(features.to_vec());
+    }
+
+    /// What this copy's first session read.
+    pub fn seen(&self) -> Option<Vec<String>> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl Default for CopyOptions {
@@ -91,6 +133,7 @@ impl Default for CopyOptions {
             udp: None,
             udp_asked: false,
             udp_on_random_loss: None,
+            features: ServerFeatures::default(),
         }
     }
 }

@@ -23,15 +23,23 @@ pub struct RemoteUrl {
 }
 
 impl RemoteUrl {
-    /// Logs in to the server the URL names. A refused connection on the port taken by default
-    /// says so, and where `fatpipe serve` listens.
+    /// The server as path memory names it: `host:port`.
+    pub fn server(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// Logs in to the server the URL names (whose features may be `known` from an earlier
+    /// session: see [`super::Connection::open_known`]). A refused connection on the port
+    /// taken by default says so, and where `fatpipe serve` listens.
     pub fn open(
         &self,
         creds: &super::Credentials,
         timeout: std::time::Duration,
         tls: &super::TlsPolicy,
+        known: Option<&[String]>,
     ) -> anyhow::Result<super::Connection> {
-        super::Connection::open(&self.host, self.port, creds, timeout, tls).map_err(|e| {
+        let c = super::Connection::open_known(&self.host, self.port, creds, timeout, tls, known);
+        c.map_err(|e| {
             let refused = e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>()
                     .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)

@@ -35,7 +35,8 @@ pub(super) fn session(
     opts: &CopyOptions,
     copies: Option<bool>,
 ) -> anyhow::Result<Connection> {
-    let mut conn = remote.open(creds, opts.timeout, &opts.tls)?;
+    let known = opts.features.known(&remote.server());
+    let mut conn = remote.open(creds, opts.timeout, &opts.tls, known)?;
     if let Some(t) = &opts.tune {
         conn.set_tuning(t.clone())?;
     }

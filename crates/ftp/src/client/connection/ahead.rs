@@ -267,7 +267,9 @@ impl Connection {
 
     /// Takes the reply `r` to `a`, asked ahead: kept, logged, or for a setting, why it failed.
     fn absorb(&mut self, a: Ahead, r: Reply) -> Option<anyhow::Error> {
-        tracing::debug!("{} (asked ahead) -> {r}", describe(&a.cmd));
+        if a.want != Want::Greeting {
+            tracing::debug!("{} (asked ahead) -> {r}", describe(&a.cmd));
+        }
         match a.want {
             Want::Answer => {
                 self.pipe.answers.push((a.cmd, r));
@@ -277,6 +279,7 @@ impl Connection {
             }
             Want::Nothing | Want::Stored => None,
             Want::Login => self.take_login_reply(&a.cmd, &r),
+            Want::Greeting => self.take_greeting(&r),
             Want::Setting if r.is_success() || r.is_intermediate() => None,
             Want::Setting => {
                 self.forget_setting(&a.cmd);

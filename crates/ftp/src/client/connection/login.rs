@@ -21,6 +21,9 @@ pub(super) struct LoginAhead {
     user: String,
     /// `USER`'s answer settled it (a `230`, or a refusal): `PASS`'s means nothing.
     settled: bool,
+    /// When the connection was up, where the greeting is read with the login's answers: the
+    /// greeting's time is the round trip.
+    connected: Option<Instant>,
 }
 
 impl Connection {
@@ -76,7 +79,31 @@ impl Connection {
         self.login = Some(LoginAhead {
             user: creds.user.clone(),
             settled: false,
+            connected: None,
         });
+    }
+
+    /// Logs in with the first commands, as [`Connection::log_in_ahead`] does, before the
+    /// greeting has come: its answer is read first among theirs, timed from now (the
+    /// connection is up).
+    pub(super) fn log_in_before_greeting(&mut self, creds: &Credentials) {
+        self.pipe.owe(Ahead {
+            cmd: Command::Noop,
+            want: Want::Greeting,
+        });
+        self.log_in_ahead(creds);
+        if let Some(l) = self.login.as_mut() {
+            l.connected = Some(Instant::now());
+        }
+    }
+
+    /// The greeting `r`, read as the first answer to the first commands: a refusal's error.
+    pub(super) fn take_greeting(&mut self, r: &Reply) -> Option<anyhow::Error> {
+        tracing::debug!("greeting: {r}");
+        if let Some(at) = self.login.as_mut().and_then(|l| l.connected.take()) {
+            self.timed(at.elapsed());
+        }
+        (!r.is_success()).then(|| anyhow!("{} refused the connection: {r}", self.peer))
     }
 
     /// Sends what was asked ahead now, with a login that waits to go out, and reads the
@@ -295,6 +322,52 @@ mod tests {
                 );
             },
         );
+    }
+
+    #[test]
+    fn a_session_that_knows_the_features_logs_in_before_the_greeting_comes() {
+        // Greets only once the first command is in: a client that waited for the greeting
+        // (or sent FEAT first) would wait here until the timeout.
+        let (port, server) = fake_server(|r, w| {
+            let replies = format!("220 hi\r\n331 pass\r\n230 in\r\n{FEATURES}213 42\r\n");
+            take(r, w, 4, &replies)
+        });
+        let off = TlsPolicy::new(TlsMode::Off, None);
+        let creds = Credentials::anonymous();
+        let known = ["MDTM".to_string()];
+        let c = Connection::open_known(
+            "127.0.0.1",
+            port,
+            &creds,
+            Duration::from_secs(5),
+            &off,
+            Some(&known),
+        );
+        let mut c = c.unwrap();
+        let size = c.command(&Command::Size("/f".into())).unwrap();
+        assert_eq!(size.text(), "42");
+        assert!(
+            c.round_trip().is_some(),
+            "the greeting times the round trip"
+        );
+        let login = ["USER anonymous", "PASS fatpipe@", "FEAT"];
+        assert_eq!(server.join().unwrap(), [&login[..], &["SIZE /f"]].concat());
+        // A server that turns the session away says so.
+        let (port, server) = fake_server(|r, w| take(r, w, 4, "421 Too many sessions\r\n"));
+        let c = Connection::open_known(
+            "127.0.0.1",
+            port,
+            &creds,
+            Duration::from_secs(5),
+            &off,
+            Some(&known),
+        );
+        let e = c.unwrap().command(&Command::Size("/f".into())).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("refused the connection: 421"),
+            "{e:#}"
+        );
+        server.join().unwrap();
     }
 
     #[test]

@@ -169,6 +169,21 @@ impl Connection {
         timeout: Duration,
         tls: &TlsPolicy,
     ) -> anyhow::Result<Connection> {
+        Self::open_known(host, port, creds, timeout, tls, None)
+    }
+
+    /// [`Connection::open`] with the server's features `known` from an earlier session: a
+    /// session that would read them before its login (an anonymous one under `--tls auto`
+    /// with a server that lists no TLS, any under `--tls off`) logs in with its first commands
+    /// at once, without waiting for the greeting (login.rs).
+    pub fn open_known(
+        host: &str,
+        port: u16,
+        creds: &Credentials,
+        timeout: Duration,
+        tls: &TlsPolicy,
+        known: Option<&[String]>,
+    ) -> anyhow::Result<Connection> {
         let addrs: Vec<SocketAddr> = (host, port)
             .to_socket_addrs()
             .with_context(|| format!("cannot resolve {host}"))?
@@ -176,7 +191,7 @@ impl Connection {
         let mut last = anyhow!("{host} has no address");
         for a in addrs {
             match fatpipe_net::socket::connect(a, timeout) {
-                Ok(s) => return Self::start(s, host, creds, timeout, tls),
+                Ok(s) => return Self::start(s, (host, creds, timeout, tls), known),
                 Err(e) => last = anyhow::Error::new(e).context(format!("cannot connect to {a}")),
             }
         }
@@ -185,10 +200,8 @@ impl Connection {
 
     fn start(
         stream: TcpStream,
-        host: &str,
-        creds: &Credentials,
-        timeout: Duration,
-        tls: &TlsPolicy,
+        (host, creds, timeout, tls): (&str, &Credentials, Duration, &TlsPolicy),
+        known: Option<&[String]>,
     ) -> anyhow::Result<Connection> {
         stream.set_read_timeout(Some(timeout))?;
         // Commands and replies go one at a time: a lost one is resent by the timeout alone.
@@ -225,6 +238,12 @@ impl Connection {
             TlsMode::Auto => creds.user == "anonymous",
             TlsMode::Require => false,
         };
+        if let Some(known) = known.filter(|k| features_first && !secure::lists_tls(k)) {
+            c.features = known.to_vec();
+            c.log_in_before_greeting(creds);
+            c.ask_token(Token::random().ok());
+            return Ok(c);
+        }
         let first = match features_first {
             true => c.send_alone(&Command::Feat)?,
             false => c.ask_tls()?,
@@ -395,6 +414,11 @@ impl Connection {
     /// Peak buffers and caps of the latest tuned transfer.
     pub fn last_tune(&self) -> Option<&TuneSummary> {
         self.last.tune.as_ref()
+    }
+
+    /// The features the server lists (`FEAT`), upper-cased.
+    pub fn features(&self) -> &[String] {
+        &self.features
     }
 
     /// Whether `FEAT` listed a feature whose first word is `name`.

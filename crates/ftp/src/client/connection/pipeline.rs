@@ -23,9 +23,12 @@ pub(super) enum Want {
     Answer,
     /// A success: a refusal fails the command it went out with.
     Setting,
-    /// `USER` or `PASS` sent with the session's first commands: a refusal fails them all
-    /// (login.rs).
+    /// `USER`, `PASS` or `FEAT` sent with the session's first commands: a refusal fails them
+    /// all (login.rs).
     Login,
+    /// No command: the server's greeting, read with the answers to the first commands where
+    /// they went out before it came (login.rs).
+    Greeting,
     /// Nothing but a line in the log.
     Nothing,
     /// An upload sent before its turn: its replies to the final one, and the answers to what

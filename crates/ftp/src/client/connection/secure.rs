@@ -134,9 +134,7 @@ impl Connection {
 
     /// Whether the server lists TLS among its `AUTH` mechanisms.
     pub(super) fn lists_tls(&self) -> bool {
-        self.features
-            .iter()
-            .any(|f| f.starts_with("AUTH ") && f.contains("TLS"))
+        lists_tls(&self.features)
     }
 
     /// The answer to `AUTH TLS` (sent at `asked`, by [`Connection::ask_tls`]) and the handshake. Returns whether the session is now secured.
@@ -207,6 +205,13 @@ impl Connection {
     }
 }
 
+/// Whether `features` list TLS among the `AUTH` mechanisms.
+pub(super) fn lists_tls(features: &[String]) -> bool {
+    features
+        .iter()
+        .any(|f| f.starts_with("AUTH ") && f.contains("TLS"))
+}
+
 /// A failed handshake, said so that the user knows what to do.
 fn untrusted(peer: &str, host: &str, e: io::Error) -> anyhow::Error {
     let text = fatpipe_net::tls::explain(&e);
@@ -262,6 +267,23 @@ mod tests {
         let got = auto(Credentials::anonymous(), feat, rounds);
         let login = ["USER anonymous", "PASS fatpipe@", "FEAT"];
         assert_eq!(got, [&["FEAT", "AUTH TLS"][..], &login].concat());
+    }
+
+    #[test]
+    fn features_known_to_list_tls_are_read_again_and_tls_asked_for() {
+        let feat = "211-Features:\r\n AUTH TLS\r\n MDTM\r\n211 End\r\n";
+        let (port, server) = fake_server(move |r, w| {
+            let mut lines = take(r, w, 1, &format!("220 hi\r\n{feat}"));
+            lines.extend(take(r, w, 1, "534 no certificate\r\n"));
+            lines
+        });
+        let auto = TlsPolicy::new(TlsMode::Auto, None);
+        let creds = Credentials::anonymous();
+        let known = ["AUTH TLS".to_string(), "MDTM".to_string()];
+        let t = Duration::from_secs(5);
+        let c = Connection::open_known("127.0.0.1", port, &creds, t, &auto, Some(&known));
+        assert!(!c.unwrap().data_secured());
+        assert_eq!(server.join().unwrap(), ["FEAT", "AUTH TLS"]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ mod download;
 mod summary;
 mod upload;
 
-pub use super::copy_options::{CopyOptions, Verify};
+pub use super::copy_options::{CopyOptions, ServerFeatures, Verify};
 pub use super::file_result::{FileResult, Observer, DRY_RUN};
 pub use download::special_file;
 pub use summary::{deleted, Ending, Summary, TransportReport};

@@ -78,11 +78,22 @@ impl CopyMemory {
         self.recalled.as_ref().and_then(|r| r.udp.clone())
     }
 
+    /// The server's features as the last copy read them.
+    pub fn features(&self) -> Option<Vec<String>> {
+        self.recalled.as_ref().and_then(|r| r.features.clone())
+    }
+
     /// Keeps what this copy learned: the stream count its last moved file ended with, the
     /// congestion control chosen on random loss (by a file of this copy, or carried over and
-    /// not disproved), and what the UDP sender learned (`udp`, once it left start-up). A
-    /// failure to save only warns: the copy itself is done.
-    pub fn keep(self, results: &[FileResult], udp: Option<RateMemory>) {
+    /// not disproved), what the UDP sender learned (`udp`, once it left start-up) and the
+    /// server's `features` as this copy read them. A failure to save only warns: the copy
+    /// itself is done.
+    pub fn keep(
+        self,
+        results: &[FileResult],
+        udp: Option<RateMemory>,
+        features: Option<Vec<String>>,
+    ) {
         let udp = udp.filter(|u| u.rate.is_some());
         let udp_loss = results
             .iter()
@@ -104,7 +115,8 @@ impl CopyMemory {
             None if over_udp => m.recall(&self.server, now).map_or(1, |r| r.streams),
             None => return,
         };
-        m.remember(&self.server, n, cc.as_ref(), udp.as_ref(), now);
+        let learned = (udp.as_ref(), features.as_deref());
+        m.remember(&self.server, n, cc.as_ref(), learned, now);
         if let Err(e) = m.save(&self.path) {
             tracing::warn!(
                 "cannot keep the stream count in {}: {e}",
@@ -147,7 +159,7 @@ mod tests {
         // Nothing known: start from one stream, on the system's control.
         let first = CopyMemory::recall(path.clone(), server(), false, false);
         assert_eq!((first.first_start(), first.carried.clone()), (None, None));
-        first.keep(&[moved(6, Some(CongestionControl::Bbr))], None);
+        first.keep(&[moved(6, Some(CongestionControl::Bbr))], None, None);
         // The next copy of one file starts at 6 streams on bbr, and says why.
         let next = CopyMemory::recall(path.clone(), server(), false, false);
         let (n, why) = next.first_start().unwrap();
@@ -162,7 +174,7 @@ mod tests {
         let tree = CopyMemory::recall(path.clone(), server(), true, false);
         assert_eq!(tree.carried, None);
         // A tree's copy keeps its count but forgets the loss.
-        tree.keep(&[moved(4, None)], None);
+        tree.keep(&[moved(4, None)], None, None);
         let after = CopyMemory::recall(path, server(), false, false);
         assert_eq!(after.first_start().map(|s| s.0), Some(4));
         assert_eq!(after.carried, None);

@@ -37,6 +37,9 @@ struct Learned {
     /// What the UDP channel's sender learned, if a copy used it.
     #[serde(default)]
     udp: Option<RateMemory>,
+    /// The server's features as a session read them once logged in.
+    #[serde(default)]
+    features: Option<Vec<String>>,
     /// Seconds since the Unix epoch.
     at: u64,
 }
@@ -50,6 +53,8 @@ pub struct Recalled {
     pub cc: Option<CongestionControl>,
     /// What the UDP channel's sender learned, if a copy used it.
     pub udp: Option<RateMemory>,
+    /// The server's features, if a copy read them.
+    pub features: Option<Vec<String>>,
     /// How long ago.
     pub age: Duration,
 }
@@ -64,26 +69,29 @@ impl PathMemory {
             streams: l.streams,
             cc: l.cc.clone(),
             udp: l.udp.clone(),
+            features: l.features.clone(),
             age,
         })
     }
 
-    /// Keeps `streams` (and `cc`, chosen on random loss, and `udp`, what the UDP sender
-    /// learned; a copy without it keeps the last one's) for `server`, learned at `now`; forgets
-    /// what is no longer trusted.
+    /// Keeps `streams` (and `cc`, chosen on random loss, `udp`, what the UDP sender learned,
+    /// and the server's `features`; a copy without either of the last two keeps the last
+    /// one's) for `server`, learned at `now`; forgets what is no longer trusted.
     pub fn remember(
         &mut self,
         server: &str,
         streams: u32,
         cc: Option<&CongestionControl>,
-        udp: Option<&RateMemory>,
+        (udp, features): (Option<&RateMemory>, Option<&[String]>),
         now: u64,
     ) {
         self.servers
             .retain(|_, l| now.saturating_sub(l.at) <= TRUSTED_FOR.as_secs());
-        let udp = udp
-            .cloned()
-            .or_else(|| self.servers.get(server).and_then(|l| l.udp.clone()));
+        let before = self.servers.get(server);
+        let udp = udp.cloned().or_else(|| before.and_then(|l| l.udp.clone()));
+        let features = features
+            .map(<[String]>::to_vec)
+            .or_else(|| before.and_then(|l| l.features.clone()));
         let cc = cc.cloned();
         self.servers.insert(
             server.to_string(),
@@ -91,6 +99,7 @@ impl PathMemory {
                 streams,
                 cc,
                 udp,
+                features,
                 at: now,
             },
         );
@@ -144,11 +153,18 @@ mod tests {
     #[test]
     fn a_count_is_recalled_for_an_hour_and_for_its_server_only() {
         let mut m = PathMemory::default();
-        m.remember("a:2811", 8, Some(&CongestionControl::Bbr), None, 1000);
+        m.remember(
+            "a:2811",
+            8,
+            Some(&CongestionControl::Bbr),
+            (None, None),
+            1000,
+        );
         let at = |age| Recalled {
             streams: 8,
             cc: Some("bbr".into()),
             udp: None,
+            features: None,
             age: Duration::from_secs(age),
         };
         assert_eq!(m.recall("a:2811", 1000), Some(at(0)));
@@ -158,10 +174,10 @@ mod tests {
         // A clock that went back trusts nothing.
         assert_eq!(m.recall("a:2811", 999), None);
         // Newer replaces older; stale entries are dropped when anything is remembered.
-        m.remember("a:2811", 4, None, None, 2000);
+        m.remember("a:2811", 4, None, (None, None), 2000);
         let r = m.recall("a:2811", 2000).map(|r| (r.streams, r.cc));
         assert_eq!(r, Some((4, None)));
-        m.remember("b:2811", 2, None, None, 9000);
+        m.remember("b:2811", 2, None, (None, None), 9000);
         assert!(!m.servers.contains_key("a:2811"));
     }
 
@@ -175,14 +191,16 @@ mod tests {
             rate: Some(8e8),
             ..RateMemory::default()
         };
-        m.remember("h:1", 6, Some(&CongestionControl::Bbr), Some(&learned), 50);
-        // A later copy over TCP keeps what the UDP channel learned.
-        m.remember("h:1", 6, Some(&CongestionControl::Bbr), None, 55);
+        let features = ["MDTM".to_string(), "DRS".to_string()];
+        let bbr = Some(&CongestionControl::Bbr);
+        m.remember("h:1", 6, bbr, (Some(&learned), Some(&features)), 50);
+        // A later copy over TCP that read no features keeps what the UDP channel learned and
+        // the features.
+        m.remember("h:1", 6, bbr, (None, None), 55);
         m.save(&path).unwrap();
-        let udp = PathMemory::load(&path)
-            .recall("h:1", 60)
-            .and_then(|r| r.udp);
-        assert_eq!(udp, Some(learned));
+        let r = PathMemory::load(&path).recall("h:1", 60);
+        let kept = r.map(|r| (r.udp, r.features));
+        assert_eq!(kept, Some((Some(learned), Some(features.to_vec()))));
         let r = PathMemory::load(&path).recall("h:1", 60);
         assert_eq!(r.map(|r| (r.streams, r.cc)), Some((6, Some("bbr".into()))));
         // A file written before congestion controls were remembered reads too.
