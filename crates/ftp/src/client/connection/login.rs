@@ -146,35 +146,30 @@ impl Connection {
         }
     }
 
-    /// Logs in over TLS and reads the server's features: `USER`, `PASS`, `FEAT`, `PBSZ 0` and
-    /// `PROT P` in one write (one round trip, not five). The round trip is timed on `USER`'s
-    /// reply. Returns the answer to `PROT P` (or to `PBSZ`, refused), for
-    /// [`Connection::protect_data`].
-    pub(super) fn log_in_secured(&mut self, creds: &Credentials) -> anyhow::Result<Reply> {
-        let r = self.login_reply(creds, true)?;
+    /// Logs in and reads the server's features: `USER`, `PASS` and `FEAT` in one write (one
+    /// round trip, not three), as a TLS session (`secured`: with `PBSZ 0` and `PROT P`, whose
+    /// answer, or `PBSZ`'s where refused, comes back for [`Connection::protect_data`]) or one in
+    /// clear whose server listed no features before the login. The round trip is timed on
+    /// `USER`'s reply.
+    pub(super) fn log_in(
+        &mut self,
+        creds: &Credentials,
+        secured: bool,
+    ) -> anyhow::Result<Option<Reply>> {
+        let r = self.login_reply(creds, secured)?;
         if !r.is_success() {
-            return Err(self.login_refused(&creds.user, &r, true));
+            return Err(self.login_refused(&creds.user, &r, secured));
         }
         let feat = self.read_reply()?;
         tracing::debug!("FEAT -> {feat}");
         self.take_features(&feat);
+        if !secured {
+            return Ok(None);
+        }
         let pbsz = self.read_reply()?;
         let prot = self.read_reply()?;
         tracing::debug!("PBSZ 0 -> {pbsz}; PROT P -> {prot}");
-        Ok(if pbsz.is_success() { prot } else { pbsz })
-    }
-
-    /// Logs in and reads the server's features, as a session in clear whose server did not
-    /// list them before the login: `USER`, `PASS` and `FEAT` in one write.
-    pub(super) fn log_in(&mut self, creds: &Credentials) -> anyhow::Result<()> {
-        let r = self.login_reply(creds, false)?;
-        if !r.is_success() {
-            return Err(self.login_refused(&creds.user, &r, false));
-        }
-        let feat = self.read_reply()?;
-        tracing::debug!("FEAT -> {feat}");
-        self.take_features(&feat);
-        Ok(())
+        Ok(Some(if pbsz.is_success() { prot } else { pbsz }))
     }
 
     /// What a refused login (`r`) says to the user (`secured`: the session is already TLS).
@@ -283,45 +278,40 @@ mod tests {
         assert_eq!(got, [&["FEAT"][..], &login, &["SIZE /f"]].concat());
     }
 
+    /// The error of a session whose server answers its login and first command (`SIZE`, or
+    /// with `confirm` none: the login is confirmed) with `replies`.
+    fn refused(replies: &'static str, confirm: bool) -> String {
+        let lines = if confirm { 3 } else { 4 };
+        let mut said = String::new();
+        session(
+            FEATURES,
+            move |r, w| take(r, w, lines, replies),
+            |mut c| {
+                let e = match confirm {
+                    true => c.confirm_login().unwrap_err(),
+                    false => c.command(&Command::Size("/f".into())).unwrap_err(),
+                };
+                said = format!("{e:#}");
+            },
+        );
+        said
+    }
+
     #[test]
     fn a_login_refused_with_the_first_command_fails_it_and_says_why() {
-        let refused = "331 pass\r\n530 Login incorrect\r\n530 Please login\r\n530 Please login\r\n";
-        session(
-            FEATURES,
-            move |r, w| take(r, w, 4, refused),
-            |mut c| {
-                let e = c.command(&Command::Size("/f".into())).unwrap_err();
-                let said = format!("{e:#}");
-                assert!(said.contains("login as anonymous failed"), "{said}");
-                assert!(said.contains("no anonymous logins"), "{said}");
-            },
+        let said = refused(
+            "331 pass\r\n530 Login incorrect\r\n530 No\r\n530 No\r\n",
+            false,
         );
+        assert!(said.contains("login as anonymous failed"), "{said}");
+        assert!(said.contains("no anonymous logins"), "{said}");
         // A server that closes the connection after the refusal (vsftpd does) is explained by
         // the refusal, not by the closed connection.
-        let closes = "331 pass\r\n530 Login incorrect\r\n";
-        session(
-            FEATURES,
-            move |r, w| take(r, w, 4, closes),
-            |mut c| {
-                let e = c.command(&Command::Size("/f".into())).unwrap_err();
-                assert!(
-                    format!("{e:#}").contains("login as anonymous failed"),
-                    "{e:#}"
-                );
-            },
-        );
+        let said = refused("331 pass\r\n530 Login incorrect\r\n", false);
+        assert!(said.contains("login as anonymous failed"), "{said}");
         // A session that must not take work it cannot do asks at once.
-        session(
-            FEATURES,
-            move |r, w| take(r, w, 3, "530 No\r\n503 Login with USER first\r\n530 No\r\n"),
-            |mut c| {
-                let e = c.confirm_login().unwrap_err();
-                assert!(
-                    format!("{e:#}").contains("login as anonymous failed"),
-                    "{e:#}"
-                );
-            },
-        );
+        let said = refused("530 No\r\n503 Login with USER first\r\n530 No\r\n", true);
+        assert!(said.contains("login as anonymous failed"), "{said}");
     }
 
     #[test]
@@ -335,15 +325,9 @@ mod tests {
         let off = TlsPolicy::new(TlsMode::Off, None);
         let creds = Credentials::anonymous();
         let known = ["MDTM".to_string()];
-        let c = Connection::open_known(
-            "127.0.0.1",
-            port,
-            &creds,
-            Duration::from_secs(5),
-            &off,
-            Some(&known),
-        );
-        let mut c = c.unwrap();
+        let t = Duration::from_secs(5);
+        let open = |port| Connection::open_known("127.0.0.1", port, &creds, t, &off, Some(&known));
+        let mut c = open(port).unwrap();
         let size = c.command(&Command::Size("/f".into())).unwrap();
         assert_eq!(size.text(), "42");
         assert!(
@@ -354,15 +338,10 @@ mod tests {
         assert_eq!(server.join().unwrap(), [&login[..], &["SIZE /f"]].concat());
         // A server that turns the session away says so.
         let (port, server) = fake_server(|r, w| take(r, w, 4, "421 Too many sessions\r\n"));
-        let c = Connection::open_known(
-            "127.0.0.1",
-            port,
-            &creds,
-            Duration::from_secs(5),
-            &off,
-            Some(&known),
-        );
-        let e = c.unwrap().command(&Command::Size("/f".into())).unwrap_err();
+        let e = open(port)
+            .unwrap()
+            .command(&Command::Size("/f".into()))
+            .unwrap_err();
         assert!(
             format!("{e:#}").contains("refused the connection: 421"),
             "{e:#}"

@@ -275,13 +275,10 @@ impl Connection {
                 creds.user
             );
         }
-        if secured {
-            let protected = c.log_in_secured(creds)?;
-            c.protect_data(tls, &protected)?;
-        } else if listed {
+        if listed && !secured {
             c.log_in_ahead(creds);
-        } else {
-            c.log_in(creds)?;
+        } else if let Some(said) = c.log_in(creds, secured)? {
+            c.protect_data(tls, &said)?;
         }
         c.ask_token(Token::random().ok());
         Ok(c)
