@@ -21,6 +21,12 @@ use std::time::Duration;
 /// How long a remembered count is trusted.
 pub const TRUSTED_FOR: Duration = Duration::from_secs(3600);
 
+/// Most features kept for a server, and the longest kept: a longer list (a hostile server's)
+/// is not kept at all, rather than cut short (a list without its `AUTH TLS` would keep the
+/// next anonymous session in clear).
+const MAX_FEATURES: usize = 64;
+const MAX_FEATURE_LEN: usize = 256;
+
 /// Stream counts by server (`host:port`), with when each was learned.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct PathMemory {
@@ -89,9 +95,12 @@ impl PathMemory {
             .retain(|_, l| now.saturating_sub(l.at) <= TRUSTED_FOR.as_secs());
         let before = self.servers.get(server);
         let udp = udp.cloned().or_else(|| before.and_then(|l| l.udp.clone()));
-        let features = features
-            .map(<[String]>::to_vec)
-            .or_else(|| before.and_then(|l| l.features.clone()));
+        let bounded =
+            |f: &&[String]| f.len() <= MAX_FEATURES && f.iter().all(|l| l.len() <= MAX_FEATURE_LEN);
+        let features = match features {
+            Some(f) => Some(f).filter(bounded).map(<[String]>::to_vec),
+            None => before.and_then(|l| l.features.clone()),
+        };
         let cc = cc.cloned();
         self.servers.insert(
             server.to_string(),
@@ -201,6 +210,10 @@ mod tests {
         let r = PathMemory::load(&path).recall("h:1", 60);
         let kept = r.map(|r| (r.udp, r.features));
         assert_eq!(kept, Some((Some(learned), Some(features.to_vec()))));
+        // A server that lists too much has nothing kept.
+        let endless = vec!["X".repeat(10); 1000];
+        m.remember("h:2", 1, None, (None, Some(&endless)), 56);
+        assert_eq!(m.recall("h:2", 60).map(|r| r.features), Some(None));
         let r = PathMemory::load(&path).recall("h:1", 60);
         assert_eq!(r.map(|r| (r.streams, r.cc)), Some((6, Some("bbr".into()))));
         // A file written before congestion controls were remembered reads too.
