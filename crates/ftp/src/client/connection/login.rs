@@ -61,8 +61,8 @@ impl Connection {
     }
 
     /// Logs in with the session's first commands: `USER`, `PASS` and `FEAT` go out ahead of
-    /// whatever is asked next, and their answers are read first among its (a refusal fails it, and every
-    /// command after it: see [`Connection::confirm_login`]).
+    /// whatever is asked next, and their answers are read first among its; a refusal fails it
+    /// (a session that must not take work it cannot do asks: [`Connection::confirm_login`]).
     pub(super) fn log_in_ahead(&mut self, creds: &Credentials) {
         // `FEAT` again: a server may list more once logged in (globus-gridftp-server lists
         // `CKSM` only then); what goes out with the login is chosen by the first list.

@@ -137,7 +137,8 @@ impl Connection {
         lists_tls(&self.features)
     }
 
-    /// The answer to `AUTH TLS` (sent at `asked`, by [`Connection::ask_tls`]) and the handshake. Returns whether the session is now secured.
+    /// The answer to `AUTH TLS` (sent at `asked`, by [`Connection::ask_tls`]) and the
+    /// handshake. Returns whether the session is now secured.
     pub(super) fn secure_control(
         &mut self,
         host: &str,
