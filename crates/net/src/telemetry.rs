@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// An append-only JSONL file shared by the conductors of one process.
 #[derive(Debug, Clone)]
@@ -63,9 +63,15 @@ impl StatsFile {
     }
 }
 
-/// Wall-clock time, seconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_now() -> f64 {
+/// Wall-clock time since the Unix epoch (zero if the clock is before it): the clock the
+/// kernel's receive times and the records' `unix_s` are on.
+pub fn since_epoch() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+/// Wall-clock time, seconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_now() -> f64 {
+    since_epoch().as_secs_f64()
 }

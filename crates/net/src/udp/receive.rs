@@ -20,7 +20,7 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Receive buffers per `recvmmsg` (without receive offload, one packet each).
 const BUFFERS: usize = 32;
@@ -155,7 +155,7 @@ impl Receiving<'_> {
                 bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
             match self.state.recv((&self.sock).into(), &mut slices, meta) {
                 Ok(n) => {
-                    let now = (Instant::now(), wall_clock());
+                    let now = (Instant::now(), crate::telemetry::since_epoch());
                     for (m, b) in meta.iter().zip(bufs.iter()).take(n) {
                         let at = arrival(m.timestamp, now);
                         self.take(&b[..m.len.min(b.len())], m.stride.max(1), at, take)?;
@@ -342,11 +342,4 @@ fn arrival(kernel: Option<Duration>, now: (Instant, Duration)) -> Instant {
         Some(t) => now.0.checked_sub(now.1.saturating_sub(t)).unwrap_or(now.0),
         None => now.0,
     }
-}
-
-/// The wall clock, as the kernel's receive times are given (since the Unix epoch).
-fn wall_clock() -> Duration {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
 }

@@ -133,9 +133,7 @@ fn ago(age: Duration) -> humantime::FormattedDuration {
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
 fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    fatpipe_net::telemetry::since_epoch().as_secs()
 }
 
 #[cfg(test)]
