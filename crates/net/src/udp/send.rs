@@ -14,10 +14,9 @@ use fatpipe_tune::rate::RateLimits;
 use fatpipe_tune::transfer::udp::{UdpSend, BATCH, TICK};
 use quinn_udp::{Transmit, UdpSocketState};
 use std::fs::File;
-use std::io::{self, ErrorKind};
+use std::io::{self, ErrorKind, IoSliceMut};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -114,9 +113,8 @@ struct Sending<'a> {
     sock: UdpSocket,
     state: UdpSocketState,
     to: SocketAddr,
-    /// The batch being built, and the file data it carries.
+    /// The batch being built: packets, headers and data, back to back.
     batch: Vec<u8>,
-    data: Vec<u8>,
     /// The transfer's pump: a send waiting for room in the socket's buffer checks it.
     pump: Arc<Pump>,
 }
@@ -216,21 +214,22 @@ impl<'a> Sending<'a> {
             state,
             to,
             batch: Vec::with_capacity(BATCH * usize::from(packet)),
-            data: Vec::new(),
             pump: pump.clone(),
         }
     }
 
-    /// Builds the batch of `packets` (index, transmission number) stamped `sent_us` into
-    /// `batch`, reading adjacent packets (the first sends) from the file in one call.
-    fn fill(
-        &mut self,
-        batch: &mut Vec<u8>,
-        packets: &[(u64, u64)],
-        sent_us: u32,
-    ) -> io::Result<()> {
-        batch.clear();
-        let payload = self.payload;
+    /// Builds the batch of `packets` (index, transmission number) stamped `sent_us` in
+    /// `batch` (which only grows: zeroing it per batch cost 8 % of the sender's time) and
+    /// returns its length: each packet's header, then its data read from the file straight
+    /// into its place, adjacent packets (the first sends) in one `preadv` (reading them
+    /// elsewhere and copying them in cost 6 %).
+    fn fill(&self, batch: &mut Vec<u8>, packets: &[(u64, u64)], sent_us: u32) -> io::Result<usize> {
+        let payload = self.payload as usize;
+        let need = packets.len() * (HEADER + payload);
+        if batch.len() < need {
+            batch.resize(need, 0);
+        }
+        let mut used = 0;
         let mut k = 0;
         while k < packets.len() {
             let run = packets[k..]
@@ -238,30 +237,33 @@ impl<'a> Sending<'a> {
                 .take_while(|w| w[1].0 == w[0].0 + 1)
                 .count()
                 + 1;
-            let first = packets[k].0 * payload;
-            let end = ((packets[k].0 + run as u64) * payload).min(self.length);
-            // The buffer only grows: zeroing it for every batch cost 8 % of the sender's time.
-            let len = (end - first) as usize;
-            if self.data.len() < len {
-                self.data.resize(len, 0);
-            }
-            let data = &mut self.data[..len];
-            self.file.read_exact_at(data, self.offset + first)?;
-            for (chunk, &(index, tx)) in data.chunks(payload as usize).zip(&packets[k..k + run]) {
-                let mut head = [0u8; HEADER];
+            let first = packets[k].0 * self.payload;
+            let end = ((packets[k].0 + run as u64) * self.payload).min(self.length);
+            let mut left = end.saturating_sub(first) as usize;
+            let mut bodies = Vec::with_capacity(run);
+            let mut rest = &mut batch[used..];
+            for &(index, tx) in &packets[k..k + run] {
+                let body = left.min(payload);
+                left -= body;
+                let (slot, after) = std::mem::take(&mut rest).split_at_mut(HEADER + body);
+                rest = after;
+                let (head, body) = slot.split_at_mut(HEADER);
+                let mut h = [0u8; HEADER];
                 DataHeader {
                     token: self.token,
                     tx,
                     index,
                     sent_us,
                 }
-                .write(&mut head);
-                batch.extend_from_slice(&head);
-                batch.extend_from_slice(chunk);
+                .write(&mut h);
+                head.copy_from_slice(&h);
+                used += HEADER + body.len();
+                bodies.push(IoSliceMut::new(body));
             }
+            read_exact_vectored_at(self.file, &mut bodies, self.offset + first)?;
             k += run;
         }
-        Ok(())
+        Ok(used)
     }
 
     /// Sends one batch, waiting while the socket's buffer is full; the inner error is the
@@ -322,11 +324,13 @@ impl Datagrams for Sending<'_> {
         sent_us: u32,
     ) -> Result<io::Result<usize>, PumpError> {
         let mut batch = std::mem::take(&mut self.batch);
-        self.fill(&mut batch, packets, sent_us)
-            .map_err(PumpError::Read)?;
-        let sent = self.transmit(&batch)?.map(|()| batch.len());
+        let filled = self.fill(&mut batch, packets, sent_us);
+        let sent = match filled {
+            Ok(len) => self.transmit(&batch[..len]).map(|r| r.map(|()| len)),
+            Err(e) => Err(PumpError::Read(e)),
+        };
         self.batch = batch;
-        Ok(sent)
+        sent
     }
 
     fn wait(&self, wait: Duration) -> Result<(), PumpError> {
@@ -336,4 +340,22 @@ impl Datagrams for Sending<'_> {
     fn offer(&mut self, m: &Message) -> io::Result<()> {
         self.link.offer(m)
     }
+}
+
+/// Fills `bufs` from `file` at `at`, as `read_exact_at` does for one buffer: a short read
+/// goes on where it stopped; the end of the file before the buffers are full is an error.
+fn read_exact_vectored_at(file: &File, bufs: &mut [IoSliceMut<'_>], at: u64) -> io::Result<()> {
+    let mut bufs = bufs;
+    let mut at = at;
+    while !bufs.is_empty() {
+        let n = match nix::sys::uio::preadv(file, bufs, at as i64) {
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        at += n as u64;
+        IoSliceMut::advance_slices(&mut bufs, n);
+    }
+    Ok(())
 }
