@@ -114,7 +114,8 @@ pub struct Report {
     /// Bytes written to the file so far (new data only).
     pub written: u64,
     /// Queueing delay: the lowest one-way delay since the last report above the lowest of the
-    /// transfer, in microseconds.
+    /// transfer, in microseconds, up to when the receiver read the packet (a receiver that
+    /// falls behind queues packets as a router does).
     pub queue_us: u32,
     /// Packets dropped for a wrong token or place.
     pub foreign: u32,

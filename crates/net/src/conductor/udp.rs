@@ -18,8 +18,8 @@ use fatpipe_proto::udp::DataHeader;
 use fatpipe_proto::udp::{packets, Message};
 use fatpipe_tune::rate::Feedback;
 use fatpipe_tune::telemetry::{Event, RateEvent, SegmentEvent};
+use fatpipe_tune::transfer::udp::{Arrival, Take, UdpReceive};
 use fatpipe_tune::transfer::udp::{LedgerError, Next, UdpEvent, UdpSend};
-use fatpipe_tune::transfer::udp::{Take, UdpReceive};
 use fatpipe_tune::transfer::Input;
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
@@ -52,11 +52,11 @@ pub trait Packets {
     /// Waits up to `wait` for packets or a message from the sender.
     fn wait(&self, wait: Duration) -> Result<(), PumpError>;
     /// Takes in one batch of packets without waiting: each one's header, the length of its
-    /// data and when it arrived go to `take`, and what `take` calls new is
+    /// data and when it arrived and was read go to `take`, and what `take` calls new is
     /// written at its place. Whether any arrived.
     fn receive(
         &mut self,
-        take: &mut dyn FnMut(&DataHeader, usize, Instant) -> Take,
+        take: &mut dyn FnMut(&DataHeader, usize, Arrival) -> Take,
     ) -> Result<bool, PumpError>;
     /// The sender's messages that arrived so far, without waiting.
     fn messages(&mut self) -> io::Result<Vec<Message>>;
@@ -235,8 +235,9 @@ impl Conductor {
             // Booked one by one under the lock, which no receive or write holds (a slow disk
             // would stall the conductor's other callers).
             let mut take =
-                |h: &DataHeader, len: usize, at: Instant| match self.driven().core.udp_receiver() {
-                    Some(u) => u.take(h, len, at),
+                |h: &DataHeader, len: usize, came: Arrival| match self.driven().core.udp_receiver()
+                {
+                    Some(u) => u.take(h, len, came),
                     None => Take::Foreign,
                 };
             for _ in 0..64 {

@@ -10,7 +10,7 @@ use crate::admission::Proof;
 use crate::conductor::Packets;
 use crate::{Conductor, Moved, Mover, Pump, PumpError};
 use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
-use fatpipe_tune::transfer::udp::{Take, UdpReceive};
+use fatpipe_tune::transfer::udp::{Arrival, Take, UdpReceive};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
@@ -148,7 +148,7 @@ impl Receiving<'_> {
         &mut self,
         bufs: &mut [Vec<u8>],
         meta: &mut [RecvMeta],
-        take: &mut dyn FnMut(&DataHeader, usize, Instant) -> Take,
+        take: &mut dyn FnMut(&DataHeader, usize, Arrival) -> Take,
     ) -> Result<bool, PumpError> {
         for _ in 0..RECEIVE_TRIES {
             let mut slices: Vec<IoSliceMut<'_>> =
@@ -157,8 +157,11 @@ impl Receiving<'_> {
                 Ok(n) => {
                     let now = (Instant::now(), crate::telemetry::since_epoch());
                     for (m, b) in meta.iter().zip(bufs.iter()).take(n) {
-                        let at = arrival(m.timestamp, now);
-                        self.take(&b[..m.len.min(b.len())], m.stride.max(1), at, take)?;
+                        let came = Arrival {
+                            at: arrival(m.timestamp, now),
+                            read: now.0,
+                        };
+                        self.take(&b[..m.len.min(b.len())], m.stride.max(1), came, take)?;
                     }
                     return Ok(true);
                 }
@@ -173,15 +176,15 @@ impl Receiving<'_> {
     }
 
     /// Books the packets of one received buffer (`stride` bytes each, the last maybe fewer)
-    /// that arrived `at` through `take`, and writes those it calls new: each run of
+    /// that came as `came` says through `take`, and writes those it calls new: each run of
     /// adjacent packets with one `pwritev` straight from the buffer (copying them into a run
     /// first cost 11 % of the receiver's time).
     fn take(
         &mut self,
         data: &[u8],
         stride: usize,
-        at: Instant,
-        take: &mut dyn FnMut(&DataHeader, usize, Instant) -> Take,
+        came: Arrival,
+        take: &mut dyn FnMut(&DataHeader, usize, Arrival) -> Take,
     ) -> Result<(), PumpError> {
         let mut run: Vec<IoSlice<'_>> = Vec::new();
         let (mut run_at, mut run_end) = (0u64, 0u64);
@@ -189,7 +192,7 @@ impl Receiving<'_> {
             let Some((h, body)) = DataHeader::parse(packet) else {
                 continue;
             };
-            if take(&h, body.len(), at) != Take::New {
+            if take(&h, body.len(), came) != Take::New {
                 continue;
             }
             let at = h.index.saturating_mul(self.payload);
@@ -285,7 +288,7 @@ impl Packets for Receiving<'_> {
 
     fn receive(
         &mut self,
-        take: &mut dyn FnMut(&DataHeader, usize, Instant) -> Take,
+        take: &mut dyn FnMut(&DataHeader, usize, Arrival) -> Take,
     ) -> Result<bool, PumpError> {
         let (mut bufs, mut meta) = (
             std::mem::take(&mut self.bufs),

@@ -5,6 +5,21 @@
 use super::ledger::WINDOW;
 use fatpipe_proto::udp::{segment_len, DataHeader, Report, SegmentBits, SEGMENT, TRAIN};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
+
+/// When a packet came, on this host's clock: when it arrived (the kernel's receive time where
+/// it tells, else when it was read), which times the packet train and the reports; and when
+/// the receiver read it, which gives the delay the sender sees as a queue: packets waiting in
+/// the socket of a receiver that fell behind wait as surely as in a router's queue, and
+/// unseen they overflowed it (a starved receiver dropped a fifth of a copy's packets while
+/// the sender, seeing no queue, read the drops as the path's random loss).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// When it arrived.
+    pub at: Instant,
+    /// When this end read it.
+    pub read: Instant,
+}
 
 /// What became of one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +107,9 @@ impl Arrivals {
         self.foreign
     }
 
-    /// Books one packet that arrived at `now_us` (this end's clock, wrapping microseconds).
-    pub fn take(&mut self, h: &DataHeader, now_us: u32) -> Take {
+    /// Books one packet that arrived at `now_us` and was read at `read_us` (this end's clock,
+    /// wrapping microseconds; see [`Arrival`]).
+    pub fn take(&mut self, h: &DataHeader, now_us: u32, read_us: u32) -> Take {
         let s = h.index / SEGMENT;
         if h.token != self.token || h.index >= self.total || s >= self.low.saturating_add(WINDOW) {
             self.foreign = self.foreign.saturating_add(1);
@@ -108,7 +124,7 @@ impl Arrivals {
         } else {
             self.train.over = true;
         }
-        let delay = now_us.wrapping_sub(h.sent_us);
+        let delay = read_us.wrapping_sub(h.sent_us);
         // Delays compare by wrapping difference (the two clocks have unrelated origins).
         let lower = |a: Option<u32>| a.is_none_or(|b| (delay.wrapping_sub(b) as i32) < 0);
         if lower(self.interval_delay) {
@@ -213,17 +229,25 @@ mod tests {
     #[test]
     fn books_new_duplicate_and_foreign_packets() {
         let mut a = Arrivals::new(7, 25_000);
-        assert_eq!(a.take(&h(3, 1), 100), Take::New);
-        assert_eq!(a.take(&h(3, 2), 100), Take::Duplicate);
+        assert_eq!(a.take(&h(3, 1), 100, 100), Take::New);
+        assert_eq!(a.take(&h(3, 2), 100, 100), Take::Duplicate);
         let wrong = DataHeader {
             token: 8,
             ..h(4, 3)
         };
-        assert_eq!(a.take(&wrong, 100), Take::Foreign);
-        assert_eq!(a.take(&h(25_000, 4), 100), Take::Foreign, "past the end");
+        assert_eq!(a.take(&wrong, 100, 100), Take::Foreign);
+        assert_eq!(
+            a.take(&h(25_000, 4), 100, 100),
+            Take::Foreign,
+            "past the end"
+        );
         let far = WINDOW * SEGMENT;
         let mut big = Arrivals::new(7, far * 2);
-        assert_eq!(big.take(&h(far, 1), 0), Take::Foreign, "beyond the window");
+        assert_eq!(
+            big.take(&h(far, 1), 0, 0),
+            Take::Foreign,
+            "beyond the window"
+        );
         assert_eq!(a.foreign(), 2);
         let r = a.report(1442, 0);
         assert_eq!((r.max_tx, r.received, r.foreign), (2, 2, 2));
@@ -241,16 +265,16 @@ mod tests {
         let mut a = Arrivals::new(7, total);
         // The second segment whole, the first but one packet.
         for i in (0..2 * SEGMENT).filter(|&i| i != 5) {
-            a.take(&h(i, i + 1), 0);
+            a.take(&h(i, i + 1), 0, 0);
         }
         a.report(0, 0);
         assert_eq!(a.in_order(), 0, "a hole in the first segment");
-        a.take(&h(5, 2 * SEGMENT + 1), 0);
+        a.take(&h(5, 2 * SEGMENT + 1), 0, 0);
         assert_eq!(a.in_order(), 0, "not before the next report");
         a.report(0, 0);
         assert_eq!(a.in_order(), 2 * SEGMENT);
         for i in 2 * SEGMENT..total {
-            a.take(&h(i, i + 2), 0);
+            a.take(&h(i, i + 2), 0, 0);
         }
         assert_eq!(a.in_order(), total, "complete");
     }
@@ -260,13 +284,13 @@ mod tests {
         let total = 2 * SEGMENT + 5;
         let mut a = Arrivals::new(7, total);
         for i in 0..total {
-            a.take(&h(i, i + 1), 0);
+            a.take(&h(i, i + 1), 0, 0);
         }
         assert!(a.complete());
         let r = a.report(0, 0);
         assert_eq!(r.segments.len(), 3);
         assert!(a.segments.is_empty());
-        assert_eq!(a.take(&h(0, 1), 0), Take::Duplicate);
+        assert_eq!(a.take(&h(0, 1), 0, 0), Take::Duplicate);
     }
 
     #[test]
@@ -274,7 +298,9 @@ mod tests {
         let mut a = Arrivals::new(7, 1000);
         for tx in 1..=TRAIN {
             if tx != 5 {
-                a.take(&h(tx - 1, tx), 1_000 + 10 * tx as u32);
+                let at = 1_000 + 10 * tx as u32;
+                // Read late, all at once: the train keeps its arrival times.
+                a.take(&h(tx - 1, tx), at, 5_000);
             }
         }
         let r = a.report(0, 0);
@@ -283,7 +309,7 @@ mod tests {
             (0, 0),
             "a late one may still come"
         );
-        a.take(&h(TRAIN, TRAIN + 1), 9_000);
+        a.take(&h(TRAIN, TRAIN + 1), 9_000, 9_000);
         let r = a.report(0, 0);
         assert_eq!(r.train_packets as u64, TRAIN - 1);
         assert_eq!(r.train_us, 10 * (TRAIN as u32 - 1));
@@ -297,15 +323,44 @@ mod tests {
             sent_us: at,
             ..h(i, i + 1)
         };
-        a.take(&sent(0, u32::MAX - 10), 1_000);
+        a.take(&sent(0, u32::MAX - 10), 1_000, 1_000);
         assert_eq!(a.report(0, 0).queue_us, 0);
-        a.take(&sent(1, u32::MAX - 10), 6_000);
-        a.take(&sent(2, u32::MAX - 10), 4_000);
+        a.take(&sent(1, u32::MAX - 10), 6_000, 6_000);
+        a.take(&sent(2, u32::MAX - 10), 4_000, 4_000);
         assert_eq!(a.report(0, 10_000).queue_us, 3_000);
         // The path's delay grew for good: after the window it is the path's, not a queue.
-        a.take(&sent(3, u32::MAX - 10), 4_000);
+        a.take(&sent(3, u32::MAX - 10), 4_000, 4_000);
         assert_eq!(a.report(0, 2_000_000).queue_us, 3_000);
-        a.take(&sent(4, u32::MAX - 10), 4_000);
+        a.take(&sent(4, u32::MAX - 10), 4_000, 4_000);
         assert_eq!(a.report(0, BASE_WINDOW_US + 20_000).queue_us, 0);
+    }
+
+    #[test]
+    fn a_receiver_that_falls_behind_shows_as_a_queue() {
+        let mut a = Arrivals::new(7, 10_000);
+        let sent = |i: u64, at: u32| DataHeader {
+            sent_us: at,
+            ..h(i, i + 1)
+        };
+        // Read as they arrived, 1 ms after they left.
+        for i in 0..10 {
+            let at = 1_000 + 100 * i as u32;
+            a.take(&sent(i, at - 1_000), at, at);
+        }
+        assert_eq!(a.report(0, 10_000).queue_us, 0);
+        // They still arrive 1 ms after leaving, but the receiver reads each later than the
+        // one before: 5 ms behind at the interval's best.
+        for i in 10..20 {
+            let at = 1_000 + 100 * i as u32;
+            a.take(
+                &sent(i, at - 1_000),
+                at,
+                at + 5_000 + 1_000 * (i as u32 - 10),
+            );
+        }
+        assert_eq!(a.report(0, 20_000).queue_us, 5_000);
+        // Caught up: no queue.
+        a.take(&sent(20, 30_000), 31_000, 31_000);
+        assert_eq!(a.report(0, 30_000).queue_us, 0);
     }
 }

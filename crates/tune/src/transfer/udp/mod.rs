@@ -12,7 +12,7 @@ pub mod arrivals;
 pub mod ledger;
 pub mod receive;
 
-pub use arrivals::{Arrivals, Take};
+pub use arrivals::{Arrival, Arrivals, Take};
 pub use ledger::{Ledger, LedgerError, WINDOW};
 pub use receive::{UdpReceive, QUIET_REPORTS, REPORT_EVERY};
 

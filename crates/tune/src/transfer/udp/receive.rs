@@ -5,7 +5,7 @@
 //! with [`UdpReceive::take`], writes what is new, and sends what [`UdpReceive::poll_report`]
 //! answers.
 
-use super::arrivals::{Arrivals, Take};
+use super::arrivals::{Arrival, Arrivals, Take};
 use fatpipe_proto::udp::{packets, DataHeader, Report};
 use std::time::{Duration, Instant};
 
@@ -53,11 +53,11 @@ impl UdpReceive {
         }
     }
 
-    /// Books a packet whose data is `body` bytes, which arrived `at` (the kernel's receive
-    /// time where it tells, on this host's clock): new data is to be written at its place, the
-    /// rest dropped. A packet whose size does not match its place is not the sender's.
-    pub fn take(&mut self, h: &DataHeader, body: usize, at: Instant) -> Take {
-        let at_us = self.clock_us(at);
+    /// Books a packet whose data is `body` bytes, which came as `came` says (on this host's
+    /// clock): new data is to be written at its place, the rest dropped. A packet whose size
+    /// does not match its place is not the sender's.
+    pub fn take(&mut self, h: &DataHeader, body: usize, came: Arrival) -> Take {
+        let (at, at_us, read_us) = (came.at, self.clock_us(came.at), self.clock_us(came.read));
         let place = h.index.saturating_mul(self.payload);
         let want = self.payload.min(self.length.saturating_sub(place));
         if body as u64 != want {
@@ -65,9 +65,9 @@ impl UdpReceive {
                 token: !h.token,
                 ..*h
             };
-            return self.arrivals.take(&foreign, at_us);
+            return self.arrivals.take(&foreign, at_us, read_us);
         }
-        let taken = self.arrivals.take(h, at_us);
+        let taken = self.arrivals.take(h, at_us, read_us);
         if taken != Take::Foreign {
             self.latest = Some(self.latest.map_or(at, |l| l.max(at)));
         }
@@ -159,6 +159,11 @@ mod tests {
 
     use super::super::test_header as header;
 
+    /// A packet read as it arrived.
+    fn came(t: Instant) -> Arrival {
+        Arrival { at: t, read: t }
+    }
+
     #[test]
     fn reports_are_rare_before_the_first_packet_then_every_interval_and_at_the_end() {
         let t0 = Instant::now();
@@ -170,15 +175,15 @@ mod tests {
             .collect();
         assert_eq!(quiet, [250], "{quiet:?}");
         // Packets came: every interval, but not while the last one is still queued.
-        assert_eq!(r.take(&header(0, 1), 1000, ms(300)), Take::New);
+        assert_eq!(r.take(&header(0, 1), 1000, came(ms(300))), Take::New);
         r.heard(ms(301));
         assert!(r.poll_report(ms(305), 1000, false).is_none());
         assert!(r.poll_report(ms(311), 1000, true).is_none(), "queued");
         assert!(r.poll_report(ms(312), 1000, false).is_some());
         assert_eq!(r.poll_timeout(), ms(322));
         // The last packet: reported at once, interval or not.
-        assert_eq!(r.take(&header(1, 2), 1000, ms(312)), Take::New);
-        assert_eq!(r.take(&header(2, 3), 1000, ms(312)), Take::New);
+        assert_eq!(r.take(&header(1, 2), 1000, came(ms(312))), Take::New);
+        assert_eq!(r.take(&header(2, 3), 1000, came(ms(312))), Take::New);
         assert!(r.complete());
         let last = r.poll_report(ms(313), 3000, false).expect("at once");
         assert_eq!(last.received, 3);
@@ -194,7 +199,7 @@ mod tests {
         let mut arrive = |r: &mut UdpReceive, at: u64, n: u64| {
             for _ in 0..n {
                 tx += 1;
-                assert_eq!(r.take(&header(tx - 1, tx), 1000, ms(at)), Take::New);
+                assert_eq!(r.take(&header(tx - 1, tx), 1000, came(ms(at))), Take::New);
             }
             r.heard(ms(at));
         };
@@ -231,11 +236,15 @@ mod tests {
         let t0 = Instant::now() + Duration::from_secs(1);
         let mut r = UdpReceive::new(7, 1000 * 1000, 1000, t0);
         // The train's first packet was in the socket when the receiver started, 1 ms before.
-        r.take(&header(0, 1), 1000, t0 - Duration::from_millis(1));
-        r.take(&header(1, 2), 1000, t0 + Duration::from_millis(1));
+        r.take(&header(0, 1), 1000, came(t0 - Duration::from_millis(1)));
+        r.take(&header(1, 2), 1000, came(t0 + Duration::from_millis(1)));
         // A packet after the train ends it.
         let after = fatpipe_proto::udp::TRAIN + 1;
-        r.take(&header(after, after), 1000, t0 + Duration::from_millis(2));
+        r.take(
+            &header(after, after),
+            1000,
+            came(t0 + Duration::from_millis(2)),
+        );
         r.heard(t0 + Duration::from_millis(2));
         let report = r
             .poll_report(t0 + Duration::from_millis(20), 0, false)
@@ -248,9 +257,9 @@ mod tests {
         let t0 = Instant::now();
         let mut r = UdpReceive::new(7, 2500, 1000, t0);
         // The last packet carries 500 bytes; 1000 there are not the sender's.
-        assert_eq!(r.take(&header(2, 1), 1000, t0), Take::Foreign);
-        assert_eq!(r.take(&header(2, 2), 500, t0), Take::New);
-        assert_eq!(r.take(&header(2, 3), 500, t0), Take::Duplicate);
+        assert_eq!(r.take(&header(2, 1), 1000, came(t0)), Take::Foreign);
+        assert_eq!(r.take(&header(2, 2), 500, came(t0)), Take::New);
+        assert_eq!(r.take(&header(2, 3), 500, came(t0)), Take::Duplicate);
         assert_eq!(r.foreign(), 1);
     }
 }
