@@ -55,6 +55,8 @@ pub struct Observation<'a> {
     /// ([`crate::transfer::Input::ControlRtt`]): the path's own round trip, seen before a queue
     /// that the streams' own minimum may hold.
     pub control_rtt: Option<Duration>,
+    /// The receive window a fatpipe peer last announced: its law sizes it to the path.
+    pub peer_window: Option<u64>,
 }
 
 /// A change the policy asks for.
@@ -68,6 +70,9 @@ pub struct StreamChange {
 
 /// Share of busy time held by buffers above which the reason calls a stream buffer-limited.
 const LIMITED: f64 = 0.5;
+/// A stream whose peer window is this share of the window the peer announced has the window
+/// the peer chose, not one its kernel capped below that.
+const PEER_SIZED: f64 = 0.9;
 /// A stream that gets this share of the peer's window acknowledged per RTT is held by it.
 const FULL_WINDOW: f64 = 0.9;
 /// After a step, the streams that were there before must keep this share of their rate: if
@@ -412,6 +417,19 @@ impl StreamPolicy {
         let first_at_long_rtt =
             !self.grown && n < FIRST_GROWTH && rtt >= LONG_RTT && now.len() == old;
         let lossy_first = std::mem::take(&mut self.lossy_first_step) && n < LOSSY_FIRST_GROWTH;
+        // A fatpipe peer sizes its window to the path as its law measures it, and announces
+        // it: a lone stream held by that window (not by a smaller one its kernel capped) is
+        // held by the path, whose queue a later look shows; more streams would only split it
+        // (as root at 100 ms, a lone stream whose window had just reached 1.06 x BDP, looked
+        // at before the queue showed, got seven companions: 79 MiB of buffers for a 12.5 MB
+        // path). Of several, the announcement may be any one's.
+        let peer_sized = o
+            .peer_window
+            .filter(|&w| w > 0 && n == 1 && old == 1)
+            .is_some_and(|w| now[0].wnd as f64 >= PEER_SIZED * w as f64);
+        if !lossy_first && rwnd >= LIMITED && peer_sized {
+            return None;
+        }
         let ready = if lossy_first {
             true
         } else if n == 1 {

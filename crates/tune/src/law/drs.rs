@@ -8,7 +8,8 @@
 //! spans (about a fifth of the BDP in flight); one of several connections takes its share.
 //! The first RTT stretched by 8 % ends start-up.
 //! Later a full window is tried a quarter larger only while there is room: trains faster
-//! than the best rate of the last second (where trains cannot be timed, an RTT at its base).
+//! than the best rate of the last second and no standing queue (where trains cannot be timed,
+//! an RTT at its base).
 //! Such a growth is a trial: if the rate has not risen by 3 % three RTTs later, the window
 //! goes back to its size before the trial (or 1.1 x the BDP the trial revealed, if larger)
 //! and no new trial starts for two seconds. When the path is the limit the window settles at
@@ -34,7 +35,7 @@ use super::trains::{outlasts_two_spans, train_span, TrainRates, Trains};
 use super::window::History;
 use super::{rate, Decision, Law, Setup};
 use super::{Params, STOCK_BUFFER};
-use crate::path::queue::{DROPPING_QUEUE, LONGER_ROUTE, STARTUP_QUEUE, UNQUEUED};
+use crate::path::queue::{DROPPING_QUEUE, LONGER_ROUTE, QUEUE, STARTUP_QUEUE, UNQUEUED};
 use crate::path::{lowest_rtt, stretch, PathEstimate};
 use crate::sample::{Role, Sample, TcpStats};
 use std::time::Duration;
@@ -297,11 +298,16 @@ impl Drs {
         if limited {
             self.seeded = false;
         }
-        // Room for more: trains faster than the best rate of the last second (a queue or a
-        // longer RTT slows the rate, not the trains; this connection's share of them where the
-        // transfer has several); where trains cannot be timed, no queue.
-        let room = train.map_or(stretch(rtt, base) <= UNQUEUED, |c| {
-            peak < ROOM * self.share(c.capacity)
+        // Room for more: trains faster than the best rate of the last second (a longer RTT
+        // slows the rate, not the trains; this connection's share of them where the transfer
+        // has several) and no standing queue: bursts read as trains where the path is full (a
+        // delay line or a reader put aside releasing what waited: 2.5 Gbit/s on a 1 Gbit/s
+        // path, RTT 16 % over its base), and a window tried at once at 2.6 x BDP overflowed
+        // the queue (2,653 segments retransmitted, 82 MiB of buffers). Where trains cannot be
+        // timed, no queue at all.
+        let stretched = stretch(rtt, base);
+        let room = train.map_or(stretched <= UNQUEUED, |c| {
+            peak < ROOM * self.share(c.capacity) && (stretched <= QUEUE || stretched > LONGER_ROUTE)
         });
         // Held by the window with room beyond it, no queue stretches the RTT: one well above
         // the base (more than the steady window's own queue) means a longer route, and the
@@ -576,14 +582,17 @@ impl Drs {
 /// Recovery and Loss follow).
 const CA_OPEN: u8 = 0;
 /// Memory the kernel accounts per byte in flight at most (segments split by SACKs carry
-/// their own overhead), halved: the kernel splits segments while its queue stays within
-/// twice the buffer.
-const IN_FLIGHT_PER_BYTE: f64 = 0.65;
+/// their own overhead: 1.3), with a margin: the kernel splits segments while its queue stays
+/// within twice the buffer it accounts (`tcp_fragment`), so a buffer of 0.8 of the bytes in
+/// flight holds 1.6 per byte. The floor used to be 1.3 of them: in a clean path's steady
+/// state it, not the bytes in flight, set the send buffer (3 MB unsent behind 13 MB in flight
+/// on a 12.5 MB path).
+const IN_FLIGHT_PER_BYTE: f64 = 0.8;
 
 /// The smallest `SO_SNDBUF` value that leaves the bytes in flight room to be split and sent
 /// again (Linux doubles the value set).
 fn in_flight_floor(tcp: &TcpStats) -> u64 {
-    (tcp.unacked_bytes as f64 * IN_FLIGHT_PER_BYTE) as u64
+    (tcp.unacked_bytes as f64 * IN_FLIGHT_PER_BYTE / 2.0) as u64
 }
 
 /// The `SO_SNDBUF` value that holds `flight` bytes in flight over an RTT of `base` with what

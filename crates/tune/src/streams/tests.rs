@@ -73,6 +73,37 @@ fn a_paced_stream_that_fills_its_peers_window_is_held_by_it() {
 }
 
 #[test]
+fn a_lone_stream_held_by_the_window_a_fatpipe_peer_chose_waits_for_the_queue() {
+    // 100 ms, the peer's window 5 MB, acknowledged whole every RTT, no queue (yet). A
+    // fatpipe peer that announced that window sized it to the path: no company. One that
+    // announced 13 MB has a kernel that capped it (rmem_max), and a stock peer says nothing:
+    // both get company at once.
+    let run = |announced: Option<u64>| {
+        let mut p = StreamPolicy::new(WIDE);
+        let mut s = stream(100_500, 100_000, 10_000_000);
+        s.snd_wnd = 5_000_000;
+        s.bytes_acked = 20_000_000;
+        s.busy_us = 1_000_000;
+        let mut look = |ms: u64, s: &TcpStats| {
+            p.observe(&Observation {
+                now: Duration::from_millis(ms),
+                streams: &[*s],
+                memory: 1,
+                peer_window: announced,
+                ..Observation::default()
+            })
+        };
+        assert_eq!(look(1000, &s), None);
+        s.bytes_acked += 2 * 5_200_000;
+        s.busy_us += 200_000;
+        look(1200, &s).map(|c| c.add)
+    };
+    assert_eq!(run(Some(5_000_000)), None);
+    assert_eq!(run(Some(13_000_000)), Some(7));
+    assert_eq!(run(None), Some(7));
+}
+
+#[test]
 fn send_buffer_time_counts_only_when_nothing_waits_unsent() {
     // Held by the send buffer 80 % of the period at 200 ms, no queue: the buffer is the
     // limit, unless data waits unsent (Linux's count then only says the pump keeps the
@@ -504,7 +535,7 @@ fn look_cpu(
         memory: 1,
         cpu: &cpu,
         cores,
-        control_rtt: None,
+        ..Observation::default()
     })
 }
 

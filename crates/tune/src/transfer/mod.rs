@@ -223,6 +223,7 @@ impl Transfer {
                     cpu,
                     cores: self.setup.cores,
                     control_rtt: self.control_rtt,
+                    peer_window: self.conns.iter().filter_map(|c| c.peer_buffer).max(),
                 };
                 self.choose_cc(&obs);
                 self.grow_streams(&obs);

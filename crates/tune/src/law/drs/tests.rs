@@ -104,6 +104,23 @@ fn receiver_follows_a_tenfold_rate_increase_within_seconds() {
 }
 
 #[test]
+fn bursts_on_a_full_path_are_no_room_for_a_larger_window() {
+    // 1 Gbit/s, 100 ms, settled at the steady window (its queue stretches the RTT a tenth);
+    // from 3 s on what arrives comes in bursts at 2.5 Gbit/s (a delay line or a reader put
+    // aside releasing what waited). Taken for trains, they tried a window of 2.6 x BDP at
+    // once, which overflowed the queue.
+    let mut path = FluidPath::new(125e6, 0.1);
+    let mut law = receiver();
+    path.run(&mut law, 3.0);
+    let steady = path.window;
+    assert!(steady <= 1.2 * 12.5e6, "{steady}");
+    path.burst = Some(2.5 * 125e6);
+    let chosen = path.run(&mut law, 10.0);
+    assert!(chosen.iter().all(|c| c.1 <= 1.2 * 12.5e6), "{chosen:?}");
+    assert_eq!(path.losses, 0);
+}
+
+#[test]
 fn one_of_several_connections_stops_at_its_share_of_the_capacity() {
     // One of four connections on 1 Gbit/s, 100 ms: its trains cross the bottleneck at the
     // full rate, but it gets a quarter of it (BDP 3.125 MB).
@@ -245,6 +262,22 @@ fn sender_holds_what_may_be_in_flight() {
 }
 
 #[test]
+fn a_whole_window_in_flight_sizes_the_send_buffer_not_the_repair_floor() {
+    // A clean path's steady state: the peer's 13.3 MB window all in flight. The buffer holds
+    // it and a few refills; the floor kept for repairs held 3 MB more unsent behind it.
+    let mut law = Drs::new(Role::Sender, &Params::default());
+    let window: u32 = 13_278_208;
+    let mut s = sender_sample(0, 26 << 20, window, 0, 0);
+    if let Some(t) = s.tcp.as_mut() {
+        t.unacked_bytes = u64::from(window);
+    }
+    assert_eq!(
+        law.on_sample(&s).set.sndbuf,
+        Some(sndbuf(u64::from(window)))
+    );
+}
+
+#[test]
 fn a_writer_that_comes_late_gets_more_unsent_room() {
     let mut law = Drs::new(Role::Sender, &Params::default());
     let window = 6u64 << 20;
@@ -344,7 +377,12 @@ fn a_sender_repairing_losses_keeps_its_buffer() {
         .filter_map(|k| law.on_sample(&open(100 * k, 4 << 20)).set.sndbuf)
         .collect();
     assert_eq!(shrunk.len(), 1, "{shrunk:?}");
-    assert!(2 * shrunk[0] >= 4 << 20, "{shrunk:?}");
+    // Linux accounts twice the value set and splits segments while its queue (up to 1.3
+    // bytes per byte in flight) stays within twice that.
+    assert!(
+        2 * (2 * shrunk[0]) >= (1.3 * f64::from(4 << 20)) as u64,
+        "{shrunk:?}"
+    );
 }
 
 #[test]
