@@ -9,11 +9,13 @@ use std::time::Duration;
 
 /// How long a lag counts: the highest of the last one to two of these spans.
 const SPAN: Duration = Duration::from_secs(1);
-/// A lag counts once lags past [`SEEN`] were seen this far apart within those spans (one
-/// lasting, or several): a reader put aside once for 40 ms (this 2-core host's emulator
-/// beside it) left 3.6 MB unread, and the window that then held it for seconds made a clean
-/// path's buffers 3.9 x its BDP.
+/// A lag counts once lags past [`SEEN`] were seen this far apart within the last
+/// [`RECUR_MEMORY`] (one lasting, or several): a reader put aside once for 40 ms (this 2-core
+/// host's emulator beside it) left 3.6 MB unread, and the window that then held it for seconds
+/// made a clean path's buffers 3.9 x its BDP; an HTTPS reader that lags every few seconds
+/// still gets its window.
 const RECUR: Duration = Duration::from_millis(250);
+const RECUR_MEMORY: Duration = Duration::from_secs(5);
 /// A lag is seen when this share of the window offered is unread (the steady window's spare
 /// holds less).
 const SEEN: f64 = 0.1;
@@ -24,9 +26,8 @@ pub struct Lag {
     /// The highest lag of the span under way, and of the one before.
     current: u64,
     previous: u64,
-    /// When a lag was first and last seen in the span under way, and in the one before.
+    /// When a lag was first and last seen within the last [`RECUR_MEMORY`].
     seen: Option<(Duration, Duration)>,
-    seen_before: Option<(Duration, Duration)>,
     /// When the span under way began.
     since: Duration,
 }
@@ -34,27 +35,32 @@ pub struct Lag {
 impl Lag {
     /// One look at `now`: the kernel would offer a window of `offered` bytes (its receive
     /// threshold, at most the law's window) and advertises `advertised`; returns the most
-    /// left unread over the last one to two spans, if lags recur there.
+    /// left unread over the last one to two spans, if lags recur.
     pub fn observe(&mut self, now: Duration, offered: u64, advertised: u64) -> u64 {
         if now.saturating_sub(self.since) >= SPAN {
-            let recent = now.saturating_sub(self.since) < 2 * SPAN;
-            (self.previous, self.seen_before) = match recent {
-                true => (self.current, self.seen),
-                false => (0, None),
+            self.previous = if now.saturating_sub(self.since) >= 2 * SPAN {
+                0
+            } else {
+                self.current
             };
             self.current = 0;
-            self.seen = None;
             self.since = now;
         }
         let unread = offered.saturating_sub(advertised);
         self.current = self.current.max(unread);
+        if self
+            .seen
+            .is_some_and(|(_, last)| now.saturating_sub(last) > RECUR_MEMORY)
+        {
+            self.seen = None;
+        }
         if unread as f64 > SEEN * offered as f64 {
             self.seen = Some(self.seen.map_or((now, now), |(first, _)| (first, now)));
         }
-        let first = self.seen_before.or(self.seen).map(|(f, _)| f);
-        let last = self.seen.or(self.seen_before).map(|(_, l)| l);
-        match (first, last) {
-            (Some(f), Some(l)) if l.saturating_sub(f) >= RECUR => self.current.max(self.previous),
+        match self.seen {
+            Some((first, last)) if last.saturating_sub(first) >= RECUR => {
+                self.current.max(self.previous)
+            }
             _ => 0,
         }
     }
@@ -80,10 +86,21 @@ mod tests {
         // The next span still remembers it ...
         assert_eq!(lag.observe(ms(1_100), 10_000, 10_000), 3_000);
         assert_eq!(lag.observe(ms(1_900), 10_000, 9_500), 3_000);
-        // ... the one after that no longer, and a small lag is no new one.
-        assert_eq!(lag.observe(ms(2_150), 10_000, 9_500), 0);
+        // ... the one after that no longer: the small lags of these two spans remain.
+        assert_eq!(lag.observe(ms(2_150), 10_000, 9_500), 500);
         // A reader that stays on time for two spans has no lag.
         assert_eq!(lag.observe(ms(4_500), 10_000, 10_000), 0);
+    }
+
+    #[test]
+    fn lags_seconds_apart_recur() {
+        let mut lag = Lag::default();
+        assert_eq!(lag.observe(ms(0), 10_000, 6_000), 0);
+        assert_eq!(lag.observe(ms(100), 10_000, 10_000), 0);
+        // Another, 3 s later: the reader lags again and again.
+        assert_eq!(lag.observe(ms(3_000), 10_000, 5_000), 5_000);
+        // One more than 5 s after the last is a first again.
+        assert_eq!(lag.observe(ms(9_000), 10_000, 5_000), 0);
     }
 
     #[test]
