@@ -423,10 +423,10 @@ impl StreamPolicy {
         // (as root at 100 ms, a lone stream whose window had just reached 1.06 x BDP, looked
         // at before the queue showed, got seven companions: 79 MiB of buffers for a 12.5 MB
         // path). Of several, the announcement may be any one's.
-        let peer_sized = o
-            .peer_window
-            .filter(|&w| w > 0 && n == 1 && old == 1)
-            .is_some_and(|w| now[0].wnd as f64 >= PEER_SIZED * w as f64);
+        let peer_sized = n == 1
+            && old == 1
+            && o.peer_window
+                .is_some_and(|w| w > 0 && now[0].wnd as f64 >= PEER_SIZED * w as f64);
         if !lossy_first && rwnd >= LIMITED && peer_sized {
             return None;
         }
