@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Two fatpipe binaries' UDP channel on one lossy path, alternating: a 1 GiB copy over the
-# testbed (100 ms, 1 Gbit/s, 1-BDP queue, stock profile, as root), server and client of the same
+# testbed (RTT, 100 ms unless set, 1 Gbit/s, 1-BDP queue, stock profile, as root), server and client of the same
 # binary, `--no-path-memory` and ARGS (default `--transport udp`). DEST=null (default): a
 # download to /dev/null with `--no-verify`; DEST=file: into a file on tmpfs, verified as users
 # copy, either way (DIR=down or up), the bytes compared. Prints a markdown row per run: whole
 # command and data-phase Mbit/s, and the share of packets resent (R).
 # Usage (root): bench/udp-ab.sh OLD_BINARY NEW_BINARY
-#   (env LOSSES="0.01 0.05", ROUNDS=3, DEST=null|file, DIR=down|up, ARGS="--transport udp")
+#   (env LOSSES="0.01 0.05", ROUNDS=3, RTT=100ms, DEST=null|file, DIR=down|up,
+#   ARGS="--transport udp")
 set -euo pipefail
 old=$1 new=$2
 tb=fpab$$ dir=$(mktemp -d -p /dev/shm)
@@ -22,7 +23,7 @@ trap cleanup EXIT
 echo "| loss | binary | s | whole Mbit/s | data Mbit/s | R % |"
 echo "|---|---|---|---|---|---|"
 for loss in ${LOSSES:-0.01 0.05}; do
-    "$new" testbed up --name $tb --rtt 100ms --rate 1gbit --loss "$loss" --profile stock > /dev/null
+    "$new" testbed up --name $tb --rtt "${RTT:-100ms}" --rate 1gbit --loss "$loss" --profile stock > /dev/null
     for _ in $(seq "${ROUNDS:-3}"); do
         for v in old new; do
             bin=$old; [ $v = new ] && bin=$new

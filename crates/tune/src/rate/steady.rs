@@ -14,7 +14,9 @@
 //! estimate (the highest delivered rate of the last ten round trips, the random
 //! loss share added back), probing 25 % above it one round trip in four and draining below it
 //! the next, each for a round trip of its own clock (reports held up on the feedback
-//! connection do not stretch a probe). At a sign of congestion it falls to 90 % of what the
+//! connection do not stretch a probe). Where the round trip is shorter than the receiver's
+//! report interval (10 ms: loopback, a LAN), a round is that interval, and a probe's gain is
+//! cut to leave the path about a round trip's worth of bytes (a fifth at least). At a sign of congestion it falls to 90 % of what the
 //! receiver got (of the estimate, not of a drain round's rate), and the estimate and its trend
 //! start again from there; signs that arrive before the back-off could show (a round trip and
 //! the queue) are the same congestion. A delivered
@@ -76,6 +78,12 @@ const SHARE_FLOOR: f64 = 0.25;
 /// means the path is giving more.
 const TREND: usize = 4;
 const GROWING: f64 = 1.1;
+/// The shortest round the controller acts over: the receiver reports every 10 ms, so on a
+/// shorter path (loopback, a LAN) a round trip holds no report, and a probe, a drain or
+/// start-up's packets out must last a report interval to show in one.
+const LEAST_ROUND: Duration = Duration::from_millis(10);
+/// The least share of a probe's or drain's gain a round longer than the round trip keeps.
+const LEAST_GAIN: f64 = 0.2;
 /// Loss above this share is overload, whatever the queue says.
 const OVERLOAD: f64 = 0.3;
 /// Below this share of that estimate, with the queue empty, the rate grows every round trip
@@ -160,16 +168,31 @@ impl Steady {
         (rtt / 10).clamp(Duration::from_millis(4), Duration::from_millis(25))
     }
 
-    /// The share of the bottleneck estimate that drains, within about a round trip, the queue
-    /// `f` shows and what sending at `rate` above the `delivered` rate added since.
+    /// The span one decision acts over: a round trip, or a report interval where that is
+    /// longer.
+    fn round(rtt: Duration) -> Duration {
+        rtt.max(LEAST_ROUND)
+    }
+
+    /// A gain meant for a round trip, held for a round (longer where the round trip is shorter
+    /// than a report interval): as far off 1 as leaves the path about the bytes a round trip
+    /// of it would, [`LEAST_GAIN`] of it at least (a queue of a round trip holds them; a
+    /// probe that added a quarter of a report interval's bytes overflowed one of 2 ms).
+    fn scaled(gain: f64, rtt: Duration) -> f64 {
+        let share = rtt.as_secs_f64() / Self::round(rtt).as_secs_f64();
+        1.0 + (gain - 1.0) * share.max(LEAST_GAIN)
+    }
+
+    /// The share of the bottleneck estimate that drains, within about a round, the queue `f`
+    /// shows and what sending at `rate` above the `delivered` rate added since.
     fn drain(f: &Feedback, rate: f64, delivered: f64) -> f64 {
-        let rtt = f.rtt.as_secs_f64();
-        if rtt <= 0.0 || delivered <= 0.0 {
+        let round = Self::round(f.rtt).as_secs_f64();
+        if delivered <= 0.0 {
             return DRAIN;
         }
-        let added = (rate / delivered - 1.0).max(0.0) * rtt;
+        let added = (rate / delivered - 1.0).max(0.0) * round;
         let queue = f.queue.as_secs_f64() + added;
-        (1.0 - queue / rtt).clamp(DRAIN, 1.0 - LEAST_DRAIN)
+        (1.0 - queue / round).clamp(DRAIN, 1.0 - LEAST_DRAIN)
     }
 
     /// Whether start-up's rate is held at the packet train's reading ([`TRAIN_CAP`]).
@@ -206,7 +229,7 @@ impl Steady {
         // packets sent after it are reported a round trip (and the queue) later.
         let settling = self
             .backed_off
-            .is_some_and(|at| f.now < at + f.rtt + f.queue);
+            .is_some_and(|at| f.now < at + Self::round(f.rtt) + f.queue);
         Self::remember(&mut self.losses, loss);
         let limit = Self::queue_limit(f.rtt);
         let before = self.bottleneck();
@@ -312,8 +335,8 @@ impl Steady {
                     } else {
                         CYCLE[self.cycle]
                     };
-                    self.rate = btl * gain;
-                    self.gain_until = (gain != 1.0).then_some(f.now + f.rtt);
+                    self.rate = btl * Self::scaled(gain, f.rtt);
+                    self.gain_until = (gain != 1.0).then_some(f.now + Self::round(f.rtt));
                 }
             }
         }
@@ -351,7 +374,7 @@ impl RateControl for Steady {
             self.grow(fb);
         }
         self.pending.absorb(fb);
-        let every = self.pending.rtt.max(Duration::from_millis(10));
+        let every = Self::round(self.pending.rtt);
         // In start-up a queue ends the round trip at once, and so does its end in the drain.
         let limit = Self::queue_limit(fb.rtt);
         let early = match self.phase {
@@ -366,7 +389,7 @@ impl RateControl for Steady {
     }
 
     fn on_tick(&mut self, now: Duration) {
-        // A round trip's gain lasts a round trip of the sender's time, whatever the reports
+        // A round's gain lasts a round of the sender's time, whatever the reports
         // do: held up behind a loss on the feedback connection (a round trip and more at
         // 1 % loss), they let a probe run on at 1.25 and build a queue cruise then backed
         // off from.
@@ -396,7 +419,7 @@ impl RateControl for Steady {
             .max(self.fastest)
             .max(self.capacity)
             .max(self.limits.start);
-        let bits = IN_FLIGHT * estimate * self.rtt.as_secs_f64();
+        let bits = IN_FLIGHT * estimate * Self::round(self.rtt).as_secs_f64();
         Some((bits / (8.0 * f64::from(self.packet))).max(64.0) as u64)
     }
 

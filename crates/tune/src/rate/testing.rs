@@ -32,12 +32,16 @@ pub struct UdpPath {
     pub tcp_until: Option<f64>,
     /// The rate the packet train at the start shows (told a round trip in), bits/s.
     pub train: Option<f64>,
+    /// The model's time step, s (1 ms unless set): the sender's clock ticks this often.
+    pub tick: f64,
 }
 
-/// What a run moved, per millisecond: time (s), bits sent, delivered, dropped at the full queue.
+/// What a run moved, per step of the model: time (s), bits sent, delivered, dropped at the full queue.
 #[derive(Default)]
 pub struct Run {
     steps: Vec<(f64, f64, f64, f64)>,
+    /// The model's time step, s.
+    tick: f64,
     /// Bits the competing loss-based flow got through.
     pub tcp_bits: f64,
     /// Every 100 ms: time (s), the controller's rate (bit/s) and state, the queue (s).
@@ -65,7 +69,7 @@ impl Run {
         let (bits, n) = self
             .after(t)
             .fold((0.0, 0usize), |(b, n), s| (b + s.2, n + 1));
-        bits / (n as f64 * 0.001).max(1e-9)
+        bits / (n as f64 * self.tick).max(1e-9)
     }
 
     /// Share of what was sent after `t` s that the full queue dropped.
@@ -89,15 +93,22 @@ impl UdpPath {
             tcp_until: None,
             step: None,
             train: None,
+            tick: 0.001,
         }
     }
 
     /// Runs `c` for `secs` seconds.
     pub fn run(&mut self, c: &mut dyn RateControl, secs: f64) -> Run {
-        let dt = 0.001;
-        let mut run = Run::default();
+        let dt = self.tick;
+        let mut run = Run {
+            tick: dt,
+            ..Run::default()
+        };
+        // Packets sent, and those the reports that reached the sender covered (the
+        // controller's in-flight bound counts what is out beyond them).
+        let (mut sent, mut reported) = (0.0f64, 0.0f64);
         let mut queue = 0.0f64;
-        let mut pending: VecDeque<(f64, Feedback)> = VecDeque::new();
+        let mut pending: VecDeque<(f64, Feedback, f64)> = VecDeque::new();
         let mut segments: VecDeque<(f64, SegmentLoss)> = VecDeque::new();
         let mut report = (0.0, 0.0, 0.0); // delivered, lost packets, lowest queue (s)
         let mut report_queue = f64::MAX;
@@ -112,7 +123,12 @@ impl UdpPath {
                 self.step = None;
             }
             c.on_tick(Duration::from_secs_f64(t));
-            let ours = c.rate().max(MIN_RATE) * dt;
+            let mut ours = c.rate().max(MIN_RATE) * dt;
+            if let Some(most) = c.in_flight() {
+                let room = (most as f64 - (sent - reported)).max(0.0);
+                ours = ours.min(room * PACKET * 8.0);
+            }
+            sent += ours / (PACKET * 8.0);
             let tcp_on = self.tcp_until.is_some_and(|end| t < end);
             if tcp_on && t - tcp_round >= self.rtt {
                 tcp = if tcp_dropped {
@@ -137,7 +153,11 @@ impl UdpPath {
             let delivered = our_served * (1.0 - self.loss);
             let lost = our_over + our_served * self.loss;
             run.steps.push((t, ours, delivered, our_over));
-            if run.steps.len() % 100 == 0 {
+            if run
+                .steps
+                .len()
+                .is_multiple_of((0.1 / dt).round().max(1.0) as usize)
+            {
                 run.trace
                     .push((t, c.rate(), c.state(), queue / self.capacity));
             }
@@ -165,7 +185,7 @@ impl UdpPath {
                     rtt: Duration::from_secs_f64(self.rtt),
                     packet: PACKET as u32,
                 };
-                pending.push_back((t + self.rtt, fb));
+                pending.push_back((t + self.rtt, fb, sent - queue / (PACKET * 8.0)));
                 report = (0.0, 0.0, 0.0);
                 report_queue = f64::MAX;
                 last_report = t;
@@ -175,8 +195,9 @@ impl UdpPath {
                     c.on_capacity(shows);
                 }
             }
-            while pending.front().is_some_and(|(at, _)| *at <= t) {
-                if let Some((_, mut fb)) = pending.pop_front() {
+            while pending.front().is_some_and(|(at, _, _)| *at <= t) {
+                if let Some((_, mut fb, covered)) = pending.pop_front() {
+                    reported = reported.max(covered);
                     fb.now = Duration::from_secs_f64(t);
                     c.on_feedback(&fb);
                 }

@@ -301,3 +301,38 @@ fn backs_off_from_a_policer_that_drops_without_queueing() {
     assert!(run.goodput_after(5.0) > 0.15e9, "{:?}", run);
     assert!(run.overflow_share_after(5.0) < 0.15, "{:?}", run);
 }
+
+#[test]
+fn on_a_path_shorter_than_a_report_interval_a_probe_lasts_a_report() {
+    // Loopback: a round trip of 20 µs, reports every 10 ms, 30 Gbit/s through a socket
+    // buffer of 16 MiB, and a train that read 1.2 Gbit/s (the receiver put aside).
+    let mut path = UdpPath::new(30e9, 20e-6, 0.0);
+    path.buffer = 16.0 * 8.0 * 1024.0 * 1024.0;
+    path.train = Some(1.2e9);
+    path.tick = 10e-6;
+    let mut c = Steady::new(RateLimits {
+        start: 10e6,
+        max: 100e9,
+    });
+    let run = path.run(&mut c, 1.0);
+    let goodput = run.goodput_after(0.5);
+    assert!(goodput > 0.85 * 30e9, "{goodput:.3e}: {:?}", run.trace);
+}
+
+#[test]
+fn on_short_paths_probes_fit_a_queue_of_a_round_trip() {
+    // A LAN: reports come every 10 ms, a round trip is shorter, the queue holds one.
+    for rtt in [0.0005, 0.002, 0.005] {
+        for loss in [0.0, 0.01] {
+            let mut path = UdpPath::new(1e9, rtt, loss);
+            path.tick = 100e-6;
+            let run = path.run(&mut Steady::new(limits()), 6.0);
+            let goodput = run.goodput_after(3.0);
+            assert!(goodput > 0.95e9 * (1.0 - loss), "{rtt} s, {loss}: {run:?}");
+            assert!(
+                run.overflow_share_after(3.0) < 0.001,
+                "{rtt} s, {loss}: {run:?}"
+            );
+        }
+    }
+}

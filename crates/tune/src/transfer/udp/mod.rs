@@ -42,8 +42,14 @@ const SEND_LOG: usize = 1 << 16;
 /// host put its thread aside), s: owed, not lost, it is made up at [`CATCH_UP`] times the
 /// rate (on a 2-core host beside the emulator, time lost beyond 4 ms cost 6 % of the rate).
 const OWED_TIME: f64 = 0.025;
-/// Sending time that may go back to back, s (the rest of what is owed follows paced).
+/// Sending time that may go back to back, s (the rest of what is owed follows paced), and
+/// no more than this share of the round trip: a path's queue may hold no more than a round
+/// trip's worth (4 ms back to back overflowed a 1 ms path's queue: 1 % of the packets resent,
+/// a tenth less rate); two batches at least (one left the sender on loopback, whose round
+/// trip is microseconds, waiting for each).
 const BURST_TIME: f64 = 0.004;
+const BURST_RTT: f64 = 0.5;
+const BURST_BATCHES: f64 = 2.0;
 /// How much faster than the rate owed sending time is made up.
 const CATCH_UP: f64 = 1.5;
 
@@ -328,7 +334,8 @@ impl UdpSend {
         let elapsed = now.saturating_duration_since(self.filled).as_secs_f64();
         let owed = least.max(bytes_per_s * OWED_TIME);
         self.tokens = (self.tokens + bytes_per_s * elapsed).min(owed);
-        let burst = least.max(bytes_per_s * BURST_TIME);
+        let burst_time = BURST_TIME.min(BURST_RTT * self.rtt.as_secs_f64());
+        let burst = (BURST_BATCHES * least).max(bytes_per_s * burst_time);
         self.burst = (self.burst + CATCH_UP * bytes_per_s * elapsed).min(burst);
         self.filled = now;
         let want = (bytes_per_s * BATCH_TIME / packet).clamp(1.0, BATCH as f64) * packet;

@@ -81,31 +81,42 @@ fn the_train_goes_back_to_back_then_the_rate_paces() {
     assert!(matches!(s.poll_event(), Some(UdpEvent::Rate { after, .. }) if after == 8e6));
 }
 
-#[test]
-fn time_a_late_driver_lost_is_made_up_paced_not_in_one_burst() {
+/// A sender at 1 Gbit/s (85 packets a millisecond) over a path of `rtt` whose driver looks
+/// every 0.25 ms, but is put aside for 15 ms of every 50 (a busy host's scheduler): the
+/// packets sent in a second, those due, and the most sent in one look after the start.
+fn put_aside(rtt: Duration) -> (f64, f64, f64) {
     let t0 = Instant::now();
-    // 1 Gbit/s: 85 packets a millisecond. The driver looks every 0.25 ms, but is put aside
-    // for 15 ms of every 50 (a busy host's scheduler).
-    let mut s = sender(1 << 20, 1e9, t0);
-    let per_ms = 1e9 / 8.0 / f64::from(PACKET) / 1000.0;
+    let mut s = UdpSend::new((1 << 20) * PAYLOAD, PACKET, rtt, Box::new(Fixed(1e9)), t0);
     let (mut sent, mut most) = (0usize, 0usize);
     let mut us = 0u64;
     while us < 1_000_000 {
         us += if us % 50_000 < 250 { 15_000 } else { 250 };
         let n = send_all_due(&mut s, t0 + Duration::from_micros(us)).len();
         sent += n;
-        if us > 10_000 {
+        if us > 20_000 {
             most = most.max(n);
         }
     }
-    let due = per_ms * 1000.0;
-    assert!(sent as f64 > 0.97 * due, "{sent} packets of {due:.0} due");
-    assert!(
-        (sent as f64) < 1.01 * due + TRAIN as f64,
-        "{sent} of {due:.0}"
-    );
+    (sent as f64, 1e9 / 8.0 / f64::from(PACKET), most as f64)
+}
+
+#[test]
+fn time_a_late_driver_lost_is_made_up_paced_not_in_one_burst() {
+    let (sent, due, most) = put_aside(Duration::from_millis(20));
+    assert!(sent > 0.97 * due, "{sent} packets of {due:.0} due");
+    assert!(sent < 1.01 * due + TRAIN as f64, "{sent} of {due:.0}");
     // Back to back: the burst (4 ms at the rate), not the 15 ms owed.
-    assert!((most as f64) < 5.0 * per_ms, "{most} packets in one look");
+    let per_ms = due / 1000.0;
+    assert!(most < 5.0 * per_ms, "{most} packets in one look");
+    assert!(most > 3.0 * per_ms, "{most} packets in one look");
+}
+
+#[test]
+fn on_a_short_path_the_burst_fits_the_queue_of_a_round_trip() {
+    // 1 ms: a queue of one round trip holds 85 packets; 4 ms back to back overflowed it.
+    let (sent, due, most) = put_aside(Duration::from_millis(1));
+    assert!(sent > 0.97 * due, "{sent} packets of {due:.0} due");
+    assert!(most <= 2.0 * BATCH as f64, "{most} packets in one look");
 }
 
 #[test]
