@@ -16,12 +16,12 @@
 //! the next, each for a round trip of its own clock (reports held up on the feedback
 //! connection do not stretch a probe). Where the round trip is shorter than the receiver's
 //! report interval (10 ms: loopback, a LAN), a round is that interval, and a probe's gain is
-//! cut to leave the path about a round trip's worth of bytes (a fifth at least). At a sign of congestion it falls to 90 % of what the
-//! receiver got (of the estimate, not of a drain round's rate), and the estimate and its trend
-//! start again from there; signs that arrive before the back-off could show (a round trip and
-//! the queue) are the same congestion. A delivered
-//! rate measured over less than half a round trip never becomes the estimate (a receiver that
-//! ran late counts a burst into a few milliseconds).
+//! cut to leave the path about a round trip's worth of bytes (a fifth at least). At a sign of
+//! congestion it falls to 90 % of what the receiver got (of the estimate, not of a drain
+//! round's rate), and the estimate and its trend start again from there; signs that arrive
+//! before the back-off could show (a round trip and the queue) are the same congestion. A
+//! delivered rate measured over less than half a round trip never becomes the estimate (a
+//! receiver that ran late counts a burst into a few milliseconds).
 
 use super::{bounded, Feedback, RateControl, RateLimits};
 use std::collections::VecDeque;

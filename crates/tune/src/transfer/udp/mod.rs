@@ -335,7 +335,9 @@ impl UdpSend {
         let owed = least.max(bytes_per_s * OWED_TIME);
         self.tokens = (self.tokens + bytes_per_s * elapsed).min(owed);
         let burst_time = BURST_TIME.min(BURST_RTT * self.rtt.as_secs_f64());
-        let burst = (BURST_BATCHES * least).max(bytes_per_s * burst_time);
+        let burst = (BURST_BATCHES * batch_bytes)
+            .max(least)
+            .max(bytes_per_s * burst_time);
         self.burst = (self.burst + CATCH_UP * bytes_per_s * elapsed).min(burst);
         self.filled = now;
         let want = (bytes_per_s * BATCH_TIME / packet).clamp(1.0, BATCH as f64) * packet;
