@@ -271,6 +271,12 @@ impl Conductor {
                                 Role::Sender => 0,
                             },
                         },
+                        // One the peer closed already (a server refusing a transfer sent
+                        // ahead) is no warning: the transfer's own answer says why.
+                        Err(e) if gone(e) => {
+                            tracing::debug!("a data connection closed before it was tuned: {e}");
+                            Input::Dropped(conn)
+                        }
                         Err(e) => {
                             tracing::warn!("cannot tune a data connection: {e}");
                             Input::Dropped(conn)
@@ -420,6 +426,16 @@ impl Conductor {
 }
 
 /// A connection the core names, if its set-up succeeded.
+/// Whether `e` says the connection is gone (closed or reset by the peer).
+fn gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotConnected
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe
+    )
+}
+
 fn conn_mut(d: &mut Driven, conn: ConnId) -> Option<&mut DataConnection> {
     d.conns.get_mut(conn.0).and_then(Option::as_mut)
 }
