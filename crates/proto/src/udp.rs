@@ -115,7 +115,8 @@ pub struct Report {
     pub written: u64,
     /// Queueing delay: the lowest one-way delay since the last report above the lowest of the
     /// transfer, in microseconds, up to when the receiver read the packet (a receiver that
-    /// falls behind queues packets as a router does).
+    /// falls behind queues packets as a router does); where the receiving socket dropped
+    /// packets since, its buffer's time at the rate that came at least (a full queue).
     pub queue_us: u32,
     /// Packets dropped for a wrong token or place.
     pub foreign: u32,

@@ -64,6 +64,9 @@ pub trait Packets {
     fn queued(&mut self) -> io::Result<bool>;
     /// Queues a message to the sender and sends what its connection takes, without waiting.
     fn offer(&mut self, m: &Message) -> io::Result<()>;
+    /// Packets the receiving socket dropped so far (its buffer full) and its buffer, bytes;
+    /// `None` where the system does not say.
+    fn socket_drops(&self) -> Option<(u64, u64)>;
     /// Bytes written so far.
     fn written(&self) -> u64;
     /// The transfer's first `bytes` are written without a gap.
@@ -275,6 +278,11 @@ impl Conductor {
             let (report, heard) = {
                 let mut d = self.driven();
                 let u = receiver(&mut d)?;
+                // The socket's drops, read when a report is due (a system call each).
+                let due_now = now >= u.poll_timeout();
+                if let Some((dropped, buffer)) = due_now.then(|| io.socket_drops()).flatten() {
+                    u.socket_drops(dropped, buffer);
+                }
                 let report = u.poll_report(now, io.written(), queued);
                 complete = u.complete();
                 due = u.poll_timeout();

@@ -312,6 +312,17 @@ impl Packets for Receiving<'_> {
         self.link.offer(m)
     }
 
+    fn socket_drops(&self) -> Option<(u64, u64)> {
+        // `SO_MEMINFO` (not in `libc` for every architecture): the socket's memory counters.
+        const SO_MEMINFO: i32 = 55;
+        let m: [u32; 9] =
+            crate::sockopt::get(self.sock.as_fd(), libc::SOL_SOCKET, SO_MEMINFO).ok()?;
+        let at = |i: i32| usize::try_from(i).ok().and_then(|i| m.get(i)).copied();
+        let dropped = at(libc::SK_MEMINFO_DROPS)?;
+        let buffer = at(libc::SK_MEMINFO_RCVBUF)?;
+        Some((u64::from(dropped), u64::from(buffer)))
+    }
+
     fn written(&self) -> u64 {
         self.written
     }

@@ -326,11 +326,11 @@ fn on_short_paths_probes_fit_a_queue_of_a_round_trip() {
         for loss in [0.0, 0.01] {
             let mut path = UdpPath::new(1e9, rtt, loss);
             path.tick = 100e-6;
-            let run = path.run(&mut Steady::new(limits()), 6.0);
-            let goodput = run.goodput_after(3.0);
+            let run = path.run(&mut Steady::new(limits()), 8.0);
+            let goodput = run.goodput_after(5.0);
             assert!(goodput > 0.95e9 * (1.0 - loss), "{rtt} s, {loss}: {run:?}");
             assert!(
-                run.overflow_share_after(3.0) < 0.001,
+                run.overflow_share_after(5.0) < 0.001,
                 "{rtt} s, {loss}: {run:?}"
             );
         }

@@ -6,7 +6,7 @@
 //! answers.
 
 use super::arrivals::{Arrival, Arrivals, Take};
-use fatpipe_proto::udp::{packets, DataHeader, Report};
+use fatpipe_proto::udp::{packets, DataHeader, Report, HEADER};
 use std::time::{Duration, Instant};
 
 /// How often the receiver reports.
@@ -32,7 +32,17 @@ pub struct UdpReceive {
     /// time (µs since the transfer began).
     latest: Option<Instant>,
     reported_us: u64,
+    /// Packets counted by the last report.
+    reported_received: u64,
+    /// The receiving socket's drops as last told, and those the last report covered; its
+    /// buffer, bytes.
+    drops: (u64, u64),
+    buffer: u64,
 }
+
+/// Most queueing delay a report says a full socket stood for, µs (a receiver that took
+/// nearly nothing over the interval is held to it).
+const FULL_SOCKET_US: u64 = 1_000_000;
 
 impl UdpReceive {
     /// The receiver, from `now`, of `length` bytes in packets carrying `payload` bytes of data
@@ -50,7 +60,37 @@ impl UdpReceive {
             heard: now,
             latest: None,
             reported_us: 0,
+            reported_received: 0,
+            drops: (0, 0),
+            buffer: 0,
         }
+    }
+
+    /// The receiving socket has dropped `dropped` packets so far (the system's count: packets
+    /// that found its `buffer` bytes full). Drops since the last report mean this end is the
+    /// bottleneck: the report says the queue was as deep as that buffer at the rate that came
+    /// through, so the sender backs off as from any full queue instead of taking them for
+    /// random loss and resending at the same rate (a receiver put aside on a busy host lost
+    /// 4–13 % of the packets to its socket while the sender held its rate).
+    pub fn socket_drops(&mut self, dropped: u64, buffer: u64) {
+        self.drops.0 = self.drops.0.max(dropped);
+        self.buffer = buffer;
+    }
+
+    /// The queueing delay a socket of [`UdpReceive::socket_drops`]' buffer stood for, if it
+    /// dropped packets since the last report: its bytes at the rate of `packets` over
+    /// `span_us`.
+    fn full_socket_us(&mut self, packets: u64, span_us: u64) -> Option<u32> {
+        if self.drops.0 <= self.drops.1 {
+            return None;
+        }
+        self.drops.1 = self.drops.0;
+        let bytes = packets * (self.payload + HEADER as u64);
+        let us = match bytes {
+            0 => FULL_SOCKET_US,
+            _ => (self.buffer.saturating_mul(span_us.max(1)) / bytes).min(FULL_SOCKET_US),
+        };
+        Some(us as u32)
     }
 
     /// Books a packet whose data is `body` bytes, which came as `came` says (on this host's
@@ -100,8 +140,15 @@ impl UdpReceive {
         let at = self.latest.take().unwrap_or(now);
         let at_us =
             (at.saturating_duration_since(self.start).as_micros() as u64).max(self.reported_us);
+        let span_us = at_us - self.reported_us;
         self.reported_us = at_us;
-        Some(self.arrivals.report(written, at_us))
+        let mut report = self.arrivals.report(written, at_us);
+        let packets = report.received.saturating_sub(self.reported_received);
+        self.reported_received = report.received;
+        if let Some(full) = self.full_socket_us(packets, span_us) {
+            report.queue_us = report.queue_us.max(full);
+        }
+        Some(report)
     }
 
     /// When the next report is due.
@@ -250,6 +297,35 @@ mod tests {
             .poll_report(t0 + Duration::from_millis(20), 0, false)
             .expect("due");
         assert_eq!((report.train_packets, report.train_us), (2, 2_000));
+    }
+
+    #[test]
+    fn packets_the_socket_dropped_show_as_a_queue_as_deep_as_its_buffer() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        // 1,000-byte packets (1,028 with the header), 100 of them every 10 ms: 10.28 MB/s.
+        let mut r = UdpReceive::new(7, 1000 * 1000, 1000, t0);
+        let mut tx = 0;
+        let mut report = |r: &mut UdpReceive, at: u64| {
+            for _ in 0..100 {
+                tx += 1;
+                let h = DataHeader {
+                    sent_us: (at * 1000) as u32,
+                    ..header(tx - 1, tx)
+                };
+                r.take(&h, 1000, came(ms(at)));
+            }
+            r.heard(ms(at));
+            r.poll_report(ms(at), 0, false).expect("due").queue_us
+        };
+        r.socket_drops(0, 1_028_000);
+        assert_eq!(report(&mut r, 10), 0, "no drops: no queue");
+        // 5 dropped: the 1,028,000-byte buffer is 100 ms at that rate.
+        r.socket_drops(5, 1_028_000);
+        assert_eq!(report(&mut r, 20), 100_000);
+        // No more since: no queue again.
+        r.socket_drops(5, 1_028_000);
+        assert_eq!(report(&mut r, 30), 0);
     }
 
     #[test]
