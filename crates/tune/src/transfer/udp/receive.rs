@@ -237,19 +237,30 @@ mod tests {
         assert_eq!(r.in_place(), 3000);
     }
 
+    /// A receiver of 1,000 packets of 1,000 bytes from `t0`, and what books `n` more of them
+    /// (each new) sent and arrived at `at` ms.
+    fn receiving(t0: Instant) -> (UdpReceive, impl FnMut(&mut UdpReceive, u64, u64)) {
+        let mut tx = 0;
+        let arrive = move |r: &mut UdpReceive, at: u64, n: u64| {
+            let when = t0 + Duration::from_millis(at);
+            for _ in 0..n {
+                tx += 1;
+                let h = DataHeader {
+                    sent_us: (at * 1000) as u32,
+                    ..header(tx - 1, tx)
+                };
+                assert_eq!(r.take(&h, 1000, came(when)), Take::New);
+            }
+            r.heard(when);
+        };
+        (UdpReceive::new(7, 1000 * 1000, 1000, t0), arrive)
+    }
+
     #[test]
     fn a_report_is_timed_by_the_latest_arrival_it_counts_not_by_when_it_is_written() {
         let t0 = Instant::now();
         let ms = |n: u64| t0 + Duration::from_millis(n);
-        let mut r = UdpReceive::new(7, 1000 * 1000, 1000, t0);
-        let mut tx = 0;
-        let mut arrive = |r: &mut UdpReceive, at: u64, n: u64| {
-            for _ in 0..n {
-                tx += 1;
-                assert_eq!(r.take(&header(tx - 1, tx), 1000, came(ms(at))), Take::New);
-            }
-            r.heard(ms(at));
-        };
+        let (mut r, mut arrive) = receiving(t0);
         // Ten packets a millisecond; the receiver was put aside from 10 to 40 ms and books
         // part of the backlog (what came until 25 ms) before its report at 41 ms, the rest
         // (and what came until 50 ms) before the next one at 51 ms.
@@ -304,18 +315,9 @@ mod tests {
         let t0 = Instant::now();
         let ms = |n: u64| t0 + Duration::from_millis(n);
         // 1,000-byte packets (1,028 with the header), 100 of them every 10 ms: 10.28 MB/s.
-        let mut r = UdpReceive::new(7, 1000 * 1000, 1000, t0);
-        let mut tx = 0;
+        let (mut r, mut arrive) = receiving(t0);
         let mut report = |r: &mut UdpReceive, at: u64| {
-            for _ in 0..100 {
-                tx += 1;
-                let h = DataHeader {
-                    sent_us: (at * 1000) as u32,
-                    ..header(tx - 1, tx)
-                };
-                r.take(&h, 1000, came(ms(at)));
-            }
-            r.heard(ms(at));
+            arrive(r, at, 100);
             r.poll_report(ms(at), 0, false).expect("due").queue_us
         };
         r.socket_drops(0, 1_028_000);
