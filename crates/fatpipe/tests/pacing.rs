@@ -125,7 +125,7 @@ fn a_sender_running_bbr_tells_the_receiver_which_reads_no_trains() {
             "--stats",
             stats.to_str().unwrap(),
         ];
-        cp(&flags, &s.url("f.bin"), back.to_str().unwrap());
+        let down = cp(&flags, &s.url("f.bin"), back.to_str().unwrap());
         assert_same(&s.path("f.bin"), &back);
         cp(
             &flags,
@@ -134,7 +134,20 @@ fn a_sender_running_bbr_tells_the_receiver_which_reads_no_trains() {
         );
         assert_same(&back, &s.path(&format!("up-{cc}.bin")));
         let heard = usize::from(cc == "bbr");
-        assert_eq!(told(&stats, "client").len(), heard, "client, {cc}");
+        // What the download said and which events the client recorded, should it not hear.
+        let events = std::fs::read_to_string(&stats)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|e| format!("{}/{}", e["event"], e["end"]))
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(
+            told(&stats, "client").len(),
+            heard,
+            "client, {cc}: the download said {} {}; events {events:?}",
+            String::from_utf8_lossy(&down.stdout),
+            String::from_utf8_lossy(&down.stderr)
+        );
         assert_eq!(told(&server_stats, "server").len(), heard, "server, {cc}");
     }
 }
