@@ -425,7 +425,6 @@ impl Conductor {
     }
 }
 
-/// A connection the core names, if its set-up succeeded.
 /// Whether `e` says the connection is gone (closed or reset by the peer).
 fn gone(e: &std::io::Error) -> bool {
     matches!(
@@ -436,6 +435,7 @@ fn gone(e: &std::io::Error) -> bool {
     )
 }
 
+/// A connection the core names, if its set-up succeeded.
 fn conn_mut(d: &mut Driven, conn: ConnId) -> Option<&mut DataConnection> {
     d.conns.get_mut(conn.0).and_then(Option::as_mut)
 }

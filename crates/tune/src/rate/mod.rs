@@ -102,6 +102,10 @@ pub struct RateLimits {
 /// Lowest rate any controller sends at, bits/s.
 pub const MIN_RATE: f64 = 1e6;
 
+/// How often the UDP receiver reports: the feedback's cadence, and so the shortest span a
+/// controller's decision can be seen over.
+pub const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// What a path taught its UDP sender, kept for the next transfer over it (the seed's second kind
 /// of history): the rate the last transfer ended at (the seed's "next optimal rate is often
 /// close to the last one") and `history`'s odds.

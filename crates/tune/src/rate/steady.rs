@@ -78,10 +78,10 @@ const SHARE_FLOOR: f64 = 0.25;
 /// means the path is giving more.
 const TREND: usize = 4;
 const GROWING: f64 = 1.1;
-/// The shortest round the controller acts over: the receiver reports every 10 ms, so on a
-/// shorter path (loopback, a LAN) a round trip holds no report, and a probe, a drain or
-/// start-up's packets out must last a report interval to show in one.
-const LEAST_ROUND: Duration = Duration::from_millis(10);
+/// The shortest round the controller acts over: on a path shorter than the receiver's report
+/// interval (loopback, a LAN) a round trip holds no report, and a probe, a drain or start-up's
+/// packets out must last a report interval to show in one.
+const LEAST_ROUND: Duration = super::REPORT_EVERY;
 /// The least share of a probe's or drain's gain a round longer than the round trip keeps.
 const LEAST_GAIN: f64 = 0.2;
 /// Loss above this share is overload, whatever the queue says.

@@ -9,8 +9,7 @@ use super::arrivals::{Arrival, Arrivals, Take};
 use fatpipe_proto::udp::{packets, DataHeader, Report, HEADER};
 use std::time::{Duration, Instant};
 
-/// How often the receiver reports.
-pub const REPORT_EVERY: Duration = Duration::from_millis(10);
+pub use crate::rate::REPORT_EVERY;
 /// How often it reports before any packet has arrived (it tells the sender it is there;
 /// nothing else is new): a round trip of empty reports every [`REPORT_EVERY`] took the
 /// feedback connection's whole first window, and the one that told the packet train then
