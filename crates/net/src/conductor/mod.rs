@@ -182,8 +182,9 @@ impl Conductor {
     }
 
     /// Runs `work` (the mover) in a thread of its own and drives the transfer on this one until
-    /// it ends (see [`Conductor::step`]), then samples every connection once more. Returns what
-    /// `work` returned; `None` if it panicked.
+    /// it ends (see [`Conductor::step`]), then samples every connection once more and
+    /// announces what is still to be told (a connection opened after the last step). Returns
+    /// what `work` returned; `None` if it panicked.
     pub fn run<T: Send>(
         &self,
         work: impl FnOnce() -> T + Send,
@@ -206,6 +207,8 @@ impl Conductor {
             worker.join().ok()
         });
         self.finish();
+        let told = std::mem::take(&mut self.driven().told);
+        told.into_iter().for_each(announce);
         result
     }
 
@@ -500,9 +503,23 @@ mod tests {
     /// A `-p auto` sending conductor that starts with `streams` streams, buffers forced where
     /// this process may, with one loopback connection made: its sending end and the receiver.
     fn auto_sender(streams: u32) -> (Conductor, TcpStream, TcpStream) {
+        let c = auto_conductor(streams);
+        let (sender, receiver) = link(&c);
+        (c, sender, receiver)
+    }
+
+    /// A loopback connection made for `c`: its sending end and the receiver.
+    fn link(c: &Conductor) -> (TcpStream, TcpStream) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let sender = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (receiver, _) = l.accept().unwrap();
+        c.on_link()(&sender, &Arc::new(Pump::default()), false);
+        (sender, receiver)
+    }
+
+    /// A `-p auto` sending conductor that starts with `streams` streams, buffers forced where
+    /// this process may.
+    fn auto_conductor(streams: u32) -> Conductor {
         let policy = StreamPolicy::new(fatpipe_tune::streams::StreamLimits {
             max: 16,
             max_memory: None,
@@ -517,9 +534,7 @@ mod tests {
             cc: None,
             live: None,
         };
-        let (c, _requests) = Conductor::sending(Some(cfg), Some(policy), streams);
-        c.on_link()(&sender, &Arc::new(Pump::default()), false);
-        (c, sender, receiver)
+        Conductor::sending(Some(cfg), Some(policy), streams).0
     }
 
     /// Whether TCP paces the sending end of a new connection of a `-p auto` transfer that
@@ -551,6 +566,22 @@ mod tests {
         assert!(told(4).contains(&Told::Paced(PacedBy::Tcp)));
         // A count grown from one is not told (the trains keep the memory down).
         assert!(!told(1).iter().any(|t| matches!(t, Told::Paced(_))));
+    }
+
+    #[test]
+    fn what_a_connection_made_after_the_last_step_tells_is_announced() {
+        // A short transfer's connection, made after the conductor's first step, ends before
+        // the next one: what it tells (that its streams are paced) is still announced.
+        let c = auto_conductor(4);
+        let mut told = Vec::new();
+        c.run(
+            || {
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                link(&c)
+            },
+            |t| told.push(t),
+        );
+        assert!(told.contains(&Told::Paced(PacedBy::Tcp)), "told {told:?}");
     }
 
     #[test]

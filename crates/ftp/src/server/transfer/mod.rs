@@ -210,6 +210,9 @@ pub struct Running {
     pump: Arc<Pump>,
     conductor: Conductor,
     announcements: mpsc::UnboundedReceiver<Told>,
+    /// The transfer's end, once its thread returned: given out when the announcements it
+    /// left are.
+    ended: Option<Event>,
     /// Whether this end receives the data (the drsFTP `126` replies are only for that case).
     pub receiving: bool,
     /// What is being moved, for logs and `STAT`.
@@ -363,6 +366,7 @@ impl Running {
             pump,
             conductor,
             announcements,
+            ended: None,
             receiving,
             label,
             file: None,
@@ -402,16 +406,26 @@ impl Running {
     }
 
     /// Waits for the transfer's next event: a buffer size to announce, markers, or its end.
-    /// Meanwhile a transfer that moves nothing for too long is cancelled.
+    /// Everything the transfer told comes before its end (with both ready, `select!` took
+    /// either, and the client could miss the last `126`). Meanwhile a transfer that moves
+    /// nothing for too long is cancelled.
     pub async fn next_event(&mut self) -> Event {
         loop {
+            if let Some(end) = self.ended.take() {
+                if let Ok(n) = self.announcements.try_recv() {
+                    self.ended = Some(end);
+                    return Event::Announce(n);
+                }
+                return end;
+            }
             let marker_due = self.markers.as_ref().map(|(at, _)| *at);
             tokio::select! {
+                biased;
                 Some(n) = self.announcements.recv() => return Event::Announce(n),
                 _ = sleep_until_some(marker_due) => return Event::Markers(self.markers()),
                 r = &mut self.handle => {
                     let reply = self.stall_reply(outcome(r));
-                    return Event::Finished(reply, self.pump.bytes());
+                    self.ended = Some(Event::Finished(reply, self.pump.bytes()));
                 }
                 _ = tokio::time::sleep(STALL_LOOK) => self.watch(),
             }
