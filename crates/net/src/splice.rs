@@ -39,7 +39,15 @@ impl SpliceIn {
         at: Option<u64>,
         max: usize,
     ) -> Result<usize, PumpError> {
-        let n = loop {
+        let n = self.fill(pump, sock, max)?;
+        self.drain(pump, file, at, n)?;
+        Ok(n)
+    }
+
+    /// Moves what `sock` has (waiting for at least one byte, at most `max`) into the pipe: how
+    /// many bytes, 0 when the peer closed the connection. [`SpliceIn::drain`] then writes them.
+    pub fn fill(&mut self, pump: &Pump, sock: &TcpStream, max: usize) -> Result<usize, PumpError> {
+        loop {
             match splice(
                 sock,
                 None,
@@ -48,11 +56,22 @@ impl SpliceIn {
                 max,
                 SpliceFFlags::SPLICE_F_MOVE,
             ) {
-                Ok(n) => break n,
+                Ok(n) => return Ok(n),
                 Err(Errno::EINTR) => continue,
                 Err(e) => return Err(pump.classify(PumpError::Read(e.into()))),
             }
-        };
+        }
+    }
+
+    /// Writes the `n` bytes [`SpliceIn::fill`] put in the pipe into `file` at `at`, or at its
+    /// position (`None`, which then advances).
+    pub fn drain(
+        &mut self,
+        pump: &Pump,
+        file: &File,
+        at: Option<u64>,
+        n: usize,
+    ) -> Result<(), PumpError> {
         let mut off = at.map(i64::try_from).transpose().map_err(|_| {
             PumpError::Write(io::Error::new(ErrorKind::InvalidInput, "offset past 2^63"))
         })?;
@@ -72,7 +91,7 @@ impl SpliceIn {
                 Err(e) => return Err(pump.classify(PumpError::Write(e.into()))),
             }
         }
-        Ok(n)
+        Ok(())
     }
 }
 
