@@ -3,8 +3,10 @@
 
 use fatpipe_proto::gridftp::ChecksumAlg;
 use md5::Digest;
+use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
 use std::fs::File;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -69,16 +71,30 @@ const IDLE_LOOK: Duration = Duration::from_millis(128);
 impl Follower {
     /// Hashes `file` with `alg` from its first byte, never past what `ready` says is in place
     /// (a prefix of the file that no longer changes; asked again whenever the hash caught up).
+    /// A file larger than a quarter of the machine's memory is not kept in the page cache:
+    /// past that size, its pages are let go of behind the hash ([`Behind`]).
     pub fn start(
         file: File,
         alg: ChecksumAlg,
         ready: impl Fn() -> u64 + Send + 'static,
     ) -> io::Result<Follower> {
+        let large = nix::sys::sysinfo::sysinfo().map_or(u64::MAX, |i| i.ram_total() / 4);
+        Follower::start_large(file, alg, ready, large)
+    }
+
+    /// [`Follower::start`] for a file that counts as large past `large` bytes.
+    fn start_large(
+        file: File,
+        alg: ChecksumAlg,
+        ready: impl Fn() -> u64 + Send + 'static,
+        large: u64,
+    ) -> io::Result<Follower> {
         let end = Arc::new(AtomicU64::new(UNSET));
         let seen = end.clone();
+        let behind = Behind::new(large);
         let handle = std::thread::Builder::new()
             .name("fatpipe-hash".into())
-            .spawn(move || follow(&file, alg, &seen, ready))?;
+            .spawn(move || follow(&file, alg, &seen, ready, behind))?;
         Ok(Follower {
             end,
             handle: Some(handle),
@@ -113,12 +129,66 @@ impl Drop for Follower {
     }
 }
 
-/// A [`Follower`]'s thread: hashes what `ready` says is in place until the end is set.
+/// How far behind the hash a large file's pages are let go of: past what an upload's sender
+/// may still read (it runs up to 64 MiB behind its hash, `client/verify.rs`).
+const DROP_LAG: u64 = 128 << 20;
+/// A large file's pages are let go of in steps of this many bytes: each step's writeback
+/// starts at once, its pages are let go of at the next step (written by then, on a disk that
+/// keeps up; dirty pages stay).
+const DROP_STEP: u64 = 32 << 20;
+
+/// A large file's pages let go of behind the hash, so that a copy larger than the page cache
+/// could keep does not evict what the machine holds there (its own pages would not last
+/// until anyone read them again). The hash reads behind the transfer at both ends (behind
+/// the receiver's writes, behind or a little ahead of the sender's reads), so what it passed
+/// the transfer has done with.
+#[derive(Debug)]
+struct Behind {
+    /// The size past which a file counts as large.
+    large: u64,
+    /// Writeback started up to here.
+    started: u64,
+    /// Let go of up to here.
+    dropped: u64,
+}
+
+impl Behind {
+    fn new(large: u64) -> Behind {
+        Behind {
+            large,
+            started: 0,
+            dropped: 0,
+        }
+    }
+
+    /// The hash has read `file` up to `at`.
+    fn passed(&mut self, file: &File, at: u64) {
+        let upto = at.saturating_sub(DROP_LAG);
+        if at < self.large || upto < self.started + DROP_STEP {
+            return;
+        }
+        let fd = file.as_raw_fd();
+        let (from, len) = (self.started as i64, (upto - self.started) as i64);
+        // SAFETY: a plain system call on this file's descriptor, with no pointers.
+        unsafe { libc::sync_file_range(fd, from, len, libc::SYNC_FILE_RANGE_WRITE) };
+        // (A length of 0 would mean to the end of the file.)
+        if self.started > self.dropped {
+            let (from, len) = (self.dropped as i64, (self.started - self.dropped) as i64);
+            let _ = posix_fadvise(fd, from, len, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
+        }
+        self.dropped = self.started;
+        self.started = upto;
+    }
+}
+
+/// A [`Follower`]'s thread: hashes what `ready` says is in place until the end is set, and
+/// lets go of a large file's pages `behind` it.
 fn follow(
     file: &File,
     alg: ChecksumAlg,
     end: &AtomicU64,
     ready: impl Fn() -> u64,
+    mut behind: Behind,
 ) -> io::Result<String> {
     let mut state = State::new(alg);
     let mut buf = vec![0u8; HASH_CHUNK];
@@ -144,6 +214,7 @@ fn follow(
             }
             state.update(&buf[..n]);
             at += n as u64;
+            behind.passed(file, at);
             wait = LOOK;
         } else if last != UNSET {
             return Ok(state.finish());
@@ -240,5 +311,62 @@ mod tests {
         assert!(short.finish(data.len() as u64 + 1).is_err());
         // Dropped while waiting for more: its thread ends.
         drop(Follower::start(f, ChecksumAlg::Md5, || 0).unwrap());
+    }
+
+    /// Which of `file`'s first `len` bytes' pages are in the page cache, page by page.
+    fn resident(file: &File, len: usize) -> Vec<bool> {
+        // SAFETY: the map is only handed to mincore, never read.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }.unwrap();
+        let page = 4096;
+        let mut v = vec![0u8; len.div_ceil(page)];
+        // SAFETY: a valid mapping of `len` bytes and a vector of one byte per page.
+        let rc = unsafe { libc::mincore(map.as_ptr() as *mut _, len, v.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
+        v.iter().map(|b| b & 1 == 1).collect()
+    }
+
+    #[test]
+    fn a_large_file_leaves_the_page_cache_behind_the_hash() {
+        // On a disk (the source tree's), not tmpfs, whose pages are the file itself.
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let mut f = File::options()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(dir.path().join("large"))
+            .unwrap();
+        let len = 256usize << 20;
+        let block: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 253) as u8).collect();
+        for _ in 0..len >> 20 {
+            f.write_all(&block).unwrap();
+        }
+        f.sync_all().unwrap();
+        let hash = |large| {
+            let follower = Follower::start_large(
+                f.try_clone().unwrap(),
+                ChecksumAlg::Xxh3,
+                move || len as u64,
+                large,
+            )
+            .unwrap();
+            follower.finish(len as u64).unwrap()
+        };
+        let pages = |from: usize, to: usize| {
+            let r = resident(&f, len);
+            r[from >> 12..to >> 12].iter().filter(|&&p| p).count()
+        };
+        // Not large: every page it read stays.
+        let whole = hash(u64::MAX);
+        assert_eq!(
+            pages(0, len),
+            len >> 12,
+            "a file under the size is kept whole"
+        );
+        // Large from the start: 256 MiB hashed, pages let go of up to 3 steps behind the
+        // last (`DROP_LAG`, `DROP_STEP`): the first 96 MiB, written and synced, are gone.
+        assert_eq!(hash(0), whole);
+        assert_eq!(pages(0, 96 << 20), 0, "nothing kept before 96 MiB");
+        assert!(pages(224 << 20, len) > 0, "the last step is kept");
     }
 }
