@@ -38,7 +38,7 @@ pub fn receive(
     let fresh = channel.take_fresh();
     let wake = Wake::new().map_err(PumpError::Read)?;
     let wake = &wake;
-    let into = &Into {
+    let target = &Target {
         file,
         base,
         writes: file
@@ -66,7 +66,7 @@ pub fn receive(
                     },
                 };
                 let r = link.and_then(|mut link| {
-                    let r = receive_stream(into, state, &mut link, reused, idle, &mine);
+                    let r = receive_stream(target, state, &mut link, reused, idle, &mine);
                     match r {
                         Ok(true) => channel.keep(link),
                         // Pumps and tuners hold clones of the socket: close it for all of them.
@@ -164,13 +164,13 @@ pub fn receive(
 /// own lock for each write, and writers kept waiting for it spin on the cores: on two cores
 /// receiving into tmpfs, a third of the receiver's time (`perf`: `rwsem_spin_on_owner`);
 /// waiting here, they sleep. (Writes to /dev/null take no lock and need none.)
-struct Into<'a> {
+struct Target<'a> {
     file: &'a File,
     base: u64,
     writes: Option<Mutex<()>>,
 }
 
-impl Into<'_> {
+impl Target<'_> {
     /// Leave to write: held while one stream writes.
     fn turn(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
         self.writes.as_ref().map(lock)
@@ -216,14 +216,14 @@ fn receiver_panicked() -> PumpError {
 /// (`reused`) that the sender closes, or leaves silent for `idle`, before its first block just
 /// drops out.
 fn receive_stream(
-    into: &Into<'_>,
+    target: &Target<'_>,
     state: &Mutex<Reassembly>,
     link: &mut Link,
     reused: bool,
     idle: Duration,
     pump: &Pump,
 ) -> Result<bool, PumpError> {
-    let (file, base) = (into.file, into.base);
+    let (file, base) = (target.file, target.base);
     let mut buf = vec![0u8; 1 << 20];
     // A plain connection's bytes go into the file in the kernel (one copy instead of two).
     let mut splicer = match link {
@@ -281,14 +281,14 @@ fn receive_stream(
                             0 => return Err(closed_inside_a_block(pump)),
                             n => {
                                 pump.note_read(n);
-                                let _turn = into.turn();
+                                let _turn = target.turn();
                                 pipe.drain(pump, file, Some(at), n)?;
                                 n
                             }
                         },
                         _ => {
                             let n = read_some(pump, link, &mut buf[..want])?;
-                            let _turn = into.turn();
+                            let _turn = target.turn();
                             file.write_all_at(&buf[..n], at)
                                 .map_err(|e| pump.classify(PumpError::Write(e)))?;
                             n
