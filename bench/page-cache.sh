@@ -5,7 +5,8 @@
 # command's time, how much of the first file is still cached, how much of the copy's source
 # and destination stay cached (`fincore`), and whether the copy equals its source. Needs root
 # (it drops the caches before each run) and SIZE + SIZE + KEEP GiB free under DIR.
-# Usage (root): bench/page-cache.sh BINARY... (env SIZE_GIB=10, KEEP_GIB=4, DIR=/var/tmp)
+# Usage (root): bench/page-cache.sh BINARY... (env SIZE_GIB=10, KEEP_GIB=4, DIR=/var/tmp,
+#   ARGS: cp options, e.g. --no-verify)
 set -euo pipefail
 size=${SIZE_GIB:-10} keep=${KEEP_GIB:-4}
 work=$(mktemp -d -p "${DIR:-/var/tmp}")
@@ -31,7 +32,8 @@ for bin in "$@"; do
     srv=$!
     sleep 0.5
     t0=$(date +%s.%N)
-    XDG_CACHE_HOME="$work/cache" "$bin" cp --quiet "ftp://127.0.0.1:$port/src" "$work/copy"
+    # shellcheck disable=SC2086 # ARGS is a list of options
+    XDG_CACHE_HOME="$work/cache" "$bin" cp --quiet ${ARGS:-} "ftp://127.0.0.1:$port/src" "$work/copy"
     t1=$(date +%s.%N)
     kept=$(res "$work/kept") src=$(res "$work/root/src") copy=$(res "$work/copy")
     kill "$srv"; wait "$srv" 2> /dev/null || true; srv=""

@@ -78,14 +78,14 @@ impl Follower {
         alg: ChecksumAlg,
         ready: impl Fn() -> u64 + Send + 'static,
     ) -> io::Result<Follower> {
-        let large = nix::sys::sysinfo::sysinfo().map_or(u64::MAX, |i| i.ram_total() / 4);
-        Follower::start_large(file, alg, ready, large)
+        Follower::start_large(file, Some(alg), ready, large())
     }
 
-    /// [`Follower::start`] for a file that counts as large past `large` bytes.
+    /// [`Follower::start`] for a file that counts as large past `large` bytes, hashed with
+    /// `alg` or not at all (the page cache only).
     fn start_large(
         file: File,
-        alg: ChecksumAlg,
+        alg: Option<ChecksumAlg>,
         ready: impl Fn() -> u64 + Send + 'static,
         large: u64,
     ) -> io::Result<Follower> {
@@ -129,12 +129,32 @@ impl Drop for Follower {
     }
 }
 
+/// A large file's pages let go of behind a transfer that does not hash it (`--no-verify`, a
+/// client that said `Hash=off`), as a [`Follower`] does behind its hash; it stops when
+/// dropped.
+#[derive(Debug)]
+pub struct CacheWatch {
+    _follower: Follower,
+}
+
+impl CacheWatch {
+    /// Follows `file` as far as `ready` says the transfer has got (written, or sent).
+    pub fn start(file: File, ready: impl Fn() -> u64 + Send + 'static) -> io::Result<CacheWatch> {
+        Follower::start_large(file, None, ready, large()).map(|f| CacheWatch { _follower: f })
+    }
+}
+
+/// The size past which a file counts as large: a quarter of the machine's memory.
+fn large() -> u64 {
+    nix::sys::sysinfo::sysinfo().map_or(u64::MAX, |i| i.ram_total() / 4)
+}
+
 /// How far behind the hash a large file's pages are let go of: past what an upload's sender
 /// may still read (it runs up to 64 MiB behind its hash, `client/verify.rs`).
 const DROP_LAG: u64 = 128 << 20;
 /// A large file's pages are let go of in steps of this many bytes: each step's writeback
-/// starts at once, its pages are let go of at the next step (written by then, on a disk that
-/// keeps up; dirty pages stay).
+/// starts at once and its clean pages go; those still being written go at the next step
+/// (written by then, on a disk that keeps up; pages still dirty stay).
 const DROP_STEP: u64 = 32 << 20;
 
 /// A large file's pages let go of behind the hash, so that a copy larger than the page cache
@@ -148,7 +168,7 @@ struct Behind {
     large: u64,
     /// Writeback started up to here.
     started: u64,
-    /// Let go of up to here.
+    /// Let go of up to here (but for pages still being written).
     dropped: u64,
 }
 
@@ -171,11 +191,9 @@ impl Behind {
         let (from, len) = (self.started as i64, (upto - self.started) as i64);
         // SAFETY: a plain system call on this file's descriptor, with no pointers.
         unsafe { libc::sync_file_range(fd, from, len, libc::SYNC_FILE_RANGE_WRITE) };
-        // (A length of 0 would mean to the end of the file.)
-        if self.started > self.dropped {
-            let (from, len) = (self.dropped as i64, (self.started - self.dropped) as i64);
-            let _ = posix_fadvise(fd, from, len, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
-        }
+        // Clean pages go now; those still being written stay, and are tried again next step.
+        let (from, len) = (self.dropped as i64, (upto - self.dropped) as i64);
+        let _ = posix_fadvise(fd, from, len, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
         self.dropped = self.started;
         self.started = upto;
     }
@@ -185,13 +203,13 @@ impl Behind {
 /// lets go of a large file's pages `behind` it.
 fn follow(
     file: &File,
-    alg: ChecksumAlg,
+    alg: Option<ChecksumAlg>,
     end: &AtomicU64,
     ready: impl Fn() -> u64,
     mut behind: Behind,
 ) -> io::Result<String> {
-    let mut state = State::new(alg);
-    let mut buf = vec![0u8; HASH_CHUNK];
+    let mut state = alg.map(State::new);
+    let mut buf = vec![0u8; if state.is_some() { HASH_CHUNK } else { 0 }];
     let mut at = 0u64;
     let mut wait = LOOK;
     loop {
@@ -204,20 +222,25 @@ fn follow(
         }
         let upto = if last == UNSET { ready() } else { last };
         if at < upto {
-            let want = ((upto - at) as usize).min(buf.len());
-            let n = file.read_at(&mut buf[..want], at)?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("the file ends at {at} bytes, before {upto}"),
-                ));
+            match state.as_mut() {
+                Some(state) => {
+                    let want = ((upto - at) as usize).min(buf.len());
+                    let n = file.read_at(&mut buf[..want], at)?;
+                    if n == 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!("the file ends at {at} bytes, before {upto}"),
+                        ));
+                    }
+                    state.update(&buf[..n]);
+                    at += n as u64;
+                }
+                None => at = upto,
             }
-            state.update(&buf[..n]);
-            at += n as u64;
             behind.passed(file, at);
             wait = LOOK;
         } else if last != UNSET {
-            return Ok(state.finish());
+            return Ok(state.map_or_else(String::new, State::finish));
         } else {
             std::thread::park_timeout(wait);
             wait = (wait * 2).min(IDLE_LOOK);
@@ -342,16 +365,13 @@ mod tests {
             f.write_all(&block).unwrap();
         }
         f.sync_all().unwrap();
-        let hash = |large| {
-            let follower = Follower::start_large(
-                f.try_clone().unwrap(),
-                ChecksumAlg::Xxh3,
-                move || len as u64,
-                large,
-            )
-            .unwrap();
+        let follow = |alg, large| {
+            let follower =
+                Follower::start_large(f.try_clone().unwrap(), alg, move || len as u64, large)
+                    .unwrap();
             follower.finish(len as u64).unwrap()
         };
+        let hash = |large| follow(Some(ChecksumAlg::Xxh3), large);
         let pages = |from: usize, to: usize| {
             let r = resident(&f, len);
             r[from >> 12..to >> 12].iter().filter(|&&p| p).count()
@@ -367,6 +387,15 @@ mod tests {
         // last (`DROP_LAG`, `DROP_STEP`): the first 96 MiB, written and synced, are gone.
         assert_eq!(hash(0), whole);
         assert_eq!(pages(0, 96 << 20), 0, "nothing kept before 96 MiB");
+        // The same without the hash (`CacheWatch`), the file read into the cache again.
+        checksum(&f, ChecksumAlg::Adler32, 0, None).unwrap();
+        assert_eq!(pages(0, len), len >> 12);
+        assert_eq!(follow(None, 0), "");
+        assert_eq!(
+            pages(0, 96 << 20),
+            0,
+            "nothing kept before 96 MiB, unhashed"
+        );
         assert!(pages(224 << 20, len) > 0, "the last step is kept");
     }
 }

@@ -89,7 +89,8 @@ impl Copier<'_> {
         let alg = verify_alg(&self.c, self.opts.verify, rpath, local)
             .ok()
             .flatten();
-        let hashed = prepare_upload_check(&mut self.c, &file, alg, rpath, (0, len), &pump);
+        // At most PIPELINE_MAX bytes: no file the page cache needs watching for.
+        let (hashed, _) = prepare_upload_check(&mut self.c, &file, alg, rpath, (0, len), &pump);
         if let Err(e) = self.c.store_ahead(rpath, &file, &pump) {
             tracing::debug!("{e:#}: sent the normal way");
             return None;

@@ -5,7 +5,7 @@ use super::connection::checksum_command;
 use super::copy_options::Verify;
 use super::Connection;
 use anyhow::{bail, Context};
-use fatpipe_net::checksum::{checksum, Follower};
+use fatpipe_net::checksum::{checksum, CacheWatch, Follower};
 use fatpipe_net::Pump;
 use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_proto::Command;
@@ -35,9 +35,28 @@ pub(super) fn follow(
     }
 }
 
+/// `file` hashed with `alg` beside its transfer ([`follow`]) or, unverified, only its page
+/// cache let go of behind it if it is large ([`CacheWatch`]); as far as `ready` says the
+/// transfer has got.
+pub(super) fn beside(
+    file: &File,
+    alg: Option<ChecksumAlg>,
+    ready: impl Fn() -> u64 + Send + 'static,
+) -> (Option<Follower>, Option<CacheWatch>) {
+    match alg {
+        Some(alg) => (follow(file, alg, ready), None),
+        None => {
+            let watch = file.try_clone().and_then(|f| CacheWatch::start(f, ready));
+            let watch = watch.map_err(|e| tracing::debug!("cannot follow the transfer: {e}"));
+            (None, watch.ok())
+        }
+    }
+}
+
 /// Before an upload of `file` (`len` bytes) from `have`: this end's hash, taken as the file is
-/// read for sending (a few blocks ahead of what `pump` counts as gone), and what the server
-/// holds afterwards asked behind the `STOR` (`SIZE`, and the checksum under `alg`).
+/// read for sending (a few blocks ahead of what `pump` counts as gone), or unverified the watch
+/// on its page cache ([`beside`]; held until the upload ends), and what the server holds
+/// afterwards asked behind the `STOR` (`SIZE`, and the checksum under `alg`).
 pub(super) fn prepare_upload_check(
     c: &mut Connection,
     file: &File,
@@ -45,17 +64,15 @@ pub(super) fn prepare_upload_check(
     rpath: &str,
     (have, len): (u64, u64),
     pump: &Arc<Pump>,
-) -> Option<Follower> {
+) -> (Option<Follower>, Option<CacheWatch>) {
     let from = pump.bytes();
     let sent = pump.clone();
-    let hashed = alg.and_then(|alg| {
-        follow(file, alg, move || {
-            (have + sent.bytes().saturating_sub(from) + LEAD).min(len)
-        })
+    let followed = beside(file, alg, move || {
+        (have + sent.bytes().saturating_sub(from) + LEAD).min(len)
     });
     c.ask_behind(Command::Size(rpath.into()));
     ask_checksum(c, alg, rpath, false);
-    hashed
+    followed
 }
 
 /// After an upload's data: the server's size against `len` and its checksum against this

@@ -182,7 +182,7 @@ fn download_into(
             let (state, held) = (state.clone(), held.clone());
             move || held_with(&held, &state).prefix()
         };
-        let hashed = alg.and_then(|alg| follow(&part.file, alg, in_place));
+        let (hashed, _watch) = beside(&part.file, alg, in_place);
         let r = c.retrieve_blocks(rpath, held, &part.file, pump, &state);
         let all = held_with(held, &state);
         r.and_then(|n| check_complete(rpath, 0, all.prefix(), size).map(|_| (n, hashed)))
@@ -204,7 +204,7 @@ fn download_into(
                 Box::new(move || start + pump.bytes().saturating_sub(from))
             }
         };
-        let hashed = alg.and_then(|alg| follow(&part.file, alg, in_place));
+        let (hashed, _watch) = beside(&part.file, alg, in_place);
         c.retrieve_file(rpath, start, &part.file, most, pump, Some(placed))
             .and_then(|n| check_complete(rpath, start, n, size).map(|_| (n, hashed)))
             .map_err(|e| {

@@ -18,7 +18,7 @@ use super::part::{Part, Source};
 use super::plan::Job;
 use super::room;
 use super::verify::{
-    already_there, ask_checksum, check_upload, follow, prepare_upload_check, regular_file_alg,
+    already_there, ask_checksum, beside, check_upload, prepare_upload_check, regular_file_alg,
     remote_is_prefix, verify_alg, verify_copy,
 };
 use super::Connection;

@@ -38,7 +38,7 @@ impl Copier<'_> {
             c.verifies(alg == Some(ChecksumAlg::Xxh3));
             loop {
                 file.seek(SeekFrom::Start(have))?;
-                let hashed = prepare_upload_check(c, &file, alg, rpath, (have, len), pump);
+                let (hashed, _watch) = prepare_upload_check(c, &file, alg, rpath, (have, len), pump);
                 let sent = match c.uses_blocks() {
                     true => c.store_blocks(rpath, have, &file, pump),
                     false => c.store_file(rpath, have, &file, pump),

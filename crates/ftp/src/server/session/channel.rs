@@ -135,6 +135,7 @@ impl Session {
     ) -> Result<Flow, Reply> {
         // A new transfer ends the hash taken beside the last one: it may change that file.
         self.followed = None;
+        self.watched = None;
         // With no new data address, a MODE E transfer in the direction of the last one uses
         // the connections it left open; `data_ready` has closed any it will not use.
         self.data_ready(job.blocks(), job.receiving())?;

@@ -4,7 +4,7 @@
 
 use super::Session;
 use crate::server::transfer::Running;
-use fatpipe_net::checksum::Follower;
+use fatpipe_net::checksum::{CacheWatch, Follower};
 use fatpipe_proto::gridftp::{ChecksumAlg, Cksm};
 use fatpipe_proto::{Reply, TransferType, VPath};
 
@@ -40,16 +40,23 @@ impl Session {
     /// transfer just begun, beside the transfer, for a fatpipe client (`OPTS DRS ON`): it
     /// verifies with XXH3 unless told not to. `reader` is a handle on the file being moved (an
     /// upload's is not under its name yet).
+    /// Unhashed (another client, or `Hash=off`), a large file's pages are still let go of
+    /// behind the transfer ([`CacheWatch`]).
     pub(super) fn follow(&mut self, path: VPath, reader: std::fs::File, base: u64) {
-        if !(self.settings.drs_notify && self.settings.hash_beside)
-            || self.settings.ttype == TransferType::Ascii
-        {
+        if self.settings.ttype == TransferType::Ascii {
             return;
         }
         let Some(progress) = self.transfer.as_ref().and_then(Running::progress) else {
             return;
         };
-        match Follower::start(reader, ALG, move || base + progress()) {
+        let ready = move || base + progress();
+        if !(self.settings.drs_notify && self.settings.hash_beside) {
+            self.watched = CacheWatch::start(reader, ready)
+                .map_err(|e| tracing::debug!(session = self.id, "cannot follow {path}: {e}"))
+                .ok();
+            return;
+        }
+        match Follower::start(reader, ALG, ready) {
             Ok(follower) => {
                 self.followed = Some(Followed {
                     path,
@@ -66,6 +73,7 @@ impl Session {
 
     /// The last transfer ended, `complete` or not.
     pub(super) fn transfer_ended(&mut self, complete: bool) {
+        self.watched = None;
         if let Some(f) = self.followed.as_mut() {
             f.failed = !complete;
         }

@@ -107,6 +107,8 @@ struct Session {
     kept: Option<Kept>,
     /// The file the last transfer moved, hashed beside it for the `CKSM` that follows.
     followed: Option<hashing::Followed>,
+    /// The file the running transfer moves unhashed, its page cache let go of behind it.
+    watched: Option<fatpipe_net::checksum::CacheWatch>,
     /// `DTOK`: the token every data connection of the session carries as its first bytes.
     token: Option<Token>,
     /// Rung when this connection, not logged in yet, must make room for a newer one.
@@ -146,6 +148,7 @@ pub async fn run(
         passive_hint: id.wrapping_mul(7919),
         kept: None,
         followed: None,
+        watched: None,
         token: None,
         evict,
         slot: None,
