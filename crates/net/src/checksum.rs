@@ -92,8 +92,14 @@ impl Follower {
         let end = Arc::new(AtomicU64::new(UNSET));
         let seen = end.clone();
         let behind = Behind::new(large);
+        // Named for what it does, as `top -H` shows it.
+        let name = if alg.is_some() {
+            "fatpipe-hash"
+        } else {
+            "fatpipe-cache"
+        };
         let handle = std::thread::Builder::new()
-            .name("fatpipe-hash".into())
+            .name(name.into())
             .spawn(move || follow(&file, alg, &seen, ready, behind))?;
         Ok(Follower {
             end,
