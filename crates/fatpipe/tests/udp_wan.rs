@@ -1,8 +1,9 @@
 //! The UDP data channel across an emulated lossy path (`fatpipe testbed`, needs root, as CI
 //! has): 20 ms, 200 Mbit/s, 2 % random loss each way. Downloads and uploads arrive intact with
 //! each rate controller, lost packets are resent (and counted), a copy with no options that
-//! meets the loss over TCP goes on over UDP, and where UDP does not get through (a namespace
-//! that drops it) the copy falls back to TCP and says so.
+//! meets the loss over TCP goes on over UDP, one to a new server over a long path starts on it,
+//! and where UDP does not get through (a namespace that drops it) the copy falls back to TCP
+//! and says so.
 
 mod common;
 use common::*;
@@ -147,6 +148,106 @@ fn a_copy_with_no_options_that_meets_random_loss_goes_on_over_udp_either_way() {
     assert_same(&into_file, &srv.path("up.bin"));
 }
 
+/// With no options, one file to or from a server path memory knows nothing of, over a long
+/// path (60 ms, clean): it starts on the UDP channel and says why; the next copy to the same
+/// server is not new; a stream count asked for keeps the copy on TCP.
+#[test]
+fn one_file_to_a_new_server_over_a_long_path_starts_on_udp() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tb = Testbed::up("fplong", &["--rtt", "60ms", "--rate", "200mbit"]);
+    let work = tempfile::tempdir().unwrap();
+    let srv = server(&tb, &[]);
+    let down = work.path().join("f.bin");
+    let (from, to) = (srv.url("f.bin"), down.to_str().unwrap());
+    let up = srv.url("up.bin");
+    let cp = |args: &[&str], src: &str, dst: &str, cache: &str| {
+        json(&run_ok(
+            tb.fatpipe("b", &["cp", "--quiet", "--json"])
+                .args(args)
+                .args([src, dst])
+                .env("XDG_CACHE_HOME", work.path().join(cache)),
+        ))
+    };
+    for (src, dst, cache) in [(from.as_str(), to, "down"), (to, up.as_str(), "up")] {
+        let out = cp(&[], src, dst, cache);
+        let transport = &out["transport"];
+        assert_eq!(transport["name"], "udp", "{out}");
+        assert_eq!(transport["asked"], false, "{out}");
+        let why = transport["why"].as_str().unwrap_or_default();
+        assert!(why.contains("a new path with a 6"), "{why}");
+        let file = &out["files"][0];
+        assert!(file["udp_started"].as_str().is_some(), "{file}");
+        let udp = file["udp"].as_str().unwrap_or_default();
+        assert!(udp.starts_with("udp: default rate control"), "{out}");
+        assert!(file["verified"].as_str().is_some(), "{file}");
+        // The next copy to the server knows the path: not new, whichever way it goes.
+        let again = cp(&[], src, dst, cache);
+        let why = again["transport"]["why"].as_str().unwrap_or_default();
+        assert!(!why.contains("a new path"), "{again}");
+        assert!(again["files"][0]["udp_started"].is_null(), "{again}");
+    }
+    assert_same(&srv.path("f.bin"), &down);
+    assert_same(&down, &srv.path("up.bin"));
+    // Streams asked for: TCP, though the path is new.
+    let out = cp(&["-p", "2"], &from, to, "fixed");
+    assert_eq!(out["transport"]["name"], "tcp", "{out}");
+    assert_eq!(out["files"][0]["streams"], 2, "{out}");
+    assert_same(&srv.path("f.bin"), &down);
+}
+
+/// The same over a long path where UDP does not get through either way: each copy leaves the
+/// channel after its probe and goes on over TCP streams, and says so.
+#[test]
+fn a_new_long_path_that_drops_udp_goes_on_over_tcp_streams() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tb = Testbed::up("fplongx", &["--rtt", "60ms", "--rate", "200mbit"]);
+    for side in ["fplongx-a", "fplongx-b"] {
+        drop_udp(side);
+    }
+    let work = tempfile::tempdir().unwrap();
+    let srv = server(&tb, &[]);
+    let down = work.path().join("f.bin");
+    let (from, to) = (srv.url("f.bin"), down.to_str().unwrap().to_string());
+    let up = srv.url("up.bin");
+    for (i, (src, dst)) in [(from.as_str(), to.as_str()), (&to, &up)]
+        .into_iter()
+        .enumerate()
+    {
+        let out = json(&run_ok(
+            tb.fatpipe("b", &["cp", "--quiet", "--json", src, dst])
+                .env("XDG_CACHE_HOME", work.path().join(format!("cache{i}"))),
+        ));
+        let transport = &out["transport"];
+        assert_eq!(transport["name"], "tcp", "{out}");
+        let why = transport["why"].as_str().unwrap_or_default();
+        assert!(why.contains("a new path with a 6"), "{why}");
+        assert!(why.ends_with("went on over TCP streams"), "{why}");
+        assert!(out["files"][0]["udp"].is_null(), "{out}");
+    }
+    assert_same(&srv.path("f.bin"), &down);
+    assert_same(&down, &srv.path("up.bin"));
+}
+
+/// Makes namespace `ns` drop every UDP packet that arrives, silently, as a firewall would (the
+/// rule goes before the local table's).
+fn drop_udp(ns: &str) {
+    ip(&["-n", ns, "rule", "add", "pref", "1", "lookup", "local"]);
+    ip(&["-n", ns, "rule", "del", "pref", "0"]);
+    ip(&[
+        "-n",
+        ns,
+        "rule",
+        "add",
+        "pref",
+        "0",
+        "iif",
+        "fp0",
+        "ipproto",
+        "udp",
+        "blackhole",
+    ]);
+}
+
 /// Downloads `f.bin` from a server on side a over UDP; returns what the copy said of it.
 fn fallback_copy(tb: &Testbed) -> String {
     let srv = server(tb, &[]);
@@ -166,26 +267,10 @@ fn ip(args: &[&str]) {
 #[test]
 fn where_udp_is_dropped_the_copy_falls_back_to_tcp_and_says_so() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    // The receiving side drops every UDP packet that arrives, silently, as a firewall would
-    // (the rule goes before the local table's): no packet gets through the 2 s probe.
+    // The receiving side drops every UDP packet that arrives: no packet gets through the 2 s
+    // probe.
     let tb = Testbed::up("fpudpx", &["--rtt", "10ms", "--rate", "200mbit"]);
-    ip(&[
-        "-n", "fpudpx-b", "rule", "add", "pref", "1", "lookup", "local",
-    ]);
-    ip(&["-n", "fpudpx-b", "rule", "del", "pref", "0"]);
-    ip(&[
-        "-n",
-        "fpudpx-b",
-        "rule",
-        "add",
-        "pref",
-        "0",
-        "iif",
-        "fp0",
-        "ipproto",
-        "udp",
-        "blackhole",
-    ]);
+    drop_udp("fpudpx-b");
     let said = fallback_copy(&tb);
     assert!(said.contains("the data went over TCP"), "{said}");
     drop(tb);

@@ -9,6 +9,7 @@ pub mod buffers;
 pub mod checksum;
 pub mod conductor;
 pub mod congestion;
+pub mod interface;
 pub mod link;
 pub mod live;
 pub mod mode_e;

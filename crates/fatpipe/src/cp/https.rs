@@ -86,6 +86,7 @@ pub fn run(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
             udp: false,
             asked: false,
             leave_tcp_on_loss: false,
+            udp_if_long: false,
             why: "HTTPS moves over TCP".into(),
         },
         dry_run: false,

@@ -111,8 +111,10 @@ pub struct Args {
     /// How the data moves: tcp; udp (UDP packets paced by a rate controller, lost ones resent
     /// selectively: for long paths with random loss; needs a fatpipe server, one data
     /// connection, no TLS on data); or auto: udp for one file where the last copy to the same
-    /// server (within the hour, -p auto's path memory) met random loss, tcp otherwise and once
-    /// a copy over udp found the loss gone. A server without the channel gets tcp.
+    /// server (within the hour, -p auto's path memory) met random loss, or where the server is
+    /// new and the path long (a round trip of 50 ms or more), tcp otherwise (a download or
+    /// upload that meets random loss goes on over udp) and once a copy over udp found the loss
+    /// gone. A server without the channel gets tcp.
     #[arg(long, default_value = "auto", value_parser = Asked::parse)]
     transport: Asked,
     /// The UDP channel's rate controller: default (holds its rate through random loss, yields
@@ -214,6 +216,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
         server: server.as_deref(),
         several: auto::several_at_once(sources, a.files.recursive || a.from.is_some()),
         transport: a.transport,
+        streams_asked: matches!(a.parallel, CountArg::Fixed(_)),
     };
     // `-p auto` remembers per server where its streams ended, for the next copy.
     let remember = matches!(a.parallel, CountArg::Auto) && !a.no_path_memory;
@@ -265,6 +268,7 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
         udp: transport.udp.then(udp_channel),
         udp_asked: transport.asked,
         udp_on_random_loss: transport.leave_tcp_on_loss.then(udp_channel),
+        udp_if_long: transport.udp_if_long,
         features: ServerFeatures::new(server.as_deref(), plan.known_features()),
     };
     let started = Instant::now();

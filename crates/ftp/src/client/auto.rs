@@ -24,6 +24,8 @@ pub struct Request<'a> {
     pub several: bool,
     /// `--transport`.
     pub transport: Asked,
+    /// The stream count was asked for (`-p N`).
+    pub streams_asked: bool,
 }
 
 /// A copy's plan, made before its first file and finished after its last.
@@ -66,6 +68,8 @@ impl AutoPlan {
                 file_to_file,
                 cc_set: cc.is_some(),
                 lossy_ago: memory.as_ref().and_then(CopyMemory::lossy_ago),
+                known: memory.as_ref().is_some_and(CopyMemory::known),
+                streams_asked: r.streams_asked,
             },
         );
         AutoPlan { memory, transport }
@@ -99,8 +103,9 @@ impl AutoPlan {
         if let Some(m) = self.memory {
             m.keep(results, udp, features);
         }
+        let started = results.iter().find_map(|r| r.udp_started.as_deref());
         self.transport
-            .as_it_went(results.iter().any(|r| r.udp.is_some()))
+            .as_it_went(results.iter().any(|r| r.udp.is_some()), started)
     }
 }
 
@@ -140,6 +145,7 @@ mod tests {
             server: Some("h:2811"),
             several,
             transport: Asked::Auto,
+            streams_asked: false,
         };
         // Nothing known: the system's control, TCP until the server meets random loss.
         let mut cc = None;

@@ -55,13 +55,41 @@ pub fn run(
     obs.planned(jobs.len(), jobs.iter().filter_map(Job::size).sum());
     let stdout = dst == &Location::Stdout;
     let sessions = pool::concurrency(opts, &jobs, stdout, conn.round_trip());
-    // One session of large files may start with several streams; many share the path.
-    if let Some(size) = jobs.first().and_then(Job::size).filter(|_| sessions == 1) {
-        conn.start_cold(size);
+    if !starts_on_udp(&mut conn, opts, &jobs, download) {
+        // One session of large files may start with several streams; many share the path.
+        if let Some(size) = jobs.first().and_then(Job::size).filter(|_| sessions == 1) {
+            conn.start_cold(size);
+        }
     }
     let mut results = pool::run(conn, sessions, remote, creds, opts, obs, jobs);
     results.append(&mut left_out);
     Ok(results)
+}
+
+/// One file to or from a server path memory knows nothing of (`opts.udp_if_long`): whether
+/// it starts on the UDP channel, the path being long ([`Connection::start_on_udp_if_long`]).
+fn starts_on_udp(conn: &mut Connection, opts: &CopyOptions, jobs: &[Job], download: bool) -> bool {
+    let (Some((stack, udp)), [job]) = (
+        opts.udp_on_random_loss
+            .as_ref()
+            .filter(|_| opts.udp_if_long),
+        jobs,
+    ) else {
+        return false;
+    };
+    match conn.start_on_udp_if_long(stack, udp.clone(), (opts.streams, job.size())) {
+        Ok(Some(_)) => {
+            // A download's passive address rides with its `RETR`, as on a session that
+            // started on the channel (uploads asked for it already).
+            conn.expect_transfers(!download);
+            true
+        }
+        Ok(None) => false,
+        Err(e) => {
+            tracing::warn!("cannot start on the UDP channel ({e:#}): the data goes over TCP");
+            false
+        }
+    }
 }
 
 /// The files of a copy of `paths` (on `remote` or here, as `sides` found them) to `dst`, as

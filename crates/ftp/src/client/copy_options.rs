@@ -63,6 +63,9 @@ pub struct CopyOptions {
     /// `--transport auto` on a path not known to be lossy: where a download's sending server
     /// meets random loss, the file goes on over this UDP channel from what arrived.
     pub udp_on_random_loss: Option<(NetStack, UdpConfig)>,
+    /// `--transport auto` with nothing known of the server: one file on a long path starts on
+    /// the channel of `udp_on_random_loss` instead ([`crate::client::transport::long_path_start`]).
+    pub udp_if_long: bool,
     /// The server's features across copies (path memory).
     pub features: ServerFeatures,
 }
@@ -133,6 +136,7 @@ impl Default for CopyOptions {
             udp: None,
             udp_asked: false,
             udp_on_random_loss: None,
+            udp_if_long: false,
             features: ServerFeatures::default(),
         }
     }

@@ -45,6 +45,9 @@ pub struct FileResult {
     pub cc_on_random_loss: Option<CongestionControl>,
     /// What the UDP data channel did (`udp: …`), when the file moved over it.
     pub udp: Option<String>,
+    /// Why the file started on the UDP channel where the copy's plan said TCP (a long path
+    /// that path memory knew nothing of).
+    pub udp_started: Option<String>,
     /// Whether the file's data connections were TLS (`PROT P`; the login was then too).
     pub tls: bool,
     /// The checksum both ends agreed on, as `ALG:hex` (verified copies).

@@ -8,6 +8,7 @@ use super::copy::{takes_one_more, Copier, CopyOptions, FileResult, Observer};
 use super::failure::Failure;
 use super::plan::Job;
 use super::retry;
+use super::transport::LONG_PATH;
 use super::uploads_ahead::{sends_ahead, UploadsAhead};
 use super::{Connection, Credentials, RemoteUrl};
 use fatpipe_net::udp::UdpConfig;
@@ -17,11 +18,9 @@ use std::time::{Duration, Instant};
 
 /// Sessions a copy of many files opens when not told.
 const AUTO_SESSIONS: u32 = 4;
-/// ... and on a long path, where each file's round trips outweigh its data (256 files of 4 MiB
-/// at 100 ms: see docs/parallel-streams-experiments.md).
+/// ... and on a long path ([`LONG_PATH`]), where each file's round trips outweigh its data
+/// (256 files of 4 MiB at 100 ms: see docs/parallel-streams-experiments.md).
 const LONG_PATH_SESSIONS: u32 = 8;
-/// A control round trip this long makes a long path.
-const LONG_PATH: Duration = Duration::from_millis(50);
 /// Files at least this large on average are copied one at a time when not told: their data
 /// phase, not their round trips, takes the time, and parallel streams serve them better.
 const SMALL_FILES: u64 = 64 << 20;

@@ -3,8 +3,12 @@
 //! whatever its buffers (the window waits on every hole), while the UDP channel holds its rate
 //! through it; on a clean path TCP with tuned buffers is as fast and cheaper. So `auto` takes
 //! the UDP channel where the last copy to the same server met random loss, and goes back to TCP
-//! once a copy over UDP found the loss gone. The choice is pure: the caller brings what path
-//! memory recalls and says what it did.
+//! once a copy over UDP found the loss gone. A copy of one file (not too large) to a server path
+//! memory knows nothing of starts on the UDP channel where the path is long (`long_path_start`):
+//! its packet train finds the path's rate in a round trip, where TCP's slow start takes a dozen,
+//! and a lossy path then costs nothing; that copy's resends tell the next one which transport
+//! to take. The
+//! choice is pure: the caller brings what path memory recalls and says what it did.
 
 use fatpipe_tune::CongestionControl;
 use std::fmt;
@@ -54,6 +58,11 @@ pub struct Copy<'a> {
     pub cc_set: bool,
     /// How long ago the last copy to the server met random loss, if path memory says it did.
     pub lossy_ago: Option<Duration>,
+    /// Path memory recalls a copy to the server (of any kind): the path is not new.
+    pub known: bool,
+    /// The stream count was asked for (`-p N`): the copy's data goes over TCP streams unless
+    /// it meets random loss.
+    pub streams_asked: bool,
 }
 
 /// The transport chosen and why, for the summary (`-v`) and `--json`.
@@ -65,6 +74,9 @@ pub struct Choice {
     pub asked: bool,
     /// Over TCP for now, but a transfer that meets random loss goes on over the UDP channel.
     pub leave_tcp_on_loss: bool,
+    /// Nothing known of the path: where its round trip makes it long ([`long_path_start`]),
+    /// the file starts on the UDP channel instead.
+    pub udp_if_long: bool,
     /// The evidence, in words.
     pub why: String,
 }
@@ -91,13 +103,24 @@ impl Choice {
     }
 
     /// The choice as the copy carried it out: `udp_moved`, whether any file went over the
-    /// UDP channel (a server without it, or TLS on data, leaves a UDP choice on TCP).
-    pub fn as_it_went(&self, udp_moved: bool) -> Choice {
+    /// UDP channel (a server without it, or TLS on data, leaves a UDP choice on TCP);
+    /// `started`, why a file started on it where this choice said TCP ([`long_path_start`]).
+    pub fn as_it_went(&self, udp_moved: bool, started: Option<&str>) -> Choice {
+        if let (false, Some(why)) = (self.udp, started) {
+            return Choice {
+                udp: udp_moved,
+                asked: false,
+                leave_tcp_on_loss: false,
+                udp_if_long: false,
+                why: format!("{}; {why}", self.why),
+            };
+        }
         if !self.udp && udp_moved && !self.asked {
             return Choice {
                 udp: true,
                 asked: false,
                 leave_tcp_on_loss: false,
+                udp_if_long: false,
                 why: format!(
                     "{}; then its senders met random loss over TCP, and the copy went on over \
                      the UDP channel from what had arrived",
@@ -110,6 +133,7 @@ impl Choice {
                 udp: false,
                 asked: self.asked,
                 leave_tcp_on_loss: false,
+                udp_if_long: false,
                 why: format!(
                     "{}; but the server did not take the UDP channel (see -vv)",
                     self.why
@@ -126,23 +150,24 @@ pub fn choose(asked: Asked, copy: &Copy<'_>) -> Choice {
         udp,
         asked: true,
         leave_tcp_on_loss: false,
+        udp_if_long: false,
         why: format!("asked for (--transport {})", name(udp)),
     };
     let auto = |udp: bool, why: String| Choice {
         udp,
         asked: false,
         leave_tcp_on_loss: false,
+        udp_if_long: false,
         why,
     };
+    let one_file = copy.file_to_file && !copy.several && !copy.between_servers && !copy.cc_set;
     match asked {
         Asked::Tcp => told(false),
         Asked::Udp => told(true),
         Asked::Auto => match copy.lossy_ago {
             None => Choice {
-                leave_tcp_on_loss: copy.file_to_file
-                    && !copy.several
-                    && !copy.between_servers
-                    && !copy.cc_set,
+                leave_tcp_on_loss: one_file,
+                udp_if_long: one_file && !copy.known && !copy.streams_asked,
                 ..auto(
                     false,
                     format!("no random loss known on the path to {}", copy.server),
@@ -173,6 +198,45 @@ pub fn choose(asked: Asked, copy: &Copy<'_>) -> Choice {
             }
         },
     }
+}
+
+/// A control round trip at least this long makes a long path: TCP's slow start there takes
+/// seconds to reach the rate, and random loss holds it down (at 10 and 30 ms a clean path gave
+/// TCP the same or more than the UDP channel; at 60 ms the same; docs/auto-plan.md).
+pub const LONG_PATH: Duration = Duration::from_millis(50);
+
+/// The fastest local link a copy starts on the UDP channel over: its sender is one thread
+/// (13–22 Gbit/s over loopback on a 2-core host), where TCP spreads streams over cores.
+pub const UDP_LINK_MAX_BITS: u64 = 10_000_000_000;
+
+/// The largest file that starts on the UDP channel, per second of round trip (2 GiB at 100 ms).
+/// What the channel saves is a fixed number of round trips (TCP's slow start; on a lossy path
+/// the look at the loss before leaving TCP, about 1.4 s at 100 ms); what it may cost on a clean
+/// path grows with the file: on a host whose sender gets put aside its cruise falls a few
+/// per cent short of TCP's (4 GiB at 100 ms: 0.89–0.94 of the ceiling against 0.955).
+const UDP_FIRST_BYTES_PER_RTT_SECOND: f64 = 20.0 * (1u64 << 30) as f64;
+
+/// Whether a copy whose choice is [`Choice::udp_if_long`] starts on the UDP channel, from the
+/// control connection's `round_trip`, the speed of the local link it leaves by (`link_bits`,
+/// bits/s, when the system tells it) and the file's `size`: why, if it does. Its packet train
+/// finds the path's rate in a round trip where TCP's slow start takes a dozen; random loss
+/// then costs it nothing.
+pub fn long_path_start(
+    round_trip: Option<Duration>,
+    link_bits: Option<u64>,
+    size: Option<u64>,
+) -> Option<String> {
+    let rtt = round_trip.filter(|t| *t >= LONG_PATH)?;
+    if link_bits.is_some_and(|b| b > UDP_LINK_MAX_BITS) {
+        return None;
+    }
+    let most = rtt.as_secs_f64() * UDP_FIRST_BYTES_PER_RTT_SECOND;
+    size.filter(|s| (*s as f64) <= most)?;
+    Some(format!(
+        "a new path with a {} ms round trip: the file started on the UDP channel, whose packet \
+         train finds the path's rate at once and which holds it through random loss",
+        rtt.as_millis()
+    ))
 }
 
 /// The UDP channel's resends (the seed's R, %) below which a path counts as clean again: a
@@ -210,7 +274,69 @@ mod tests {
             file_to_file: true,
             cc_set: false,
             lossy_ago: lossy_ago.map(Duration::from_secs),
+            known: true,
+            streams_asked: false,
         }
+    }
+
+    #[test]
+    fn one_file_to_a_new_server_starts_on_udp_where_the_path_is_long() {
+        let new = Copy {
+            known: false,
+            ..copy(None)
+        };
+        let c = choose(Asked::Auto, &new);
+        assert!(c.udp_if_long && c.leave_tcp_on_loss && !c.udp);
+        // Known paths, lossy or clean, several files, fixed streams, told transports: no.
+        for other in [
+            copy(None),
+            Copy {
+                known: false,
+                ..copy(Some(5))
+            },
+            Copy {
+                several: true,
+                ..new
+            },
+            Copy {
+                streams_asked: true,
+                ..new
+            },
+            Copy {
+                cc_set: true,
+                ..new
+            },
+        ] {
+            assert!(!choose(Asked::Auto, &other).udp_if_long, "{other:?}");
+        }
+        assert!(!choose(Asked::Tcp, &new).udp_if_long);
+        // The round trip and the local link decide.
+        // The round trip, the local link and the file's size decide.
+        let ms = |n| Some(Duration::from_millis(n));
+        let gib = |n: u64| Some(n << 30);
+        assert_eq!(long_path_start(ms(30), None, gib(1)), None);
+        assert_eq!(long_path_start(None, None, gib(1)), None);
+        let why = long_path_start(ms(103), Some(1_000_000_000), gib(1)).unwrap();
+        assert!(
+            why.starts_with("a new path with a 103 ms round trip"),
+            "{why}"
+        );
+        assert!(long_path_start(ms(50), None, Some(0)).is_some());
+        assert_eq!(long_path_start(ms(200), Some(25_000_000_000), gib(1)), None);
+        // Up to 2 GiB at 100 ms, 4 at 200; a size not known: TCP.
+        assert!(long_path_start(ms(100), None, gib(2)).is_some());
+        assert_eq!(long_path_start(ms(100), None, gib(4)), None);
+        assert!(long_path_start(ms(200), None, gib(4)).is_some());
+        assert_eq!(long_path_start(ms(100), None, None), None);
+        // The copy as it went says why it took UDP, or went back to TCP.
+        let back = c.as_it_went(false, Some("… but no UDP packet got through"));
+        assert!(!back.udp && back.why.ends_with("but no UDP packet got through"));
+        let went = c.as_it_went(true, Some(&why));
+        assert!(went.udp && !went.udp_if_long, "{went:?}");
+        assert_eq!(
+            went.to_string(),
+            format!("transport udp: no random loss known on the path to h:2811; {why}")
+        );
     }
 
     #[test]
@@ -271,15 +397,15 @@ mod tests {
     #[test]
     fn a_udp_choice_the_server_did_not_take_reads_as_tcp() {
         let udp = choose(Asked::Auto, &copy(Some(5)));
-        assert_eq!(udp.as_it_went(true), udp);
-        let went = udp.as_it_went(false);
+        assert_eq!(udp.as_it_went(true, None), udp);
+        let went = udp.as_it_went(false, None);
         assert!(!went.udp);
         assert!(went
             .why
             .ends_with("but the server did not take the UDP channel (see -vv)"));
         let tcp = choose(Asked::Auto, &copy(None));
-        assert_eq!(tcp.as_it_went(false), tcp);
-        let left = tcp.as_it_went(true);
+        assert_eq!(tcp.as_it_went(false, None), tcp);
+        let left = tcp.as_it_went(true, None);
         assert!(left.udp && !left.asked);
         assert!(
             left.why.contains("met random loss over TCP"),

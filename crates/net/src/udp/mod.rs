@@ -17,7 +17,7 @@ mod send;
 pub use receive::UdpReceiver;
 pub use send::UdpSender;
 
-use crate::PumpError;
+use crate::{Pump, PumpError};
 use fatpipe_proto::udp::Message;
 use fatpipe_tune::rate::{RateControlKind, RateMemory};
 use std::fmt;
@@ -25,6 +25,7 @@ use std::io::{self, ErrorKind, Write};
 use std::net::TcpStream;
 use std::ops::RangeInclusive;
 use std::os::fd::AsFd;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,6 +67,26 @@ pub struct UdpConfig {
     pub memory: Option<Arc<Mutex<RateMemory>>>,
     /// Where either end keeps the rate controller's latest view, for a progress line.
     pub status: Option<Arc<Mutex<UdpStatus>>>,
+    /// Where no packet gets through: `None`, the bytes go over the TCP connection instead;
+    /// `Some` (a channel chosen, not asked for), this end sets it and ends the transfer
+    /// ([`PumpError::Cancelled`]), for the copy to go on over TCP streams, which carry a long
+    /// path better than the one connection does.
+    pub unreached: Option<Arc<AtomicBool>>,
+}
+
+/// Where the transfer's config asks for it (`unreached`, [`UdpConfig::unreached`]): says that
+/// no packet got through and ends the transfer, its `pump` cancelled (its data connection shut,
+/// so that the peer gives up at once and says so).
+fn leave_unreached(unreached: Option<&Arc<AtomicBool>>, pump: &Pump) -> Result<(), PumpError> {
+    match unreached {
+        None => Ok(()),
+        Some(flag) => {
+            tracing::info!("no UDP packet got through: the copy goes on over TCP streams");
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            pump.cancel();
+            Err(PumpError::Cancelled)
+        }
+    }
 }
 
 /// The rate controller's latest view of a running transfer (the sender's, told to the receiver).
@@ -115,6 +136,7 @@ impl Default for UdpConfig {
             end: "client",
             memory: None,
             status: None,
+            unreached: None,
         }
     }
 }

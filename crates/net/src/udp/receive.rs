@@ -18,7 +18,7 @@ use std::io::{self, ErrorKind, IoSlice, IoSliceMut, Read, Seek, SeekFrom};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -103,6 +103,7 @@ impl Mover for UdpReceiver<'_> {
             timeout: s.config.timeout,
             in_place: s.in_place,
             pump: pump.clone(),
+            unreached: s.config.unreached.clone(),
         };
         let fell_back = driver.receive_udp(&mut io, pump)?;
         let summary = driver.udp_summary(fell_back).unwrap_or_else(|| UdpSummary {
@@ -136,6 +137,8 @@ struct Receiving<'a> {
     in_place: Option<Arc<AtomicU64>>,
     /// The transfer's pump: it counts what is written.
     pump: Arc<Pump>,
+    /// Set and the transfer ended where UDP does not get through ([`UdpConfig::unreached`]).
+    unreached: Option<Arc<AtomicBool>>,
 }
 
 /// Tries at one batch: a `recvmmsg` that an interrupt or an ICMP error of an earlier send
@@ -334,6 +337,7 @@ impl Packets for Receiving<'_> {
     }
 
     fn fall_back(&mut self, from: u64) -> Result<(), PumpError> {
+        super::leave_unreached(self.unreached.as_ref(), &self.pump)?;
         self.copy_rest(from)
     }
 

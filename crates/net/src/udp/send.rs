@@ -75,6 +75,7 @@ impl Mover for UdpSender<'_> {
                         false
                     }
                     UdpEnd::NotThrough => {
+                        super::leave_unreached(s.config.unreached.as_ref(), pump)?;
                         fall_back(&mut sending.link, &s, pump)?;
                         true
                     }
@@ -82,6 +83,7 @@ impl Mover for UdpSender<'_> {
             }
             Err(e) => {
                 tracing::warn!("cannot send UDP to the receiver ({e}): sending over TCP");
+                super::leave_unreached(s.config.unreached.as_ref(), pump)?;
                 fall_back(&mut link, &s, pump)?;
                 true
             }

@@ -133,6 +133,9 @@ struct UdpSide {
     leave_on_random_loss: bool,
     /// The latest transfer ended so.
     left_on_random_loss: bool,
+    /// Why transfers started on the UDP channel where the copy's plan said TCP (a long path
+    /// path memory knew nothing of).
+    started: Option<String>,
 }
 
 /// What a session's latest transfer did, for its file's result.

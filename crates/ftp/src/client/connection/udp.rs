@@ -3,6 +3,7 @@
 
 use super::pipeline::Unsettled;
 use super::{receive_error, send_error, Connection, Streams};
+use crate::client::transport;
 use anyhow::Context;
 use fatpipe_net::mover::StreamWork;
 use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
@@ -13,7 +14,7 @@ use fatpipe_proto::{Command, TransferType};
 use fatpipe_tune::Role;
 use std::fs::File;
 use std::io::Seek;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 impl Connection {
@@ -62,7 +63,82 @@ impl Connection {
             false => tracing::info!("{why}: the data goes over TCP"),
         }
         self.udp.config = None;
+        self.udp.started = None;
         self.set_streams(fallback)
+    }
+
+    /// `--transport auto` with a server path memory knows nothing of: where the control
+    /// connection's round trip makes a long path for a file of `size`
+    /// ([`transport::long_path_start`]), the session's transfers start on the UDP channel `udp`
+    /// (what the server is told: `stack`) instead of TCP streams; a server that refuses it gets
+    /// them over TCP with `fallback` streams. Returns why, when it starts on it.
+    pub fn start_on_udp_if_long(
+        &mut self,
+        stack: &NetStack,
+        udp: UdpConfig,
+        (fallback, size): (Streams, Option<u64>),
+    ) -> anyhow::Result<Option<String>> {
+        let link = self
+            .control
+            .get_ref()
+            .tcp()
+            .local_addr()
+            .ok()
+            .and_then(|a| fatpipe_net::interface::speed_of(a.ip()));
+        let Some(why) = transport::long_path_start(self.round_trip, link, size) else {
+            return Ok(None);
+        };
+        let blocks = self.blocks.take();
+        let udp = UdpConfig {
+            unreached: Some(Arc::default()),
+            ..udp
+        };
+        match self.use_udp(stack, udp, fallback, false) {
+            Ok(None) => {}
+            not => {
+                self.blocks = blocks;
+                return not.map(|why| {
+                    tracing::debug!("{why:?}: the data goes over TCP");
+                    None
+                });
+            }
+        }
+        tracing::info!("transport udp: {why}");
+        self.udp.leave_on_random_loss = false;
+        self.udp.started = Some(why.clone());
+        Ok(Some(why))
+    }
+
+    /// Whether the latest transfer ended because no UDP packet got through a channel the
+    /// session started on unasked ([`UdpConfig::unreached`]; answered once).
+    pub fn left_udp_unreached(&mut self) -> bool {
+        self.udp
+            .config
+            .as_ref()
+            .and_then(|c| c.unreached.as_ref())
+            .is_some_and(|f| f.swap(false, Ordering::SeqCst))
+    }
+
+    /// After a transfer that left the UDP channel unreached: the session's transfers go over
+    /// TCP with `streams` from now on (`SITE SETNETSTACK tcp` goes out with the next command).
+    pub fn back_to_tcp(&mut self, streams: Streams) -> anyhow::Result<()> {
+        self.udp.config = None;
+        self.udp.started = self.udp.started.take().map(|why| {
+            format!("{why}; but no UDP packet got through, and the copy went on over TCP streams")
+        });
+        self.set_ahead(setnetstack(&NetStack {
+            udp: false,
+            control: None,
+            rate: None,
+            start: None,
+        }));
+        self.set_streams(streams)
+    }
+
+    /// Why the session's transfers started on the UDP channel where the copy's plan said TCP
+    /// ([`Connection::start_on_udp_if_long`]), and whether they stayed on it.
+    pub fn udp_started(&self) -> Option<&str> {
+        self.udp.started.as_deref()
     }
 
     /// From now on a download ends as soon as its sending server says it met random loss (it

@@ -26,7 +26,7 @@ impl Copier<'_> {
         modified: Option<i64>,
     ) {
         let (obs, resume, verify) = (self.obs, self.opts.resume, self.opts.verify);
-        let udp_on_loss = self.opts.udp_on_random_loss.as_ref();
+        let (udp_on_loss, streams) = (self.opts.udp_on_random_loss.as_ref(), self.opts.streams);
         // Queued behind this file's download (a retry on a new session resumes: alone).
         let mut next = match resume {
             true => Vec::new(),
@@ -54,7 +54,19 @@ impl Copier<'_> {
                         n => n?,
                     }
                 } else {
-                    c.retrieve_file(rpath, 0, &sink, size, pump, None)?
+                    match c.retrieve_file(rpath, 0, &sink, size, pump, None) {
+                        // No UDP packet got through: the whole file over TCP streams.
+                        Err(_) if goes_on_after_leaving_udp(c, streams, pump, obs) => {
+                            let state =
+                                Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
+                            let none = RangeSet::default();
+                            match c.uses_blocks() {
+                                true => c.retrieve_blocks(rpath, &none, &sink, pump, &state)?,
+                                false => c.retrieve_file(rpath, 0, &sink, size, pump, None)?,
+                            }
+                        }
+                        n => n?,
+                    }
                 };
                 check_complete(rpath, 0, n, size)?;
                 return Ok(Done::new(n, 0));
@@ -128,6 +140,8 @@ impl Copier<'_> {
                         part.hold(&held)?;
                         continue;
                     }
+                    // No UDP packet got through: nothing arrived, all of it over TCP streams.
+                    Err(_) if goes_on_after_leaving_udp(c, streams, pump, obs) => continue,
                     Err((e, all)) => {
                         let bytes = all.len().saturating_sub(first.len());
                         part.failed(&all);

@@ -21,7 +21,7 @@ use super::verify::{
     already_there, ask_checksum, beside, check_upload, prepare_upload_check, regular_file_alg,
     remote_is_prefix, verify_alg, verify_copy,
 };
-use super::Connection;
+use super::{Connection, Streams};
 use anyhow::{bail, Context};
 use fatpipe_net::checksum::Follower;
 use fatpipe_net::udp::UdpConfig;
@@ -88,6 +88,7 @@ pub(super) struct Report {
     tune: Option<TuneSummary>,
     streams: Option<StreamsReport>,
     udp: Option<String>,
+    udp_started: Option<String>,
     tls: bool,
 }
 
@@ -98,6 +99,7 @@ impl Report {
             tune: c.last_tune().cloned(),
             streams: c.last_streams().cloned(),
             udp: c.last_udp().map(str::to_string),
+            udp_started: c.udp_started().map(str::to_string),
             tls: c.data_secured(),
         }
     }
@@ -224,6 +226,7 @@ impl Copier<'_> {
             tune,
             streams,
             udp,
+            udp_started,
             tls,
         } = report;
         let (done, error) = match outcome {
@@ -258,6 +261,7 @@ impl Copier<'_> {
             reused_streams: streams.as_ref().map_or(0, |s| s.reused),
             cc_on_random_loss: streams.as_ref().and_then(|s| s.cc.clone()),
             stream_decisions: streams.map(|s| s.decisions).unwrap_or_default(),
+            udp_started,
             udp,
             tls,
             verified,
@@ -269,6 +273,27 @@ impl Copier<'_> {
         self.obs.file_finished(&result);
         self.results.push(result);
     }
+}
+
+/// After a transfer that ended because no UDP packet got through a channel the session
+/// started on unasked: moves the session to TCP with `streams` and lets the file's `pump` run
+/// again; whether the transfer goes on (not when it failed otherwise, or the user asked to
+/// stop).
+fn goes_on_after_leaving_udp(
+    c: &mut Connection,
+    streams: Streams,
+    pump: &Pump,
+    obs: &dyn Observer,
+) -> bool {
+    if !c.left_udp_unreached() || obs.stop_requested() {
+        return false;
+    }
+    if let Err(e) = c.back_to_tcp(streams) {
+        tracing::warn!("cannot go back to TCP streams ({e:#})");
+        return false;
+    }
+    pump.restart();
+    true
 }
 
 /// After a transfer that ended to leave TCP on random loss: moves the session to the UDP

@@ -164,6 +164,7 @@ mod tests {
             udp: false,
             asked: false,
             leave_tcp_on_loss: false,
+            udp_if_long: false,
             why: "no random loss known".into(),
         }
     }

@@ -8,7 +8,7 @@ impl Copier<'_> {
     /// the local file's modification time where the server can set it (`MFMT`).
     pub(super) fn upload_file(&mut self, local: &Path, rpath: &str, modified: i64) {
         let (obs, resume, verify) = (self.obs, self.opts.resume, self.opts.verify);
-        let udp_on_loss = self.opts.udp_on_random_loss.as_ref();
+        let (udp_on_loss, streams) = (self.opts.udp_on_random_loss.as_ref(), self.opts.streams);
         self.record(local.display().to_string(), rpath.into(), |c, pump| {
             let mut file = File::open(local).with_context(|| format!("cannot read {}", local.display()))?;
             let len = file.metadata()?.len();
@@ -39,11 +39,16 @@ impl Copier<'_> {
             loop {
                 file.seek(SeekFrom::Start(have))?;
                 let (hashed, _watch) = prepare_upload_check(c, &file, alg, rpath, (have, len), pump);
-                let sent = match c.uses_blocks() {
-                    true => c.store_blocks(rpath, have, &file, pump),
-                    false => c.store_file(rpath, have, &file, pump),
+                let send = |c: &mut Connection, file: &File| match c.uses_blocks() {
+                    true => c.store_blocks(rpath, have, file, pump),
+                    false => c.store_file(rpath, have, file, pump),
                 };
-                moved += match sent {
+                moved += match send(c, &file) {
+                    // No UDP packet got through: all of it over TCP streams.
+                    Err(_) if goes_on_after_leaving_udp(c, streams, pump, obs) => {
+                        file.seek(SeekFrom::Start(have))?;
+                        send(c, &file)?
+                    }
                     // Left on random loss: the rest from what the server holds without a gap,
                     // over UDP (from where this transfer began if it will not say; the
                     // checksum after it finds any gap).

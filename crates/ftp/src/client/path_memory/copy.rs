@@ -65,6 +65,11 @@ impl CopyMemory {
         Some((r.streams, why))
     }
 
+    /// Whether path memory recalls a copy to the server at all.
+    pub fn known(&self) -> bool {
+        self.recalled.is_some()
+    }
+
     /// How long ago the last copy met random loss, if it did.
     pub fn lossy_ago(&self) -> Option<Duration> {
         self.recalled
