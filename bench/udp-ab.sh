@@ -6,15 +6,17 @@
 # copy, either way (DIR=down or up), the bytes compared. Prints a markdown row per run: whole
 # command and data-phase Mbit/s, the share of packets resent (R) and the packets the client's
 # UDP sockets dropped (its namespace's `RcvbufErrors`). BUSY=N: N shell busy loops run beside
-# (nice 0) and the client at nice 10, a receiver that falls behind on a busy host.
+# (nice 0) and the client at nice 10, a receiver that falls behind on a busy host. ARGS="":
+# a cold copy with no options (a new long path starts on the UDP channel); SIZE sets the
+# file (1G); BLOCK=1 makes the receiving namespace drop every UDP packet (a firewall).
 # Usage (root): bench/udp-ab.sh OLD_BINARY NEW_BINARY
 #   (env LOSSES="0.01 0.05", ROUNDS=3, RTT=100ms, DEST=null|file, DIR=down|up, BUSY=0,
-#   ARGS="--transport udp")
+#   ARGS="--transport udp", SIZE=1G, BLOCK=0)
 set -euo pipefail
 old=$1 new=$2
 tb=fpab$$ dir=$(mktemp -d -p /dev/shm)
 dest=${DEST:-null} way=${DIR:-down} args=${ARGS---transport udp}
-head -c 1G /dev/zero > "$dir/f1g"
+head -c "${SIZE:-1G}" /dev/zero > "$dir/f1g"
 srv="" busy=() nice=0
 cleanup() {
     [ -n "$srv" ] && kill "$srv" 2> /dev/null || true
@@ -31,6 +33,12 @@ echo "| loss | binary | s | whole Mbit/s | data Mbit/s | R % | socket drops |"
 echo "|---|---|---|---|---|---|---|"
 for loss in ${LOSSES:-0.01 0.05}; do
     "$new" testbed up --name $tb --rtt "${RTT:-100ms}" --rate 1gbit --loss "$loss" --profile stock > /dev/null
+    if [ "${BLOCK:-0}" = 1 ]; then
+        ns=$tb-a; [ "$way" = up ] && ns=$tb-b
+        ip -n $ns rule add pref 1 lookup local
+        ip -n $ns rule del pref 0
+        ip -n $ns rule add pref 0 iif fp0 ipproto udp blackhole
+    fi
     for _ in $(seq "${ROUNDS:-3}"); do
         for v in old new; do
             bin=$old; [ $v = new ] && bin=$new
