@@ -195,8 +195,9 @@ fn one_file_to_a_new_server_over_a_long_path_starts_on_udp() {
     assert_same(&srv.path("f.bin"), &down);
 }
 
-/// The same over a long path where UDP does not get through either way: each copy leaves the
-/// channel after its probe and goes on over TCP streams, and says so.
+/// The same over a long path where UDP does not get through either way: each copy (into a
+/// file, to /dev/null, up) leaves the channel after its probe and goes on over TCP streams,
+/// and says so.
 #[test]
 fn a_new_long_path_that_drops_udp_goes_on_over_tcp_streams() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -209,10 +210,12 @@ fn a_new_long_path_that_drops_udp_goes_on_over_tcp_streams() {
     let down = work.path().join("f.bin");
     let (from, to) = (srv.url("f.bin"), down.to_str().unwrap().to_string());
     let up = srv.url("up.bin");
-    for (i, (src, dst)) in [(from.as_str(), to.as_str()), (&to, &up)]
-        .into_iter()
-        .enumerate()
-    {
+    let copies = [
+        (from.as_str(), to.as_str()),
+        (&from, "/dev/null"),
+        (&to, &up),
+    ];
+    for (i, (src, dst)) in copies.into_iter().enumerate() {
         let out = json(&run_ok(
             tb.fatpipe("b", &["cp", "--quiet", "--json", src, dst])
                 .env("XDG_CACHE_HOME", work.path().join(format!("cache{i}"))),
@@ -223,6 +226,7 @@ fn a_new_long_path_that_drops_udp_goes_on_over_tcp_streams() {
         assert!(why.contains("a new path with a 6"), "{why}");
         assert!(why.ends_with("went on over TCP streams"), "{why}");
         assert!(out["files"][0]["udp"].is_null(), "{out}");
+        assert_eq!(out["bytes"], 12 << 20, "{out}");
     }
     assert_same(&srv.path("f.bin"), &down);
     assert_same(&down, &srv.path("up.bin"));

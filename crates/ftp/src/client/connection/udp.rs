@@ -93,15 +93,13 @@ impl Connection {
             unreached: Some(Arc::default()),
             ..udp
         };
-        match self.use_udp(stack, udp, fallback, false) {
-            Ok(None) => {}
-            not => {
-                self.blocks = blocks;
-                return not.map(|why| {
-                    tracing::debug!("{why:?}: the data goes over TCP");
-                    None
-                });
+        let not = self.use_udp(stack, udp, fallback, false);
+        if !matches!(not, Ok(None)) {
+            self.blocks = blocks;
+            if let Ok(Some(why)) = &not {
+                tracing::debug!("{why}: the data goes over TCP");
             }
+            return not.map(|_| None);
         }
         tracing::info!("transport udp: {why}");
         self.udp.leave_on_random_loss = false;

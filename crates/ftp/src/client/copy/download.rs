@@ -41,32 +41,26 @@ impl Copier<'_> {
                     .write(true)
                     .open(target)
                     .with_context(|| format!("cannot write {}", target.display()))?;
-                // MODE E too: blocks land at their offsets, which a device ignores.
-                let n = if c.uses_blocks() {
+                let n = loop {
+                    if !c.uses_blocks() {
+                        match c.retrieve_file(rpath, 0, &sink, size, pump, None) {
+                            // No UDP packet got through: the whole file over TCP streams.
+                            Err(_) if goes_on_after_leaving_udp(c, streams, pump, obs) => continue,
+                            n => break n?,
+                        }
+                    }
+                    // MODE E too: blocks land at their offsets, which a device ignores.
                     let state = Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
-                    match c.retrieve_blocks(rpath, &RangeSet::default(), &sink, pump, &state) {
+                    let none = RangeSet::default();
+                    break match c.retrieve_blocks(rpath, &none, &sink, pump, &state) {
                         // Left on random loss: the rest from the first gap, over UDP.
                         Err(_) if goes_on_after_leaving_tcp(c, udp_on_loss, pump, obs) => {
-                            let have = held_with(&RangeSet::default(), &state).prefix();
+                            let have = held_with(&none, &state).prefix();
                             let most = size.map(|s| s.saturating_sub(have));
                             have + c.retrieve_file(rpath, have, &sink, most, pump, None)?
                         }
                         n => n?,
-                    }
-                } else {
-                    match c.retrieve_file(rpath, 0, &sink, size, pump, None) {
-                        // No UDP packet got through: the whole file over TCP streams.
-                        Err(_) if goes_on_after_leaving_udp(c, streams, pump, obs) => {
-                            let state =
-                                Arc::new(Mutex::new(Reassembly::new(size.unwrap_or(u64::MAX))));
-                            let none = RangeSet::default();
-                            match c.uses_blocks() {
-                                true => c.retrieve_blocks(rpath, &none, &sink, pump, &state)?,
-                                false => c.retrieve_file(rpath, 0, &sink, size, pump, None)?,
-                            }
-                        }
-                        n => n?,
-                    }
+                    };
                 };
                 check_complete(rpath, 0, n, size)?;
                 return Ok(Done::new(n, 0));
