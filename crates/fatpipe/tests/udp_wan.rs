@@ -180,6 +180,16 @@ fn one_file_to_a_new_server_over_a_long_path_starts_on_udp() {
         let udp = file["udp"].as_str().unwrap_or_default();
         assert!(udp.starts_with("udp: default rate control"), "{out}");
         assert!(file["verified"].as_str().is_some(), "{file}");
+        if cache == "up" {
+            // This end's sender keeps what the path taught it for the next copy.
+            let kept = std::fs::read(work.path().join("up/fatpipe/paths.json")).unwrap();
+            let kept: serde_json::Value = serde_json::from_slice(&kept).unwrap();
+            let servers = kept["servers"].as_object().cloned().unwrap_or_default();
+            let learned = servers
+                .values()
+                .any(|s| s["udp"]["rate"].as_f64().is_some());
+            assert!(learned, "{kept}");
+        }
         // The next copy to the server knows the path: not new, whichever way it goes.
         let again = cp(&[], src, dst, cache);
         let why = again["transport"]["why"].as_str().unwrap_or_default();

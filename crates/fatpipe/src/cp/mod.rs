@@ -286,7 +286,9 @@ fn copy_all(a: &Args, verbose: bool) -> anyhow::Result<ExitCode> {
     })?;
     progress.bar.finish_and_clear();
     let interrupted = progress.interrupted.load(Ordering::SeqCst);
-    let udp = opts.udp.as_ref().and_then(|(_, u)| u.memory.as_ref());
+    // What the UDP sender learned, on the channel asked for or the one `auto` took.
+    let channel = opts.udp.as_ref().or(opts.udp_on_random_loss.as_ref());
+    let udp = channel.and_then(|(_, u)| u.memory.as_ref());
     let learned = udp.and_then(|m| m.lock().ok().map(|m| m.clone()));
     let transport = plan.finish(&results, learned, opts.features.seen());
     let ending = Ending {
