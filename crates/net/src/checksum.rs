@@ -382,20 +382,20 @@ mod tests {
             let r = resident(&f, len);
             r[from >> 12..to >> 12].iter().filter(|&&p| p).count()
         };
+        // Kept: every page, but for the few that memory pressure from elsewhere may evict (a
+        // clean-clone run once lost 2 of 65,536 beside 14 GB of tmpfs); what the follower
+        // drops is every page of 96 MiB.
+        let kept = |n: usize| n >= (len >> 12) - (len >> 12) / 100;
         // Not large: every page it read stays.
         let whole = hash(u64::MAX);
-        assert_eq!(
-            pages(0, len),
-            len >> 12,
-            "a file under the size is kept whole"
-        );
+        assert!(kept(pages(0, len)), "a file under the size is kept whole");
         // Large from the start: 256 MiB hashed, pages let go of up to 3 steps behind the
         // last (`DROP_LAG`, `DROP_STEP`): the first 96 MiB, written and synced, are gone.
         assert_eq!(hash(0), whole);
         assert_eq!(pages(0, 96 << 20), 0, "nothing kept before 96 MiB");
         // The same without the hash (`CacheWatch`), the file read into the cache again.
         checksum(&f, ChecksumAlg::Adler32, 0, None).unwrap();
-        assert_eq!(pages(0, len), len >> 12);
+        assert!(kept(pages(0, len)));
         assert_eq!(follow(None, 0), "");
         assert_eq!(
             pages(0, 96 << 20),
