@@ -112,9 +112,9 @@ pub struct Args {
     /// selectively: for long paths with random loss; needs a fatpipe server, one data
     /// connection, no TLS on data); or auto: udp for one file where the last copy to the same
     /// server (within the hour, -p auto's path memory) met random loss, or where the server is
-    /// new and the path long (a round trip of 50 ms or more), tcp otherwise (a download or
-    /// upload that meets random loss goes on over udp) and once a copy over udp found the loss
-    /// gone. A server without the channel gets tcp.
+    /// new and the path long (a round trip of 50 ms or more; a file of up to 2 GiB per 100 ms
+    /// of it), tcp otherwise (a download or upload that meets random loss goes on over udp)
+    /// and once a copy over udp found the loss gone. A server without the channel gets tcp.
     #[arg(long, default_value = "auto", value_parser = Asked::parse)]
     transport: Asked,
     /// The UDP channel's rate controller: default (holds its rate through random loss, yields
