@@ -77,7 +77,7 @@ fn starts_on_udp(conn: &mut Connection, opts: &CopyOptions, jobs: &[Job], downlo
     ) else {
         return false;
     };
-    match conn.start_on_udp_if_long(stack, udp.clone(), (opts.streams, job.size())) {
+    match conn.start_on_udp_if_long(stack, udp.clone(), opts.streams, job.size()) {
         Ok(Some(_)) => {
             // A download's passive address rides with its `RETR`, as on a session that
             // started on the channel (uploads asked for it already).

@@ -76,7 +76,8 @@ impl Connection {
         &mut self,
         stack: &NetStack,
         udp: UdpConfig,
-        (fallback, size): (Streams, Option<u64>),
+        fallback: Streams,
+        size: Option<u64>,
     ) -> anyhow::Result<Option<String>> {
         let link = self
             .control
@@ -124,12 +125,7 @@ impl Connection {
         self.udp.started = self.udp.started.take().map(|why| {
             format!("{why}; but no UDP packet got through, and the copy went on over TCP streams")
         });
-        self.set_ahead(setnetstack(&NetStack {
-            udp: false,
-            control: None,
-            rate: None,
-            start: None,
-        }));
+        self.set_ahead(setnetstack(&NetStack::default()));
         self.set_streams(streams)
     }
 
