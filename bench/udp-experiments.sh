@@ -119,7 +119,7 @@ contend() {
         | [.intervals[].sum | select($s + .start >= $a and $s + .end <= $b) | .bits_per_second]
         | if length > 0 then add / length / 1e6 | floor else "?" end' "$dir/cubic.json" 2> /dev/null || echo "?")
     if [[ $tool == udp* ]]; then
-        r=$(jq -r '.files[0].udp // ""' "$dir/cp.json" | sed -n 's/.*(R = \([0-9.]*\) %).*/\1 %/p')
+        r=$(jq -r '.files[0].udp // ""' "$dir/cp.json" | sed -n 's/.*(R = \([0-9.]*\) %.*/\1 %/p')
     else
         r=$(jq -rs --argjson bytes "$(jq '.bytes' "$dir/cp.json")" '
             [.[] | select(.event == "sample" and .role == "sender")]

@@ -6,8 +6,8 @@
 //! once a copy over UDP found the loss gone. A copy of one file (not too large) to a server path
 //! memory knows nothing of starts on the UDP channel where the path is long (`long_path_start`):
 //! its packet train finds the path's rate in a round trip, where TCP's slow start takes a dozen,
-//! and a lossy path then costs nothing; that copy's resends tell the next one which transport
-//! to take. The
+//! and a lossy path then costs nothing; the loss that copy met where no queue stood tells the
+//! next one which transport to take. The
 //! choice is pure: the caller brings what path memory recalls and says what it did.
 
 use fatpipe_tune::CongestionControl;
@@ -239,14 +239,15 @@ pub fn long_path_start(
     ))
 }
 
-/// The UDP channel's resends (the seed's R, %) below which a path counts as clean again: a
-/// copy over it that resent less finds the loss gone, and the next copy goes back to TCP.
+/// The loss (%) a copy over the UDP channel met while no queue stood on the path (else its
+/// resends, the seed's R) below which the path counts as clean again: the next copy goes back
+/// to TCP. What a start-up that overflowed the queue dropped does not count.
 pub const CLEAN_BELOW_PERCENT: f64 = 0.05;
 
 /// What path memory keeps of random loss after a copy (the congestion control chosen on it,
 /// which marks the path lossy; `None`: not known to be lossy): nothing for several files; for
-/// one file, a copy over the UDP channel tells by its resends (`udp_loss`, R in %) whether the
-/// loss goes on, and a TCP copy by the control its senders chose on random loss
+/// one file, a copy over the UDP channel tells by the loss it met (`udp_loss`, %: the path's
+/// own, apart from a queue's overflow, else R) whether the loss goes on, and a TCP copy by the control its senders chose on random loss
 /// (`chosen_on_loss`), or else keeps what it `carried` over from the last copy.
 pub fn remembered_loss(
     several: bool,
@@ -428,10 +429,10 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_over_udp_with_hardly_any_resends_ends_the_lossy_spell() {
+    fn a_copy_over_udp_that_met_hardly_any_loss_ends_the_lossy_spell() {
         let bbr = Some(CongestionControl::Bbr);
         let carried = || bbr.clone();
-        // Over UDP: the resends decide.
+        // Over UDP: the path's own loss decides.
         assert_eq!(remembered_loss(false, Some(0.0), None, carried()), None);
         assert_eq!(remembered_loss(false, Some(0.04), None, carried()), None);
         assert_eq!(remembered_loss(false, Some(0.9), None, carried()), bbr);

@@ -322,6 +322,7 @@ impl Conductor {
             control: config.control.to_string(),
             packets: packets(u.length(), u.payload()),
             transmissions: u.transmissions(),
+            path_loss: u.path_loss_percent(),
             last_rate: control.rate(),
             state: control.state().to_string(),
             foreign: 0,

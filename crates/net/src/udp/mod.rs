@@ -150,6 +150,9 @@ pub struct UdpSummary {
     pub packets: u64,
     /// Packets sent, resends included (the seed's T).
     pub transmissions: u64,
+    /// The share (%) of packets the path lost while no queue stood on it (the sender's
+    /// reading of its random loss); `None` where the sender had none.
+    pub path_loss: Option<f64>,
     /// The rate at the end, bits/s, and the controller's state then.
     pub last_rate: f64,
     /// See `last_rate`.
@@ -173,8 +176,23 @@ impl UdpSummary {
 /// The resend share (R, %) a summary as [`UdpSummary`] writes it says, if it says one: a
 /// download's summary comes from the server as text.
 pub fn loss_in_summary(text: &str) -> Option<f64> {
-    let (_, rest) = text.split_once("(R = ")?;
-    let (r, _) = rest.split_once(" %)")?;
+    share_in_summary(text, "(R = ")
+}
+
+/// The path's own loss (%) a summary says (what it lost while no queue stood: a clean path
+/// whose start-up overflowed the queue says 0), else its resend share (a server before this
+/// reading, or a sender that had no report without a queue).
+pub fn path_loss_in_summary(text: &str) -> Option<f64> {
+    share_in_summary(text, PATH_LOSS).or_else(|| loss_in_summary(text))
+}
+
+/// How a summary names the path's own loss.
+const PATH_LOSS: &str = "path loss ";
+
+/// The percentage a summary gives after `label`.
+fn share_in_summary(text: &str, label: &str) -> Option<f64> {
+    let (_, rest) = text.split_once(label)?;
+    let (r, _) = rest.split_once(" %")?;
     r.trim().parse().ok()
 }
 
@@ -186,11 +204,18 @@ impl fmt::Display for UdpSummary {
         }
         write!(
             f,
-            "udp: {} rate control, {} packets, {} resent (R = {:.2} %), last {:.0} Mbit/s ({})",
+            "udp: {} rate control, {} packets, {} resent (R = {:.2} %",
             self.control,
             self.packets,
             self.transmissions.saturating_sub(self.packets),
             self.loss_percent(),
+        )?;
+        if let Some(p) = self.path_loss {
+            write!(f, ", {PATH_LOSS}{p:.3} %")?;
+        }
+        write!(
+            f,
+            "), last {:.0} Mbit/s ({})",
             self.last_rate / 1e6,
             self.state
         )
@@ -418,11 +443,20 @@ mod tests {
             ..UdpSummary::default()
         };
         assert_eq!(loss_in_summary(&s.to_string()), Some(1.23));
+        // Without a reading of the path's own loss, the resends stand for it.
+        assert_eq!(path_loss_in_summary(&s.to_string()), Some(1.23));
+        let calm = UdpSummary {
+            path_loss: Some(0.0),
+            ..s.clone()
+        };
+        assert_eq!(loss_in_summary(&calm.to_string()), Some(1.23));
+        assert_eq!(path_loss_in_summary(&calm.to_string()), Some(0.0));
         let fell_back = UdpSummary {
             fell_back: true,
             ..s
         };
         assert_eq!(loss_in_summary(&fell_back.to_string()), None);
+        assert_eq!(path_loss_in_summary(&fell_back.to_string()), None);
         assert_eq!(loss_in_summary("udp: (R = x %)"), None);
     }
 }

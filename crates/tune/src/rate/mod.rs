@@ -12,6 +12,13 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
+/// The queueing delay that means a queue is building: a tenth of the round trip, within
+/// 4–25 ms (a path's own jitter stays below it). Below it, what the path loses is its own
+/// (random) loss; above it, a queue may be overflowing.
+pub fn queue_limit(rtt: Duration) -> Duration {
+    (rtt / 10).clamp(Duration::from_millis(4), Duration::from_millis(25))
+}
+
 /// What the receiver's reports said over one interval, as the sender sums them up.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Feedback {

@@ -23,7 +23,7 @@
 //! delivered rate measured over less than half a round trip never becomes the estimate (a
 //! receiver that ran late counts a burst into a few milliseconds).
 
-use super::{bounded, Feedback, RateControl, RateLimits};
+use super::{bounded, queue_limit, Feedback, RateControl, RateLimits};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -162,12 +162,6 @@ impl Steady {
         }
     }
 
-    /// The queueing delay that means a queue is building: a tenth of the round trip, within
-    /// 4–25 ms (a path's own jitter stays below it).
-    fn queue_limit(rtt: Duration) -> Duration {
-        (rtt / 10).clamp(Duration::from_millis(4), Duration::from_millis(25))
-    }
-
     /// The span one decision acts over: a round trip, or a report interval where that is
     /// longer.
     fn round(rtt: Duration) -> Duration {
@@ -231,7 +225,7 @@ impl Steady {
             .backed_off
             .is_some_and(|at| f.now < at + Self::round(f.rtt) + f.queue);
         Self::remember(&mut self.losses, loss);
-        let limit = Self::queue_limit(f.rtt);
+        let limit = queue_limit(f.rtt);
         let before = self.bottleneck();
         // A queue that is draining (after a back-off) is no new sign, nor the one the last
         // round trip's probe built.
@@ -376,7 +370,7 @@ impl RateControl for Steady {
         self.pending.absorb(fb);
         let every = Self::round(self.pending.rtt);
         // In start-up a queue ends the round trip at once, and so does its end in the drain.
-        let limit = Self::queue_limit(fb.rtt);
+        let limit = queue_limit(fb.rtt);
         let early = match self.phase {
             Phase::Startup => fb.queue > limit,
             Phase::Drain => fb.queue <= limit / 2,

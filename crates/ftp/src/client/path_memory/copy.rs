@@ -6,7 +6,7 @@
 use super::{PathMemory, Recalled};
 use crate::client::file_result::FileResult;
 use crate::client::transport;
-use fatpipe_net::udp::loss_in_summary;
+use fatpipe_net::udp::path_loss_in_summary;
 use fatpipe_tune::rate::RateMemory;
 use fatpipe_tune::CongestionControl;
 use std::path::PathBuf;
@@ -104,7 +104,7 @@ impl CopyMemory {
             .iter()
             .rev()
             .find_map(|r| r.udp.as_deref())
-            .and_then(loss_in_summary);
+            .and_then(path_loss_in_summary);
         let chosen = results.iter().find_map(|r| r.cc_on_random_loss.clone());
         let cc = transport::remembered_loss(self.several, udp_loss, chosen, self.carried);
         let last = results

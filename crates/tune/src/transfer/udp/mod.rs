@@ -16,7 +16,7 @@ pub use arrivals::{Arrival, Arrivals, Take};
 pub use ledger::{Ledger, LedgerError, WINDOW};
 pub use receive::{UdpReceive, QUIET_REPORTS, REPORT_EVERY};
 
-use crate::rate::{Feedback, RateControl};
+use crate::rate::{queue_limit, Feedback, RateControl};
 use fatpipe_proto::udp::{Report, HEADER, TRAIN};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -141,6 +141,9 @@ pub struct UdpSend {
     sends: VecDeque<(Instant, u64)>,
     /// Recent loss share, and when the receiver is next told.
     loss: f64,
+    /// Packets the receiver got, and those lost, in reports that showed no queue standing (at
+    /// most [`queue_limit`]): what the path itself loses, apart from what a full queue dropped.
+    calm: (u64, u64),
     next_status: Instant,
     /// The latest report, and when it came.
     last: Option<Report>,
@@ -182,6 +185,7 @@ impl UdpSend {
             rtts: VecDeque::new(),
             sends: VecDeque::new(),
             loss: 0.0,
+            calm: (0, 0),
             next_status: now,
             last: None,
             heard: now,
@@ -217,6 +221,14 @@ impl UdpSend {
     /// Transmissions so far (first sends and resends).
     pub fn transmissions(&self) -> u64 {
         self.ledger.transmissions
+    }
+
+    /// The share (%) of packets the path lost while no queue stood on it: its own (random)
+    /// loss, without what start-up or a probe overflowing a queue dropped (a clean path's first
+    /// copy resent up to 23 % of its packets that way); `None` before such a report.
+    pub fn path_loss_percent(&self) -> Option<f64> {
+        let (got, lost) = self.calm;
+        (got + lost > 0).then(|| 100.0 * lost as f64 / (got + lost) as f64)
     }
 
     /// Whether a packet reached the receiver yet.
@@ -290,6 +302,10 @@ impl UdpSend {
         };
         self.control.on_feedback(&feedback);
         self.loss = 0.9 * self.loss + 0.1 * feedback.loss();
+        if feedback.queue <= queue_limit(self.rtt) {
+            self.calm.0 += feedback.delivered;
+            self.calm.1 += feedback.lost;
+        }
         if now >= self.next_status {
             self.next_status = now + STATUS_EVERY;
             self.events.push_back(UdpEvent::Status {

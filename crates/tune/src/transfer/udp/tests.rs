@@ -189,3 +189,28 @@ fn reports_make_status_and_segment_events() {
         Err(LedgerError::NeverSent(500))
     );
 }
+
+#[test]
+fn the_path_s_own_loss_leaves_out_what_a_full_queue_dropped() {
+    let t0 = Instant::now();
+    let mut s = sender(1000, 1e9, t0);
+    send_all_due(&mut s, t0);
+    assert_eq!(s.path_loss_percent(), None);
+    // The train's first half arrives with no queue standing, but for one packet: the path's.
+    let calm: Vec<u64> = (0..64).filter(|&i| i != 10).collect();
+    s.on_report(report(20, &calm, 64, 1000), t0 + Duration::from_millis(21))
+        .unwrap();
+    assert_eq!(s.path_loss_percent(), Some(100.0 / 64.0));
+    // Its second half behind a 30 ms queue, 40 of its 64 dropped where it overflowed: not the
+    // path's own loss.
+    let mut full = calm.clone();
+    full.extend((64..128).filter(|i| i % 8 < 3));
+    let overflowed = Report {
+        queue_us: 30_000,
+        ..report(30, &full, 128, 1000)
+    };
+    s.on_report(overflowed, t0 + Duration::from_millis(31))
+        .unwrap();
+    assert_eq!(full.len(), 63 + 24);
+    assert_eq!(s.path_loss_percent(), Some(100.0 / 64.0));
+}
