@@ -161,7 +161,7 @@ impl Connection {
             return;
         };
         let cap = self.tune.as_ref().and_then(|t| t.control.receive_cap());
-        let Some(rtt) = self.round_trip else {
+        let Some(rtt) = self.round_trip() else {
             return;
         };
         if let Some(c) = cold::cold_start(
@@ -381,7 +381,7 @@ impl Connection {
                 from: None,
                 prepare: self.prepare(),
                 timeout: self.timeout,
-                hedge: self.token.and(self.round_trip).map(hedge_after),
+                hedge: self.token.and(self.round_trip()).map(hedge_after),
             })
             .secured(self.secure.clone())
             .proved(self.token),

@@ -14,12 +14,12 @@ mod pipeline;
 mod pipelined;
 mod replies;
 mod secure;
+mod settings;
 mod stored;
 mod third_party;
 mod udp;
+use gridftp::Blocks;
 pub use gridftp::{checksum_command, StreamsReport};
-use gridftp::{reuse_command, Blocks};
-use pipeline::Unsettled;
 use secure::ControlStream;
 pub use secure::{TlsMode, TlsPolicy};
 
@@ -29,14 +29,13 @@ pub use fatpipe_net::at_most::AtMost;
 use fatpipe_net::mode_e::Kept;
 use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::{Conductor, Moved, Mover, Pump, PumpError, TuneSummary, TunerConfig};
-use fatpipe_proto::drs::DrsOpts;
-use fatpipe_proto::gridftp::ChecksumAlg;
 use fatpipe_proto::reply::ReplyParser;
 use fatpipe_proto::{Command, Reply, TransferType};
-use fatpipe_tune::{Role, Tuning};
+use fatpipe_tune::Role;
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -114,8 +113,8 @@ pub struct Connection {
     /// What the latest transfer did.
     last: LastTransfer,
     /// The quickest command-to-reply time seen on the control connection: about the path's
-    /// round trip.
-    round_trip: Option<Duration>,
+    /// round trip, where the kernel gives none.
+    quickest_reply: Option<Duration>,
     /// The data token the server took (`DTOK`): every data connection shows or checks it.
     token: Option<Token>,
     /// A login sent with the session's first commands, not answered yet (login.rs).
@@ -149,18 +148,15 @@ struct LastTransfer {
     udp: Option<String>,
 }
 
-/// `DTOK` with `token` (`None`: `DTOK NONE`).
-fn dtok(token: Option<Token>) -> Command {
-    Command::Dtok(token.map(|t| t.to_hex()))
-}
-
 /// Longest reply line accepted from a server.
 const MAX_REPLY_LINE: usize = 64 * 1024;
 
 impl Connection {
-    /// About the round trip to the server: the quickest reply to a command so far.
+    /// The round trip to the server: the kernel's least on the control connection (its
+    /// handshake on), else the quickest reply to a command so far. Replies come late from a
+    /// busy host: a clean-clone test run read a 20 ms path as 116 ms by them.
     pub fn round_trip(&self) -> Option<Duration> {
-        self.round_trip
+        fatpipe_net::tcpinfo::min_rtt(self.control.get_ref().tcp().as_fd()).or(self.quickest_reply)
     }
 
     /// Connects, reads the greeting and the server's features, secures the session as `tls`
@@ -229,7 +225,7 @@ impl Connection {
             udp: UdpSide::default(),
             pipe: pipeline::Pipeline::default(),
             last: LastTransfer::default(),
-            round_trip: None,
+            quickest_reply: None,
             token: None,
             login: None,
         };
@@ -287,130 +283,6 @@ impl Connection {
         Ok(c)
     }
 
-    /// Tunes the data connections from now on: tells the server the mode (`OPTS DRS` with a
-    /// fatpipe server, `SBUF` for fixed sizes with other GridFTP servers) and runs the mode's law
-    /// at this end.
-    pub fn set_tuning(&mut self, cfg: TunerConfig) -> anyhow::Result<()> {
-        self.drs_peer = false;
-        let tuning = cfg.tuning;
-        let opts = DrsOpts {
-            notify: Some(true),
-            tuning: Some(tuning.to_string()),
-            pacing: cfg.pacing.map(|p| p.to_string()),
-            cc: cfg.cc.as_ref().map(|c| c.user_name().to_string()),
-            paced: None,
-            hash: None,
-        };
-        self.tune = Some(cfg);
-        if self.has_feature("DRS") {
-            // Its answer is taken before the next transfer ([`Connection::settle`]).
-            self.ask_ahead(Command::Opts(opts.to_string()));
-            self.pipe.unsettled.push(Unsettled::Drs(opts));
-            return Ok(());
-        }
-        self.fixed_buffers(tuning)
-    }
-
-    /// Tells a fatpipe server whether this end will ask for the checksum of the files it moves
-    /// next (`OPTS DRS Hash=`, with the next command): a server that hashes them beside their
-    /// transfers reads each file a second time, which a copy that does not verify (to
-    /// /dev/null, `--no-verify`) need not cost it. Transfers already asked for keep the word
-    /// they were asked under; a server without the option just hashes.
-    pub(crate) fn verifies(&mut self, xxh3: bool) {
-        if xxh3 == self.server_hashes || !self.has_feature("DRS") {
-            return;
-        }
-        self.server_hashes = xxh3;
-        let hash = if xxh3 {
-            ChecksumAlg::Xxh3.to_string()
-        } else {
-            "off".into()
-        };
-        let opts = DrsOpts {
-            hash: Some(hash),
-            ..DrsOpts::default()
-        };
-        self.tell_ahead(Command::Opts(opts.to_string()));
-    }
-
-    /// What the session's settings asked ahead were answered (`OPTS DRS`, `OPTS DCREUSE`,
-    /// `DTOK`, `SITE SETNETSTACK`), taken before a transfer needs it: they go out with the next
-    /// command, not a round trip of their own.
-    fn settle(&mut self) -> anyhow::Result<()> {
-        for u in std::mem::take(&mut self.pipe.unsettled) {
-            match u {
-                Unsettled::Drs(opts) => self.settle_drs(opts)?,
-                Unsettled::Reuse => self.reuse = self.ask(&reuse_command())?.is_success(),
-                Unsettled::Token(t) => {
-                    let taken = self.ask(&dtok(Some(t)))?.is_success();
-                    self.token = taken.then_some(t);
-                }
-                Unsettled::Udp(cmd, fallback, asked) => self.settle_udp(&cmd, fallback, asked)?,
-            }
-        }
-        Ok(())
-    }
-
-    /// The server's answer to `OPTS DRS` with `opts`: whether it speaks the drsFTP messages.
-    fn settle_drs(&mut self, opts: DrsOpts) -> anyhow::Result<()> {
-        let r = self.ask(&Command::Opts(opts.to_string()))?;
-        self.drs_peer = r.is_success();
-        // A server that knows DRS but not the pacing or congestion control asked for
-        // says why; the transfer goes on without them (uploads still use them here).
-        if !self.drs_peer && (opts.pacing.is_some() || opts.cc.is_some()) {
-            tracing::warn!("the server refused {opts}: {r}; downloads use its defaults");
-            let plain = DrsOpts {
-                pacing: None,
-                cc: None,
-                ..opts
-            };
-            self.drs_peer = self
-                .command(&Command::Opts(plain.to_string()))?
-                .is_success();
-        }
-        if !self.drs_peer {
-            if let Some(t) = self.tune.as_ref().map(|t| t.tuning) {
-                self.fixed_buffers(t)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Asks a server that knows `DTOK` to take data connections only with `token` (`None`:
-    /// with none); its answer is taken before the next transfer ([`Connection::settle`]), and
-    /// until then data connections carry no token.
-    fn ask_token(&mut self, token: Option<Token>) {
-        if !self.has_feature("DTOK") {
-            return;
-        }
-        self.kept = None;
-        self.token = None;
-        match token {
-            Some(t) => {
-                self.ask_ahead(dtok(Some(t)));
-                self.pipe.unsettled.push(Unsettled::Token(t));
-            }
-            None => self.set_ahead(dtok(None)),
-        }
-    }
-
-    /// Tells a server without the drsFTP messages the fixed buffer size of `tuning` (`SBUF`),
-    /// when it has one.
-    fn fixed_buffers(&mut self, tuning: Tuning) -> anyhow::Result<()> {
-        let fixed = match tuning {
-            Tuning::Stock => Some(fatpipe_tune::law::STOCK_BUFFER),
-            Tuning::Static(n) => Some(n),
-            _ => None,
-        };
-        if let (true, Some(n)) = (self.has_feature("SBUF"), fixed) {
-            let r = self.command(&Command::Sbuf(n))?;
-            if !r.is_success() {
-                tracing::warn!("the server refused SBUF {n}: {r}");
-            }
-        }
-        Ok(())
-    }
-
     /// Peak buffers and caps of the latest tuned transfer.
     pub fn last_tune(&self) -> Option<&TuneSummary> {
         self.last.tune.as_ref()
@@ -444,7 +316,7 @@ impl Connection {
 
     /// A command answered `took` after it was sent: the round trip is the quickest such.
     fn timed(&mut self, took: Duration) {
-        self.round_trip = Some(self.round_trip.map_or(took, |t| t.min(took)));
+        self.quickest_reply = Some(self.quickest_reply.map_or(took, |t| t.min(took)));
     }
 
     /// Sends a command and fails unless the reply is 2xx or 3xx.

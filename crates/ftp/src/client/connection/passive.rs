@@ -79,7 +79,7 @@ impl Connection {
         let hedge = self
             .token
             .filter(|_| checked && !self.data_secured())
-            .and(self.round_trip)
+            .and(self.round_trip())
             .map(hedge_after);
         let s = fatpipe_net::socket::connect_prepared(target, None, self.timeout, hedge, |sock| {
             prepare(sock.as_fd())

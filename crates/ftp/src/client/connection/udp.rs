@@ -14,7 +14,6 @@ use fatpipe_proto::{Command, TransferType};
 use fatpipe_tune::Role;
 use std::fs::File;
 use std::io::Seek;
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -85,11 +84,7 @@ impl Connection {
             .local_addr()
             .ok()
             .and_then(|a| fatpipe_net::interface::speed_of(a.ip()));
-        // The kernel's least RTT on the control connection (its handshake on): replies come
-        // late from a busy host, and a clean-clone test run read a 20 ms path as 116 ms by
-        // them.
-        let rtt = fatpipe_net::tcpinfo::min_rtt(control.as_fd()).or(self.round_trip);
-        let Some(why) = transport::long_path_start(rtt, link, size) else {
+        let Some(why) = transport::long_path_start(self.round_trip(), link, size) else {
             return Ok(None);
         };
         let blocks = self.blocks.take();
