@@ -73,6 +73,9 @@ pub(super) fn session(
     }
     if let Some(uploads) = copies {
         conn.expect_transfers(uploads);
+        if !uploads && opts.udp_if_long && opts.udp_on_random_loss.is_some() {
+            conn.expect_udp_start();
+        }
     }
     Ok(conn)
 }

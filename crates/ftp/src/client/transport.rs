@@ -216,6 +216,15 @@ pub const UDP_LINK_MAX_BITS: u64 = 10_000_000_000;
 /// per cent short of TCP's (4 GiB at 100 ms: 0.89–0.94 of the ceiling against 0.955).
 const UDP_FIRST_BYTES_PER_RTT_SECOND: f64 = 20.0 * (1u64 << 30) as f64;
 
+/// The round trip of a path a new copy may start on the UDP channel over, whatever its size
+/// (see [`long_path_start`]): `round_trip` long, the local link (`link_bits`) not too fast.
+pub fn long_path(round_trip: Option<Duration>, link_bits: Option<u64>) -> Option<Duration> {
+    let rtt = round_trip.filter(|t| *t >= LONG_PATH)?;
+    link_bits
+        .is_none_or(|b| b <= UDP_LINK_MAX_BITS)
+        .then_some(rtt)
+}
+
 /// Whether a copy whose choice is [`Choice::udp_if_long`] starts on the UDP channel, from the
 /// control connection's `round_trip`, the speed of the local link it leaves by (`link_bits`,
 /// bits/s, when the system tells it) and the file's `size`: why, if it does. Its packet train
@@ -226,10 +235,7 @@ pub fn long_path_start(
     link_bits: Option<u64>,
     size: Option<u64>,
 ) -> Option<String> {
-    let rtt = round_trip.filter(|t| *t >= LONG_PATH)?;
-    if link_bits.is_some_and(|b| b > UDP_LINK_MAX_BITS) {
-        return None;
-    }
+    let rtt = long_path(round_trip, link_bits)?;
     let most = rtt.as_secs_f64() * UDP_FIRST_BYTES_PER_RTT_SECOND;
     size.filter(|s| (*s as f64) <= most)?;
     Some(format!(

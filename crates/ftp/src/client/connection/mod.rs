@@ -357,32 +357,38 @@ impl Connection {
         work: StreamWork<'_>,
         failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<u64> {
+        // Nothing is left for the transfer command to settle: its mover is a stream's.
+        self.settle()?;
         let secure = self.secure.clone();
-        let make =
-            move |link, proof| StreamMover::new(link, work, secure, proof) as Box<dyn Mover + '_>;
+        let make = move |link, proof, _udp| {
+            StreamMover::new(link, work, secure, proof) as Box<dyn Mover + '_>
+        };
         self.run_mode_s(cmd, offset, tuned, pump, make, failed)
             .map(|(m, _)| m.bytes)
     }
 
-    /// [`Connection::transfer`] with the mover `make` builds on the data connection; returns
-    /// what it moved and the server's final reply.
+    /// [`Connection::transfer`] with the mover `make` builds on the data connection (told
+    /// whether the transfer takes the UDP channel: a `SITE SETNETSTACK udp` may go out with
+    /// the command); returns what it moved and the server's final reply.
     fn run_mode_s<'w>(
         &mut self,
         cmd: Command,
         offset: u64,
         tuned: Option<Role>,
         pump: &Arc<Pump>,
-        make: impl FnOnce(TcpStream, Option<Proof>) -> Box<dyn Mover + 'w>,
+        make: impl FnOnce(TcpStream, Option<Proof>, bool) -> Box<dyn Mover + 'w>,
         failed: impl FnOnce(PumpError) -> anyhow::Error + Send,
     ) -> anyhow::Result<(Moved, Reply)> {
-        self.settle()?;
+        self.settle_before_transfer()?;
         let passive = self.ask_passive()?;
         let rest = (offset > 0).then_some(Command::Rest(offset));
         let (what, data) = self.begin(rest, &cmd, |c| c.connect_passive(passive))?;
+        // What went with the command was answered before it.
+        self.settle()?;
         let cfg = tuned.and(self.tune.clone());
         let conductor = Conductor::new(cfg, tuned.unwrap_or(Role::Receiver));
         // This end connected: it shows the token.
-        let mover = make(data, Proof::of(self.token, true));
+        let mover = make(data, Proof::of(self.token, true), self.uses_udp());
         // A final reply that says the server gave up ends this side too (a UDP receiver would
         // otherwise wait out its --timeout for packets that no longer come).
         let driver = &conductor;

@@ -43,9 +43,16 @@ impl Connection {
     /// leaves, not a round trip after it. Not for MODE E downloads: the server connects to
     /// this end, and a data address given then would outdate the answer.
     pub fn expect_transfers(&mut self, uploads: bool) {
+        if uploads || !self.uses_blocks() {
+            self.expect_passive();
+        }
+    }
+
+    /// The next transfer's passive address asked ahead, from a fatpipe server (not asked
+    /// twice).
+    pub(super) fn expect_passive(&mut self) {
         let epsv = Command::Epsv(None);
-        let passive = uploads || !self.uses_blocks();
-        if passive && self.epsv_ahead_taken() && !self.is_asked(&epsv) {
+        if self.epsv_ahead_taken() && !self.is_asked(&epsv) {
             self.ask_ahead(epsv);
         }
     }

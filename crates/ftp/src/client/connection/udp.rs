@@ -5,7 +5,7 @@ use super::pipeline::Unsettled;
 use super::{receive_error, send_error, Connection, Streams};
 use crate::client::transport;
 use anyhow::Context;
-use fatpipe_net::mover::StreamWork;
+use fatpipe_net::mover::{StreamMover, StreamWork};
 use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
 use fatpipe_net::{Mover, Pump};
 use fatpipe_proto::gridftp::parse_transfer_notes;
@@ -79,12 +79,8 @@ impl Connection {
         fallback: Streams,
         size: Option<u64>,
     ) -> anyhow::Result<Option<String>> {
-        let control = self.control.get_ref().tcp();
-        let link = control
-            .local_addr()
-            .ok()
-            .and_then(|a| fatpipe_net::interface::speed_of(a.ip()));
-        let Some(why) = transport::long_path_start(self.round_trip(), link, size) else {
+        let Some(why) = transport::long_path_start(self.round_trip(), self.link_bits(), size)
+        else {
             return Ok(None);
         };
         let blocks = self.blocks.take();
@@ -104,6 +100,24 @@ impl Connection {
         self.udp.leave_on_random_loss = false;
         self.udp.started = Some(why.clone());
         Ok(Some(why))
+    }
+
+    /// The speed (bits/s) of the local link the control connection leaves by, where the system
+    /// tells it.
+    fn link_bits(&self) -> Option<u64> {
+        let local = self.control.get_ref().tcp().local_addr().ok()?;
+        fatpipe_net::interface::speed_of(local.ip())
+    }
+
+    /// A download session that may start on the UDP channel (a new long path: see
+    /// [`Connection::start_on_udp_if_long`]): its first passive address is asked with the
+    /// login, so that the data connection opens as the `RETR` leaves, with `SITE SETNETSTACK`
+    /// beside it, a round trip sooner. A MODE E download forgets it (the server connects).
+    pub fn expect_udp_start(&mut self) {
+        let long = transport::long_path(self.round_trip(), self.link_bits()).is_some();
+        if long && self.udp_listed() && self.no_udp().is_none() {
+            self.expect_passive();
+        }
     }
 
     /// Whether the latest transfer ended because no UDP packet got through a channel the
@@ -170,6 +184,18 @@ impl Connection {
         Ok(None)
     }
 
+    /// Whether the server's `FEAT` lists the UDP channel among its stacks (a fatpipe server's
+    /// `SETNETSTACK tcp,udp`): it takes `SITE SETNETSTACK udp`.
+    pub(super) fn udp_listed(&self) -> bool {
+        self.features.iter().any(|f| {
+            let (name, stacks) = f.split_once(' ').unwrap_or((f, ""));
+            name.eq_ignore_ascii_case(SETNETSTACK)
+                && stacks
+                    .split(',')
+                    .any(|s| s.trim().eq_ignore_ascii_case("udp"))
+        })
+    }
+
     /// Why transfers cannot move over the UDP channel with this server, if they cannot.
     fn no_udp(&self) -> Option<String> {
         if self.data_secured() {
@@ -197,11 +223,12 @@ impl Connection {
         self.last.udp.as_deref()
     }
 
-    /// A transfer's start: with the UDP channel on, `TYPE I`, and this end's side of the channel
+    /// A transfer's start: with the UDP channel on (or asked for with the transfer command:
+    /// [`Connection::settle_before_transfer`]), `TYPE I`, and this end's side of the channel
     /// with where `file` stands; `None` when transfers go over TCP.
     fn udp_start(&mut self, mut file: &File) -> anyhow::Result<Option<(UdpConfig, u64)>> {
         self.last.udp = None;
-        self.settle()?;
+        self.settle_before_transfer()?;
         let Some(config) = self.udp.config.clone() else {
             return Ok(None);
         };
@@ -225,13 +252,14 @@ impl Connection {
         pump: &Arc<Pump>,
         in_place: Option<Arc<AtomicU64>>,
     ) -> anyhow::Result<u64> {
+        // Spliced in the kernel where the connection and the file allow.
+        let work = StreamWork::ReceiveFile { file, most };
         let Some((config, at)) = self.udp_start(file)? else {
-            // Spliced in the kernel where the connection and the file allow.
-            let work = StreamWork::ReceiveFile { file, most };
             return self.retrieve_work(path, offset, work, pump);
         };
-        let make = move |link, proof| {
-            Box::new(UdpReceiver {
+        let secure = self.secure.clone();
+        let make = move |link, proof, udp| match udp {
+            true => Box::new(UdpReceiver {
                 link,
                 file,
                 offset: at,
@@ -239,7 +267,8 @@ impl Connection {
                 config,
                 proof,
                 in_place,
-            }) as Box<dyn Mover + '_>
+            }) as Box<dyn Mover + '_>,
+            false => StreamMover::new(link, work, secure, proof),
         };
         let retr = Command::Retr(path.into());
         let (moved, fin) =
@@ -266,15 +295,20 @@ impl Connection {
             return self.store(path, offset, file, pump);
         };
         let len = file.metadata().context("cannot read the local file")?.len();
-        let make = move |link, proof| {
-            Box::new(UdpSender {
+        let secure = self.secure.clone();
+        let make = move |link, proof, udp| match udp {
+            true => Box::new(UdpSender {
                 link,
                 file,
                 offset: at,
                 length: len.saturating_sub(at),
                 config,
                 proof,
-            }) as Box<dyn Mover + '_>
+            }) as Box<dyn Mover + '_>,
+            false => {
+                let work = StreamWork::SendFile { file, ascii: false };
+                StreamMover::new(link, work, secure, proof)
+            }
         };
         let stor = Command::Stor(path.into());
         let (moved, _) = self.run_mode_s(stor, offset, Some(Role::Sender), pump, make, |e| {
@@ -315,6 +349,53 @@ mod tests {
             },
         );
         (got, on)
+    }
+
+    #[test]
+    fn the_udp_channel_is_asked_for_with_the_transfer_command_and_a_refusal_takes_tcp() {
+        use std::io::{Read, Seek, Write};
+        let mut file = tempfile::tempfile().unwrap();
+        let got = with_features(
+            &["SETNETSTACK tcp,udp"],
+            "331 pass\r\n230 in\r\n",
+            |r, w| {
+                let data = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let port = data.local_addr().unwrap().port();
+                let replies = format!(
+                    "501 unknown rate control\r\n200 I\r\n\
+                     229 Entering Extended Passive Mode (|||{port}|)\r\n150 Here\r\n"
+                );
+                // Only a client that sent the channel's command with the transfer's gets
+                // past this; refused, the server sends the file over the data connection.
+                let lines = take(r, w, 4, &replies);
+                let (mut d, _) = data.accept().unwrap();
+                d.write_all(b"hello").unwrap();
+                drop(d);
+                w.write_all(b"226 Done\r\n").unwrap();
+                lines
+            },
+            |mut c| {
+                let stack = NetStack::parse("udp control=default").unwrap();
+                let why = c.use_udp(&stack, UdpConfig::default(), Streams::Fixed(1), false);
+                assert_eq!(why.unwrap(), None);
+                let pump = Arc::new(Pump::default());
+                let n = c.retrieve_file("/f", 0, &file, Some(5), &pump, None);
+                assert_eq!(n.unwrap(), 5);
+                assert!(!c.uses_udp(), "refused: the session goes on over TCP");
+                assert_eq!(c.last_udp(), None);
+            },
+        );
+        let sent = [
+            "SITE SETNETSTACK udp control=default",
+            "TYPE I",
+            "EPSV",
+            "RETR /f",
+        ];
+        assert_eq!(got[4..], sent);
+        let mut back = String::new();
+        file.rewind().unwrap();
+        file.read_to_string(&mut back).unwrap();
+        assert_eq!(back, "hello");
     }
 
     #[test]
