@@ -459,4 +459,35 @@ mod tests {
         assert_eq!(path_loss_in_summary(&fell_back.to_string()), None);
         assert_eq!(loss_in_summary("udp: (R = x %)"), None);
     }
+
+    proptest::proptest! {
+        /// Whatever a server writes, reading a summary's shares never fails the copy.
+        #[test]
+        fn any_text_reads_as_a_share_or_none(text in ".{0,200}") {
+            let _ = loss_in_summary(&text);
+            let _ = path_loss_in_summary(&text);
+        }
+
+        /// A summary's shares read back as written (R to 0.01, the path loss to 0.001).
+        #[test]
+        fn a_summary_s_shares_read_back(
+            packets in 1u64..10_000_000,
+            resent in 0u64..1_000_000,
+            path in proptest::option::of(0.0f64..100.0),
+        ) {
+            let s = UdpSummary {
+                control: "default".into(),
+                packets,
+                transmissions: packets + resent,
+                path_loss: path,
+                ..UdpSummary::default()
+            };
+            let text = s.to_string();
+            let r = loss_in_summary(&text).unwrap_or(f64::NAN);
+            proptest::prop_assert!((r - s.loss_percent()).abs() <= 0.005 + 1e-9, "{text}");
+            let p = path_loss_in_summary(&text).unwrap_or(f64::NAN);
+            let want = path.unwrap_or(r);
+            proptest::prop_assert!((p - want).abs() <= 0.0005 + 1e-9, "{text}");
+        }
+    }
 }
