@@ -4,7 +4,8 @@
 # binary, `--no-path-memory` and ARGS (default `--transport udp`). DEST=null (default): a
 # download to /dev/null with `--no-verify`; DEST=file: into a file on tmpfs, verified as users
 # copy, either way (DIR=down or up), the bytes compared. Prints a markdown row per run: whole
-# command and data-phase Mbit/s, the share of packets resent (R) and the packets the client's
+# command and data-phase Mbit/s, the share of packets resent (R), the path's own loss the sender
+# read (what it lost with no queue standing: the verdict path memory keeps) and the packets the client's
 # UDP sockets dropped (its namespace's `RcvbufErrors`). BUSY=N: N shell busy loops run beside
 # (nice 0) and the client at nice 10, a receiver that falls behind on a busy host. ARGS="":
 # a cold copy with no options (a new long path starts on the UDP channel); SIZE sets the
@@ -29,8 +30,8 @@ for _ in $(seq "${BUSY:-0}"); do
     bash -c 'while :; do :; done' &
     busy+=($!) nice=10
 done
-echo "| loss | binary | s | whole Mbit/s | data Mbit/s | R % | socket drops |"
-echo "|---|---|---|---|---|---|---|"
+echo "| loss | binary | s | whole Mbit/s | data Mbit/s | R % | path loss % | socket drops |"
+echo "|---|---|---|---|---|---|---|---|"
 for loss in ${LOSSES:-0.01 0.05}; do
     "$new" testbed up --name $tb --rtt "${RTT:-100ms}" --rate 1gbit --loss "$loss" --profile stock > /dev/null
     if [ "${BLOCK:-0}" = 1 ]; then
@@ -70,9 +71,10 @@ import json, re, sys
 d = json.load(open(sys.argv[1]))
 f = d["files"][0]
 m = re.search(r"R = ([0-9.]+) %", f.get("udp") or "")
+p = re.search(r"path loss ([0-9.]+) %", f.get("udp") or "")
 data = f["bytes"] * 8 / f["data_seconds"] / 1e6 if f.get("data_seconds") else 0
 print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['seconds']:.2f} | {d['rate_mbit_s']:.0f} | {data:.0f} "
-      f"| {m.group(1) if m else '?'} | {sys.argv[4]} |")
+      f"| {m.group(1) if m else '?'} | {p.group(1) if p else '?'} | {sys.argv[4]} |")
 PY
         done
     done

@@ -142,8 +142,12 @@ pub struct UdpSend {
     /// Recent loss share, and when the receiver is next told.
     loss: f64,
     /// Packets the receiver got, and those lost, in reports that showed no queue standing (at
-    /// most [`queue_limit`]): what the path itself loses, apart from what a full queue dropped.
+    /// most [`queue_limit`]) after one that showed none either: what the path itself loses,
+    /// apart from what a full queue (or the receiver's full socket) dropped, whose gaps may
+    /// show a report after the queue did.
     calm: (u64, u64),
+    /// Whether the latest report showed no queue.
+    was_calm: bool,
     next_status: Instant,
     /// The latest report, and when it came.
     last: Option<Report>,
@@ -186,6 +190,7 @@ impl UdpSend {
             sends: VecDeque::new(),
             loss: 0.0,
             calm: (0, 0),
+            was_calm: true,
             next_status: now,
             last: None,
             heard: now,
@@ -302,10 +307,12 @@ impl UdpSend {
         };
         self.control.on_feedback(&feedback);
         self.loss = 0.9 * self.loss + 0.1 * feedback.loss();
-        if feedback.queue <= queue_limit(self.rtt) {
+        let calm = feedback.queue <= queue_limit(self.rtt);
+        if calm && self.was_calm {
             self.calm.0 += feedback.delivered;
             self.calm.1 += feedback.lost;
         }
+        self.was_calm = calm;
         if now >= self.next_status {
             self.next_status = now + STATUS_EVERY;
             self.events.push_back(UdpEvent::Status {

@@ -195,6 +195,8 @@ fn the_path_s_own_loss_leaves_out_what_a_full_queue_dropped() {
     let t0 = Instant::now();
     let mut s = sender(1000, 1e9, t0);
     send_all_due(&mut s, t0);
+    // Packets 0–299 go once each (transmissions 1–300) before any report.
+    assert!(send_all_due(&mut s, t0 + Duration::from_millis(5)).len() >= 300 - TRAIN as usize);
     assert_eq!(s.path_loss_percent(), None);
     // The train's first half arrives with no queue standing, but for one packet: the path's.
     let calm: Vec<u64> = (0..64).filter(|&i| i != 10).collect();
@@ -213,4 +215,23 @@ fn the_path_s_own_loss_leaves_out_what_a_full_queue_dropped() {
         .unwrap();
     assert_eq!(full.len(), 63 + 24);
     assert_eq!(s.path_loss_percent(), Some(100.0 / 64.0));
+    // The report after it shows no queue, but gaps the overflow left may show only now: not
+    // the path's either.
+    let mut after = full.clone();
+    after.extend((128..200).filter(|i| i % 2 == 0));
+    s.on_report(
+        report(40, &after, 200, 1000),
+        t0 + Duration::from_millis(41),
+    )
+    .unwrap();
+    assert_eq!(s.path_loss_percent(), Some(100.0 / 64.0));
+    // The one after that counts again.
+    let mut later = after.clone();
+    later.extend(200..300);
+    s.on_report(
+        report(50, &later, 300, 1000),
+        t0 + Duration::from_millis(51),
+    )
+    .unwrap();
+    assert_eq!(s.path_loss_percent(), Some(100.0 / 164.0));
 }
