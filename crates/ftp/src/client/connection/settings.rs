@@ -83,15 +83,14 @@ impl Connection {
     }
 
     /// [`Connection::settle`] before a MODE S transfer whose mover may be the UDP channel's or
-    /// a TCP stream's: a `SITE SETNETSTACK udp` to a server that lists the channel goes out
-    /// with the transfer command instead of a round trip ahead of it, and its answer, read
-    /// before the transfer's, is settled once the command went ([`Connection::settle`] again;
-    /// refused, that transfer runs over the TCP connection).
+    /// a TCP stream's: a `SITE SETNETSTACK udp` (asked only of a server that lists the
+    /// channel) goes out with the transfer command instead of a round trip ahead of it, and its
+    /// answer, read before the transfer's, is settled once the command went
+    /// ([`Connection::settle`] again; refused, that transfer runs over the TCP connection).
     pub(super) fn settle_before_transfer(&mut self) -> anyhow::Result<()> {
-        let listed = self.udp_listed();
         let (later, now) = std::mem::take(&mut self.pipe.unsettled)
             .into_iter()
-            .partition(|u| listed && matches!(u, Unsettled::Udp(..)));
+            .partition(|u| matches!(u, Unsettled::Udp(..)));
         self.pipe.unsettled = now;
         self.settle()?;
         self.pipe.unsettled = later;

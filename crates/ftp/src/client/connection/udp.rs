@@ -115,7 +115,7 @@ impl Connection {
     /// beside it, a round trip sooner. A MODE E download forgets it (the server connects).
     pub fn expect_udp_start(&mut self) {
         let long = transport::long_path(self.round_trip(), self.link_bits()).is_some();
-        if long && self.udp_listed() && self.no_udp().is_none() {
+        if long && self.no_udp().is_none() {
             self.expect_passive();
         }
     }
@@ -186,7 +186,7 @@ impl Connection {
 
     /// Whether the server's `FEAT` lists the UDP channel among its stacks (a fatpipe server's
     /// `SETNETSTACK tcp,udp`): it takes `SITE SETNETSTACK udp`.
-    pub(super) fn udp_listed(&self) -> bool {
+    fn udp_listed(&self) -> bool {
         self.features.iter().any(|f| {
             let (name, stacks) = f.split_once(' ').unwrap_or((f, ""));
             name.eq_ignore_ascii_case(SETNETSTACK)
@@ -204,9 +204,9 @@ impl Connection {
                 self.peer
             ));
         }
-        if !self.has_feature(SETNETSTACK) {
+        if !self.udp_listed() {
             return Some(format!(
-                "{} has no UDP data channel (no SETNETSTACK feature)",
+                "{} has no UDP data channel (its FEAT lists no SETNETSTACK with udp)",
                 self.peer
             ));
         }
@@ -396,6 +396,23 @@ mod tests {
         file.rewind().unwrap();
         file.read_to_string(&mut back).unwrap();
         assert_eq!(back, "hello");
+    }
+
+    #[test]
+    fn a_server_that_lists_no_udp_stack_is_not_asked_for_the_channel() {
+        let got = with_features(
+            &["SETNETSTACK tcp"],
+            "331 pass\r\n230 in\r\n",
+            |r, w| take(r, w, 2, "200 I\r\n213 5\r\n"),
+            |mut c| {
+                let stack = NetStack::parse("udp control=default").unwrap();
+                let why = c.use_udp(&stack, UdpConfig::default(), Streams::Fixed(1), true);
+                assert!(why.unwrap().unwrap().contains("no SETNETSTACK with udp"));
+                assert_eq!(c.size("/f").unwrap(), Some(5));
+                assert!(!c.uses_udp());
+            },
+        );
+        assert_eq!(got[4..], ["TYPE I", "SIZE /f"]);
     }
 
     #[test]
