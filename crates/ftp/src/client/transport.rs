@@ -253,8 +253,9 @@ pub const CLEAN_BELOW_PERCENT: f64 = 0.05;
 /// What path memory keeps of random loss after a copy (the congestion control chosen on it,
 /// which marks the path lossy; `None`: not known to be lossy): nothing for several files; for
 /// one file, a copy over the UDP channel tells by the loss it met (`udp_loss`, %: the path's
-/// own, apart from a queue's overflow, else R) whether the loss goes on, and a TCP copy by the control its senders chose on random loss
-/// (`chosen_on_loss`), or else keeps what it `carried` over from the last copy.
+/// own, apart from a queue's overflow, else R) whether the loss goes on, and a TCP copy by the
+/// control its senders chose on random loss (`chosen_on_loss`), or else keeps what it `carried`
+/// over from the last copy.
 pub fn remembered_loss(
     several: bool,
     udp_loss: Option<f64>,

@@ -223,12 +223,12 @@ impl Connection {
         self.last.udp.as_deref()
     }
 
-    /// A transfer's start: with the UDP channel on (or asked for with the transfer command:
-    /// [`Connection::settle_before_transfer`]), `TYPE I`, and this end's side of the channel
-    /// with where `file` stands; `None` when transfers go over TCP.
+    /// A transfer's start: with the UDP channel on (or asked for with the transfer command,
+    /// whose answer the transfer settles: [`Connection::settle_before_transfer`]), `TYPE I`,
+    /// and this end's side of the channel with where `file` stands; `None` when transfers go
+    /// over TCP.
     fn udp_start(&mut self, mut file: &File) -> anyhow::Result<Option<(UdpConfig, u64)>> {
         self.last.udp = None;
-        self.settle_before_transfer()?;
         let Some(config) = self.udp.config.clone() else {
             return Ok(None);
         };
