@@ -14,14 +14,14 @@
 //! estimate (the highest delivered rate of the last ten round trips, the random
 //! loss share added back), probing 25 % above it one round trip in four and draining below it
 //! the next, each for a round trip of its own clock (reports held up on the feedback
-//! connection do not stretch a probe). Where the round trip is shorter than the receiver's
-//! report interval (10 ms: loopback, a LAN), a round is that interval, and a probe's gain is
-//! cut to leave the path about a round trip's worth of bytes (a fifth at least). At a sign of
-//! congestion it falls to 90 % of what the receiver got (of the estimate, not of a drain
-//! round's rate), and the estimate and its trend start again from there; signs that arrive
-//! before the back-off could show (a round trip and the queue) are the same congestion. A
-//! delivered rate measured over less than half a round trip never becomes the estimate (a
-//! receiver that ran late counts a burst into a few milliseconds).
+//! connection neither stretch a probe nor cut it short). Where the round trip is shorter than
+//! the receiver's report interval (10 ms: loopback, a LAN), a round is that interval, and a
+//! probe's gain is cut to leave the path about a round trip's worth of bytes (a fifth at
+//! least). At a sign of congestion it falls to 90 % of what the receiver got (of the estimate,
+//! not of a drain round's rate), and the estimate and its trend start again from there; signs
+//! that arrive before the back-off could show (a round trip and the queue) are the same
+//! congestion. A delivered rate measured over less than half a round trip never becomes the
+//! estimate (a receiver that ran late counts a burst into a few milliseconds).
 
 use super::{bounded, queue_limit, Feedback, RateControl, RateLimits};
 use std::collections::VecDeque;
@@ -135,6 +135,8 @@ pub struct Steady {
     /// and the signs before then (reports bunched behind a loss on the feedback connection)
     /// are the same congestion.
     backed_off: Option<Duration>,
+    /// When the last round was decided, by the sender's clock.
+    decided_at: Option<Duration>,
 }
 
 impl Steady {
@@ -159,6 +161,7 @@ impl Steady {
             packet: 0,
             gain_until: None,
             backed_off: None,
+            decided_at: None,
         }
     }
 
@@ -215,6 +218,7 @@ impl Steady {
 
     fn decide(&mut self, f: &Feedback) {
         self.gain_until = None;
+        self.decided_at = Some(f.now);
         let loss = f.loss();
         let (delivered, loss_floor) = self.crossed(f);
         // A short interval's rate is noise: it may set a drain, never the estimate.
@@ -376,7 +380,13 @@ impl RateControl for Steady {
             Phase::Drain => fb.queue <= limit / 2,
             _ => false,
         };
-        if self.pending.interval >= every || early {
+        // Cruise's rounds last a round of the sender's time too: reports that come bunched
+        // (held up behind a loss on the feedback connection) join the round they came in, not
+        // rounds of their own (a probe cut to 3-40 ms so and the drain after it left the link
+        // idle for a quarter of a round trip).
+        let held = matches!(self.phase, Phase::Cruise | Phase::Backoff)
+            && self.decided_at.is_some_and(|at| fb.now < at + every);
+        if self.pending.interval >= every && !held || early {
             let f = std::mem::take(&mut self.pending);
             self.decide(&f);
         }

@@ -142,13 +142,42 @@ fn reports_bunched_behind_a_stalled_feedback_connection_back_off_once() {
     let mut c = Steady::new(limits());
     path.run(&mut c, 3.0);
     // Five round trips of reports held up by a loss on the feedback connection arrive at
-    // once, each showing the queue of the same moment: one back-off (to at least 0.9 of
-    // the cruise cycle's lowest rate, 0.75 of the gigabit), not one per report (0.49).
+    // once, each showing the queue of the same moment, and the queue stays: one back-off
+    // (to at least 0.9 of the cruise cycle's lowest rate, 0.75 of the gigabit), not one per
+    // report (0.49).
+    let mut now = 3_100;
     for i in 0..5 {
-        c.on_feedback(&report(3_100 + i, 100, 980.0, 40));
+        c.on_feedback(&report(now + i, 100, 980.0, 40));
     }
-    assert_eq!(c.state(), "backoff");
+    while c.state() != "backoff" {
+        now += 100;
+        c.on_feedback(&report(now, 100, 980.0, 40));
+        assert!(now < 3_500, "no back-off: {}", c.rate());
+    }
     assert!(c.rate() > 0.65e9, "{}", c.rate());
+}
+
+#[test]
+fn reports_that_come_bunched_do_not_cut_a_probe_short() {
+    let mut path = UdpPath::new(1e9, 0.1, 0.01);
+    let mut c = Steady::new(limits());
+    path.run(&mut c, 3.0);
+    let mut now = 3_000;
+    while c.rate() < 1.2e9 {
+        now += 100;
+        c.on_feedback(&report(now, 100, 980.0, 0));
+        assert!(now < 4_000, "no probe: {}", c.rate());
+    }
+    // Round trips of reports held up behind a loss come together 5 ms into the probe: they
+    // join its round, which goes on for a round trip of the sender's time (ended there, a
+    // drain at 0.75 followed at once and left the link idle).
+    for i in 1..=3 {
+        c.on_feedback(&report(now + 5 + i, 100, 980.0, 0));
+    }
+    c.on_tick(Duration::from_millis(now + 50));
+    assert!(c.rate() > 1.2e9, "{}", c.rate());
+    c.on_tick(Duration::from_millis(now + 100));
+    assert!((0.95e9..1.05e9).contains(&c.rate()), "{}", c.rate());
 }
 
 #[test]
