@@ -157,17 +157,29 @@ fn reports_bunched_behind_a_stalled_feedback_connection_back_off_once() {
     assert!(c.rate() > 0.65e9, "{}", c.rate());
 }
 
-#[test]
-fn reports_that_come_bunched_do_not_cut_a_probe_short() {
+/// A controller cruising on a gigabit path at 1 % loss, fed round trips of reports at the
+/// gigabit with no queue until `reached` holds of it; and the time of its last report.
+fn cruising_until(reached: impl Fn(&Steady) -> bool) -> (Steady, u64) {
     let mut path = UdpPath::new(1e9, 0.1, 0.01);
     let mut c = Steady::new(limits());
     path.run(&mut c, 3.0);
     let mut now = 3_000;
-    while c.rate() < 1.2e9 {
+    while !reached(&c) {
         now += 100;
         c.on_feedback(&report(now, 100, 980.0, 0));
-        assert!(now < 4_000, "no probe: {}", c.rate());
+        assert!(now < 4_000, "not reached: {}", c.rate());
     }
+    (c, now)
+}
+
+/// A controller in the round trip of a cruise probe (1.25 of the estimate).
+fn probing() -> (Steady, u64) {
+    cruising_until(|c| c.rate() >= 1.2e9)
+}
+
+#[test]
+fn reports_that_come_bunched_do_not_cut_a_probe_short() {
+    let (mut c, now) = probing();
     // Round trips of reports held up behind a loss come together 5 ms into the probe: they
     // join its round, which goes on for a round trip of the sender's time (ended there, a
     // drain at 0.75 followed at once and left the link idle).
@@ -182,16 +194,7 @@ fn reports_that_come_bunched_do_not_cut_a_probe_short() {
 
 #[test]
 fn a_probe_lasts_a_round_trip_of_the_sender_s_time_though_the_reports_stall() {
-    let mut path = UdpPath::new(1e9, 0.1, 0.01);
-    let mut c = Steady::new(limits());
-    path.run(&mut c, 3.0);
-    // Round trips of reports at the gigabit with no queue, until cruise probes.
-    let mut now = 3_000;
-    while c.rate() < 1.2e9 {
-        now += 100;
-        c.on_feedback(&report(now, 100, 980.0, 0));
-        assert!(now < 4_000, "no probe: {}", c.rate());
-    }
+    let (mut c, now) = probing();
     // Then the reports stall behind a loss on the feedback connection: the probe goes on
     // for its round trip, and ends there (run on at 1.25, it built 25 ms of queue a round
     // trip).
@@ -204,16 +207,7 @@ fn a_probe_lasts_a_round_trip_of_the_sender_s_time_though_the_reports_stall() {
 /// A controller cruising on a gigabit path at 1 % loss, in the round trip that drains
 /// what its last probe queued (0.75 of the estimate); and the time of its last report.
 fn in_a_drain_round() -> (Steady, u64) {
-    let mut path = UdpPath::new(1e9, 0.1, 0.01);
-    let mut c = Steady::new(limits());
-    path.run(&mut c, 3.0);
-    let mut now = 3_000;
-    while c.rate() > 0.8e9 {
-        now += 100;
-        c.on_feedback(&report(now, 100, 980.0, 0));
-        assert!(now < 4_000, "no drain round: {}", c.rate());
-    }
-    (c, now)
+    cruising_until(|c| c.rate() <= 0.8e9)
 }
 
 #[test]
