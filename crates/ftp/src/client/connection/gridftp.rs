@@ -218,9 +218,7 @@ impl Connection {
     /// The checksum algorithms both ends know, fastest first (from `FEAT`'s `CKSM` line).
     pub fn checksum_algs(&self) -> Vec<ChecksumAlg> {
         let listed: Vec<ChecksumAlg> = self
-            .features
-            .iter()
-            .filter_map(|f| f.strip_prefix("CKSM "))
+            .feature_params("CKSM")
             // fatpipe lists `MD5,ADLER32,…`; Globus `MD5:10;ADLER32:10;…` (name:priority).
             .flat_map(|l| {
                 l.split([',', ';'])

@@ -300,6 +300,14 @@ impl Connection {
             .any(|f| f.split(' ').next() == Some(name))
     }
 
+    /// What `FEAT` lists after the feature `name` (upper-cased), on each line that names it
+    /// with something after it: `CKSM MD5,ADLER32` gives `MD5,ADLER32`.
+    pub(super) fn feature_params<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> {
+        self.features
+            .iter()
+            .filter_map(move |f| f.strip_prefix(name)?.strip_prefix(' '))
+    }
+
     /// Sends a command and returns its (first) reply.
     pub fn command(&mut self, cmd: &Command) -> anyhow::Result<Reply> {
         // Only a command sent alone times the round trip (replies asked ahead come first).

@@ -187,12 +187,10 @@ impl Connection {
     /// Whether the server's `FEAT` lists the UDP channel among its stacks (a fatpipe server's
     /// `SETNETSTACK tcp,udp`): it takes `SITE SETNETSTACK udp`.
     fn udp_listed(&self) -> bool {
-        self.features.iter().any(|f| {
-            let (name, stacks) = f.split_once(' ').unwrap_or((f, ""));
-            name.eq_ignore_ascii_case(SETNETSTACK)
-                && stacks
-                    .split(',')
-                    .any(|s| s.trim().eq_ignore_ascii_case("udp"))
+        self.feature_params(SETNETSTACK).any(|stacks| {
+            stacks
+                .split(',')
+                .any(|s| s.trim().eq_ignore_ascii_case("udp"))
         })
     }
 
