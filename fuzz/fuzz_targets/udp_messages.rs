@@ -1,9 +1,9 @@
 //! Fuzzes the UDP channel's wire formats: any byte string read as a run of feedback messages,
-//! as a data packet, and as a `SITE SETNETSTACK` argument. None may panic; a message that
+//! as a data packet, and as a `SITE SETNETSTACK` or `SITE UDPREADY` argument. None may panic; a message that
 //! decodes encodes back to exactly the bytes it came from.
 #![no_main]
 
-use fatpipe_proto::udp::{DataHeader, Message, NetStack};
+use fatpipe_proto::udp::{DataHeader, Message, NetStack, UdpReady};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -19,5 +19,9 @@ fuzz_target!(|data: &[u8]| {
         h.write(&mut head);
         assert_eq!(&head[..], &data[..28]);
     }
-    let _ = NetStack::parse(&String::from_utf8_lossy(data));
+    let text = String::from_utf8_lossy(data);
+    let _ = NetStack::parse(&text);
+    if let Ok(r) = UdpReady::parse(&text) {
+        assert_eq!(UdpReady::parse(&r.to_string()), Ok(r));
+    }
 });

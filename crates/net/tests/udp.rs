@@ -62,6 +62,7 @@ fn transfer_with(
                 length: len,
                 config: cfg.clone(),
                 proof: None,
+                launched: None,
             });
             m.run(&Arc::new(Pump::default()), &driver())
         });
@@ -74,6 +75,7 @@ fn transfer_with(
                 config: cfg.clone(),
                 proof: None,
                 in_place: Some(placed.clone()),
+                ahead: None,
             });
             m.run(&Arc::new(Pump::default()), &driver())
         });
@@ -175,6 +177,7 @@ fn a_sender_announcing_more_than_allowed_is_refused() {
                 length: 1 << 20,
                 config: config(RateControlKind::Default),
                 proof: None,
+                launched: None,
             })
             .run(&Arc::new(Pump::default()), &driver())
         });
@@ -187,6 +190,7 @@ fn a_sender_announcing_more_than_allowed_is_refused() {
                 config: config(RateControlKind::Default),
                 proof: None,
                 in_place: None,
+                ahead: None,
             })
             .run(&Arc::new(Pump::default()), &driver())
         });
@@ -250,6 +254,7 @@ fn a_receiver_drops_foreign_and_malformed_packets_and_keeps_the_file_right() {
                 config: config(RateControlKind::Default),
                 proof: None,
                 in_place: None,
+                ahead: None,
             })
             .run(&Arc::new(Pump::default()), &driver())
         });
@@ -328,6 +333,7 @@ fn a_sender_fails_cleanly_on_a_report_of_packets_it_never_sent() {
                 length: 10 << 20,
                 config: c,
                 proof: None,
+                launched: None,
             })
             .run(&Arc::new(Pump::default()), &driver())
         });
@@ -354,4 +360,118 @@ fn a_sender_fails_cleanly_on_a_report_of_packets_it_never_sent() {
         matches!(sent, Err(PumpError::Write(ref e)) if e.to_string().contains("the receiver reported")),
         "{sent:?}"
     );
+}
+
+/// What [`early_transfer`] gives: whether the train left early, both movers' results, and
+/// the receiver's file.
+type Early = (
+    std::io::Result<()>,
+    Result<Moved, PumpError>,
+    Result<Moved, PumpError>,
+    Vec<u8>,
+);
+
+/// A download whose receiver named its socket on a control connection first: the sender's
+/// train leaves (`launch`) before the data connection is made, as the server's does on
+/// `RETR`; then both movers run over it. `named` is the length the receiver names, `told`
+/// whether the receiver's mover starts on its named socket (else it binds one of its own).
+fn early_transfer(data: &[u8], named: u64, told: bool) -> Early {
+    use fatpipe_net::udp::{launch, ReadyAhead};
+    let cfg = UdpConfig {
+        timeout: Duration::from_secs(2),
+        ..config(RateControlKind::Default)
+    };
+    let mut src = tempfile::tempfile().unwrap();
+    src.write_all(b"skip").unwrap();
+    src.write_all(data).unwrap();
+    let dst = tempfile::tempfile().unwrap();
+    let control = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(control.local_addr().unwrap()).unwrap();
+    let ahead = ReadyAhead::bind(&client, &cfg, named).unwrap();
+    let len = data.len() as u64;
+    let pump = Arc::new(Pump::default());
+    let local = "127.0.0.1".parse().unwrap();
+    let launched = launch(
+        ahead.ready(),
+        (local, local),
+        None,
+        (&src, 4, len),
+        &cfg,
+        &pump,
+    );
+    let (launched, early) = match launched {
+        Ok(l) => (Some(l), Ok(())),
+        Err(e) => (None, Err(e)),
+    };
+    // The data connection a round trip later: the train waits in the receiver's socket.
+    std::thread::sleep(Duration::from_millis(50));
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (b, _) = l.accept().unwrap();
+    let (sent, got) = std::thread::scope(|s| {
+        let send = s.spawn(|| {
+            let m = Box::new(UdpSender {
+                link: b,
+                file: &src,
+                offset: 4,
+                length: len,
+                config: cfg.clone(),
+                proof: None,
+                launched,
+            });
+            m.run(&pump, &driver())
+        });
+        let recv = s.spawn(|| {
+            let m = Box::new(UdpReceiver {
+                link: a,
+                file: &dst,
+                offset: 0,
+                limit: u64::MAX,
+                config: cfg.clone(),
+                proof: None,
+                in_place: None,
+                ahead: told.then_some(ahead),
+            });
+            m.run(&Arc::new(Pump::default()), &driver())
+        });
+        (send.join().unwrap(), recv.join().unwrap())
+    });
+    let mut out = Vec::new();
+    use std::io::Read;
+    let mut dst = dst;
+    dst.read_to_end(&mut out).unwrap();
+    (early, sent, got, out)
+}
+
+#[test]
+fn a_train_sent_before_the_data_connection_delivers_the_file_whole() {
+    for n in [1000, 1442 * 128, (5 << 20) + 7] {
+        let data = pattern(n);
+        let (early, sent, got, out) = early_transfer(&data, n as u64, true);
+        early.unwrap();
+        let udp = sent.unwrap().udp.unwrap();
+        assert!(!udp.fell_back, "{udp}");
+        assert_eq!(got.unwrap().bytes, n as u64);
+        assert!(out == data, "{n} bytes");
+    }
+}
+
+#[test]
+fn a_receiver_that_named_another_length_stops_and_says_the_file_changed() {
+    let data = pattern(1 << 20);
+    let (early, _sent, got, _) = early_transfer(&data, (1 << 20) - 1, true);
+    // The sender waits for the data connection instead, and its Hello tells the difference.
+    assert!(early.is_err());
+    let e = got.expect_err("a file that changed is not taken");
+    assert!(e.to_string().contains("the file changed"), "{e}");
+}
+
+#[test]
+fn a_ready_that_names_another_socket_than_the_one_named_ahead_is_refused() {
+    let data = pattern(1 << 20);
+    // The receiver binds a socket of its own: its Ready names that.
+    let (early, sent, _got, _) = early_transfer(&data, 1 << 20, false);
+    early.unwrap();
+    let e = sent.expect_err("the train's socket and Ready's must be one");
+    assert!(e.to_string().contains("another socket"), "{e}");
 }

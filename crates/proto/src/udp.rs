@@ -120,8 +120,8 @@ pub struct Report {
     pub queue_us: u32,
     /// Packets dropped for a wrong token or place.
     pub foreign: u32,
-    /// How many of the first [`TRAIN`] transmissions arrived (0 until a later transmission
-    /// arrived: the train is over).
+    /// How many of the first [`TRAIN`] transmissions arrived (0 until the last of them or a
+    /// later transmission arrived: the train is over).
     pub train_packets: u32,
     /// Microseconds from the first of the train's arrivals to the last (0 until it is over).
     pub train_us: u32,
@@ -465,6 +465,75 @@ impl std::fmt::Display for NetStack {
     }
 }
 
+/// The `SITE` command by which a downloading receiver names its UDP socket before the
+/// transfer command: the sender sends the packet train as it reads `RETR`, a round trip
+/// before the data connection is up (where `Ready` would come), and the receiver starts
+/// without waiting for `Hello`.
+pub const UDPREADY: &str = "UDPREADY";
+
+/// `SITE UDPREADY port token packet length`: the receiver's UDP port (on the address of its
+/// control connection), the transfer's token, the packet size it takes, and the bytes it
+/// expects (what `SIZE` said is left past `REST`); for the next transfer only. The sender
+/// still says `Hello` and the receiver still says `Ready` on the data connection: each end
+/// checks the other's against these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpReady {
+    /// The receiver's UDP port.
+    pub port: u16,
+    /// The transfer's token.
+    pub token: u64,
+    /// UDP payload of a data packet, header included (within [`PACKET_RANGE`]).
+    pub packet: u16,
+    /// Bytes of the transfer.
+    pub length: u64,
+}
+
+impl UdpReady {
+    /// Reads the argument of `SITE UDPREADY`.
+    pub fn parse(arg: &str) -> Result<UdpReady, String> {
+        let words: Vec<&str> = arg.split_whitespace().collect();
+        let [port, token, packet, length] = words[..] else {
+            return Err("UDPREADY needs: port token packet length".into());
+        };
+        let number = |w: &str, what: &str| {
+            w.parse::<u64>()
+                .map_err(|_| format!("{w}: not a number ({what})"))
+        };
+        let port = u16::try_from(number(port, "port")?)
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| format!("{port}: not a port"))?;
+        let packet = u16::try_from(number(packet, "packet size")?)
+            .ok()
+            .filter(|p| PACKET_RANGE.contains(p))
+            .ok_or_else(|| {
+                format!(
+                    "{packet}: a packet size from {} to {} bytes",
+                    PACKET_RANGE.start(),
+                    PACKET_RANGE.end()
+                )
+            })?;
+        Ok(UdpReady {
+            port,
+            token: number(token, "token")?,
+            packet,
+            length: number(length, "length")?,
+        })
+    }
+}
+
+impl std::fmt::Display for UdpReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let UdpReady {
+            port,
+            token,
+            packet,
+            length,
+        } = self;
+        write!(f, "{port} {token} {packet} {length}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -551,6 +620,19 @@ mod tests {
         }
 
         #[test]
+        fn udp_ready_reads_back(port in 1u16.., token: u64, packet in PACKET_RANGE, length: u64) {
+            let r = UdpReady { port, token, packet, length };
+            prop_assert_eq!(UdpReady::parse(&r.to_string()), Ok(r));
+        }
+
+        #[test]
+        fn any_udp_ready_argument_parses_or_fails_without_panic(arg in ".{0,80}") {
+            if let Ok(r) = UdpReady::parse(&arg) {
+                prop_assert!(r.port > 0 && PACKET_RANGE.contains(&r.packet));
+            }
+        }
+
+        #[test]
         fn headers_read_back(token: u64, tx: u64, index: u64, sent_us: u32, payload in proptest::collection::vec(any::<u8>(), 0..64)) {
             let h = DataHeader { token, tx, index, sent_us };
             let mut packet = [0u8; HEADER].to_vec();
@@ -593,6 +675,25 @@ mod tests {
         assert!(NetStack::parse("udp rate=5").is_err());
         assert!(NetStack::parse("udp colour=red").is_err());
         assert!(NetStack::parse("").is_err());
+    }
+
+    #[test]
+    fn udp_ready_refuses_what_no_receiver_could_mean() {
+        assert!(UdpReady::parse("5000 7 1472 100").is_ok());
+        for bad in [
+            "",
+            "5000 7 1472",
+            "5000 7 1472 100 9",
+            "0 7 1472 100",
+            "70000 7 1472 100",
+        ] {
+            assert!(UdpReady::parse(bad).is_err(), "{bad}");
+        }
+        assert!(
+            UdpReady::parse("5000 7 100 100").is_err(),
+            "packet below the range"
+        );
+        assert!(UdpReady::parse("5000 -7 1472 100").is_err());
     }
 
     #[test]

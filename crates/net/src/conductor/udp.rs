@@ -14,8 +14,8 @@ use super::{Conductor, Driven};
 use crate::telemetry::unix_now;
 use crate::udp::{tell, unexpected, UdpConfig, UdpStatus, UdpSummary, PROBE, REPORT_EVERY};
 use crate::PumpError;
-use fatpipe_proto::udp::DataHeader;
 use fatpipe_proto::udp::{packets, Message};
+use fatpipe_proto::udp::{DataHeader, HEADER};
 use fatpipe_tune::rate::Feedback;
 use fatpipe_tune::telemetry::{Event, RateEvent, SegmentEvent};
 use fatpipe_tune::transfer::udp::{Arrival, Take, UdpReceive};
@@ -269,6 +269,23 @@ impl Conductor {
                         io.fall_back(offset)?;
                         fell_back = true;
                         break 'receiving;
+                    }
+                    // This end started on what it named before the transfer command
+                    // (`SITE UDPREADY`): the sender must be sending that.
+                    Message::Hello { packet, length } => {
+                        let mut d = self.driven();
+                        let u = receiver(&mut d)?;
+                        let named = (u.payload() + HEADER as u64, u.length());
+                        if (u64::from(packet), length) != named {
+                            return Err(r(io::Error::new(
+                                ErrorKind::InvalidData,
+                                format!(
+                                    "the sender sends {length} bytes in {packet}-byte packets, \
+                                     not the {} in {}-byte ones asked for (the file changed?)",
+                                    named.1, named.0
+                                ),
+                            )));
+                        }
                     }
                     m => return Err(r(unexpected(&m))),
                 }

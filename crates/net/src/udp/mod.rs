@@ -10,12 +10,16 @@
 //! answers with its UDP port and the transfer's token (`Ready`), then reports every
 //! [`REPORT_EVERY`] until it has every byte (`Done`). When no packet gets through within
 //! [`PROBE`], the sender says `Fallback` and sends the bytes over the TCP connection itself.
+//! A download may name the receiver's socket on the control connection before its transfer
+//! command, and its sender then sends the train a round trip sooner ([`launch`], [`ReadyAhead`]).
 
+mod ahead;
 mod receive;
 mod send;
 
+pub use ahead::{launch, Launched, ReadyAhead};
 pub use receive::UdpReceiver;
-pub use send::UdpSender;
+pub use send::{round_trip, UdpSender};
 
 use crate::{Pump, PumpError};
 use fatpipe_proto::udp::Message;

@@ -13,7 +13,6 @@ use fatpipe_proto::udp::{packets, DataHeader, Message, HEADER, PACKET_RANGE};
 use fatpipe_tune::transfer::udp::{Arrival, Take, UdpReceive};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use std::fs::File;
-use std::hash::{BuildHasher, Hasher};
 use std::io::{self, ErrorKind, IoSlice, IoSliceMut, Read, Seek, SeekFrom};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsFd;
@@ -45,6 +44,9 @@ pub struct UdpReceiver<'a> {
     /// Where to keep the bytes from `offset` on that are written without a gap: how far a
     /// hash beside the transfer may read.
     pub in_place: Option<Arc<AtomicU64>>,
+    /// The socket bound and named to the sender before the transfer command, if it was: the
+    /// receiver starts without waiting for `Hello` (checked when it comes).
+    pub ahead: Option<super::ReadyAhead>,
 }
 
 impl Mover for UdpReceiver<'_> {
@@ -57,19 +59,29 @@ impl Mover for UdpReceiver<'_> {
         // Ready goes out before the sender's Hello is read: the sender, which sends its Hello
         // as it connects or accepts, finds the port waiting (a round trip fewer before the
         // first packet); a sender that waits for Ready after its Hello is served the same.
-        let local = s.link.local_addr().map_err(r)?.ip();
-        let ports = s.config.ports.as_ref();
-        let sock = crate::socket::bind_in_range(local, ports, 0, UdpSocket::bind).map_err(r)?;
-        size_buffers(&sock, s.config.force_buffers, false);
+        let (sock, named) = match s.ahead {
+            Some(a) => (a.sock, Some(a.ready)),
+            None => {
+                let local = s.link.local_addr().map_err(r)?.ip();
+                let ports = s.config.ports.as_ref();
+                let bind = crate::socket::bind_in_range(local, ports, 0, UdpSocket::bind);
+                let sock = bind.map_err(r)?;
+                size_buffers(&sock, s.config.force_buffers, false);
+                (sock, None)
+            }
+        };
         let state = UdpSocketState::new((&sock).into()).map_err(r)?;
-        let token = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
+        let token = named.map_or_else(super::ahead::new_token, |n| n.token);
         let port = sock.local_addr().map_err(r)?.port();
         link.send(&Message::Ready { port, token }).map_err(r)?;
-        let (packet, length) = match link.wait(s.config.timeout).map_err(r)? {
-            Message::Hello { packet, length } => (packet, length),
-            m => return Err(r(unexpected(&m))),
+        // Named before the transfer command, the sender's train may be here already: it is
+        // taken in at once, and its Hello checked when it comes.
+        let (packet, length) = match named {
+            Some(n) => (n.packet, n.length),
+            None => match link.wait(s.config.timeout).map_err(r)? {
+                Message::Hello { packet, length } => (packet, length),
+                m => return Err(r(unexpected(&m))),
+            },
         };
         if !PACKET_RANGE.contains(&packet) {
             return Err(r(io::Error::new(

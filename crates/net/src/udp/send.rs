@@ -15,7 +15,7 @@ use fatpipe_tune::transfer::udp::{UdpSend, BATCH, TICK};
 use quinn_udp::{Transmit, UdpSocketState};
 use std::fs::File;
 use std::io::{self, ErrorKind, IoSliceMut};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,19 +38,26 @@ pub struct UdpSender<'a> {
     pub config: UdpConfig,
     /// The session's data token, shown or checked on the TCP connection first.
     pub proof: Option<Proof>,
+    /// The packet train already sent to the socket the receiver named on the control
+    /// connection ([`super::launch`]), if it was.
+    pub launched: Option<super::Launched>,
 }
 
 impl Mover for UdpSender<'_> {
     fn run(self: Box<Self>, pump: &Arc<Pump>, driver: &Conductor) -> Result<Moved, PumpError> {
         pump.attach(&self.link).map_err(PumpError::Write)?;
-        let s = *self;
+        let mut s = *self;
         Proof::on_plain(s.proof, &s.link).map_err(PumpError::Write)?;
         let mut link = Link::new(s.link.try_clone().map_err(PumpError::Write)?);
-        let packet = s
-            .config
-            .packet
-            .unwrap_or_else(|| path_packet(&s.link))
-            .clamp(*PACKET_RANGE.start(), *PACKET_RANGE.end());
+        let launched = s.launched.take();
+        let packet = match &launched {
+            Some(l) => l.packet(),
+            None => s
+                .config
+                .packet
+                .unwrap_or_else(|| path_packet(&s.link))
+                .clamp(*PACKET_RANGE.start(), *PACKET_RANGE.end()),
+        };
         let hello = Message::Hello {
             packet,
             length: s.length,
@@ -60,13 +67,28 @@ impl Mover for UdpSender<'_> {
             Message::Ready { port, token } => (port, token),
             m => return Err(PumpError::Write(unexpected(&m))),
         };
-        let fell_back = match open(&s.link, port, s.config.force_buffers) {
-            Ok(udp) => {
-                let core = core(&s, packet, token);
-                // The file's bytes go in packets as the core counts them.
-                let payload = core.payload();
+        let started = match launched {
+            // The receiver named the same socket twice, or the transfer ends here.
+            Some(l) => {
+                let from = s.link.peer_addr().map_err(PumpError::Write)?.ip();
+                Ok(l.confirm(port, token, from).map_err(PumpError::Write)?)
+            }
+            None => open(&s.link, port, s.config.force_buffers).map(|udp| {
+                let core = core(&s.config, s.length, packet, token, round_trip(&s.link));
+                (Wire::new(core.payload(), token, udp), core)
+            }),
+        };
+        let fell_back = match started {
+            Ok((wire, core)) => {
                 driver.open_udp_sender(core, s.config.clone());
-                let mut sending = Sending::new(&s, (packet, payload), token, link, udp, pump);
+                let mut sending = Sending {
+                    file: s.file,
+                    offset: s.offset,
+                    length: s.length,
+                    wire,
+                    link,
+                    pump: pump.clone(),
+                };
                 match driver.send_udp(&mut sending, pump)? {
                     UdpEnd::Done => {
                         // The receiver has everything: closing the connection ends the
@@ -107,19 +129,26 @@ struct Sending<'a> {
     file: &'a File,
     offset: u64,
     length: u64,
-    packet: usize,
+    wire: Wire,
+    link: Link,
+    /// The transfer's pump: a send waiting for room in the socket's buffer checks it.
+    pump: Arc<Pump>,
+}
+
+/// The sending UDP socket and the packets put on it: each batch built from the file and sent.
+pub(super) struct Wire {
     /// Bytes of file data a packet carries.
     payload: u64,
     token: u64,
-    link: Link,
     sock: UdpSocket,
     state: UdpSocketState,
     to: SocketAddr,
     /// The batch being built: packets, headers and data, back to back.
     batch: Vec<u8>,
-    /// The transfer's pump: a send waiting for room in the socket's buffer checks it.
-    pump: Arc<Pump>,
 }
+
+/// What a send's packets carry: the file, where the transfer starts in it, and its bytes.
+pub(super) type Source<'a> = (&'a File, u64, u64);
 
 /// The sending UDP socket, connected to the receiver's `port` at the peer's address of `link`.
 fn open(
@@ -129,7 +158,16 @@ fn open(
 ) -> io::Result<(UdpSocket, UdpSocketState, SocketAddr)> {
     let local = link.local_addr()?;
     let to = SocketAddr::new(link.peer_addr()?.ip(), port);
-    let sock = UdpSocket::bind(SocketAddr::new(local.ip(), 0))?;
+    open_to(local.ip(), to, force)
+}
+
+/// A sending UDP socket on `local`, connected to `to`, its buffers sized.
+pub(super) fn open_to(
+    local: IpAddr,
+    to: SocketAddr,
+    force: bool,
+) -> io::Result<(UdpSocket, UdpSocketState, SocketAddr)> {
+    let sock = UdpSocket::bind(SocketAddr::new(local, 0))?;
     sock.connect(to)?;
     size_buffers(&sock, force, true);
     let state = UdpSocketState::new((&sock).into())?;
@@ -140,7 +178,7 @@ fn open(
 /// less the IP and UDP headers (1472 on an Ethernet path, 8972 with jumbo frames, the range's
 /// top on loopback, where per-packet work then costs a sixth per byte); the seed's 1470 where
 /// the MTU cannot be read.
-fn path_packet(link: &TcpStream) -> u16 {
+pub(super) fn path_packet(link: &TcpStream) -> u16 {
     let headers = match link.peer_addr() {
         Ok(SocketAddr::V6(_)) => 48,
         _ => 28,
@@ -179,45 +217,73 @@ fn fall_back(link: &mut Link, s: &UdpSender<'_>, pump: &Pump) -> Result<(), Pump
     Ok(())
 }
 
-/// The transfer core's sender for `s`'s bytes in packets of `packet` bytes: its rate control
-/// started from what the path taught earlier transfers, its round trip the TCP connection's.
-fn core(s: &UdpSender<'_>, packet: u16, token: u64) -> UdpSend {
-    let rtt = crate::tcpinfo::tcp_stats(s.link.as_fd())
+/// A TCP connection's round trip (its least, or the smoothed one), where the system tells it.
+pub fn round_trip(link: impl AsFd) -> Option<Duration> {
+    crate::tcpinfo::tcp_stats(link.as_fd())
         .ok()
         .map(|t| Duration::from_micros(u64::from(t.min_rtt_us.max(t.rtt_us))))
         .filter(|d| !d.is_zero())
-        .unwrap_or(Duration::from_millis(100));
-    let limits = RateLimits {
-        start: s.config.start_rate,
-        max: s.config.max_rate,
-    };
-    let control = s.config.control.build(limits, &recall(&s.config), token);
-    UdpSend::new(s.length, packet, rtt, control, Instant::now())
 }
 
-impl<'a> Sending<'a> {
-    fn new(
-        s: &UdpSender<'a>,
-        (packet, payload): (u16, u64),
+/// The transfer core's sender for `length` bytes in packets of `packet` bytes: its rate
+/// control started from what the path taught earlier transfers, its round trip `rtt` (a TCP
+/// connection's beside; 100 ms where unknown).
+pub(super) fn core(
+    config: &UdpConfig,
+    length: u64,
+    packet: u16,
+    token: u64,
+    rtt: Option<Duration>,
+) -> UdpSend {
+    let rtt = rtt.unwrap_or(Duration::from_millis(100));
+    let limits = RateLimits {
+        start: config.start_rate,
+        max: config.max_rate,
+    };
+    let control = config.control.build(limits, &recall(config), token);
+    UdpSend::new(length, packet, rtt, control, Instant::now())
+}
+
+impl Wire {
+    /// Packets of `payload` bytes of data stamped with `token`, sent on `udp`.
+    pub(super) fn new(
+        payload: u64,
         token: u64,
-        link: Link,
         (sock, state, to): (UdpSocket, UdpSocketState, SocketAddr),
-        pump: &Arc<Pump>,
-    ) -> Sending<'a> {
-        Sending {
-            file: s.file,
-            offset: s.offset,
-            length: s.length,
-            packet: usize::from(packet),
+    ) -> Wire {
+        Wire {
             payload,
             token,
-            link,
             sock,
             state,
             to,
-            batch: Vec::with_capacity(BATCH * usize::from(packet)),
-            pump: pump.clone(),
+            batch: Vec::with_capacity(BATCH * (HEADER + payload as usize)),
         }
+    }
+
+    /// Where the packets go.
+    pub(super) fn to(&self) -> SocketAddr {
+        self.to
+    }
+
+    /// Sends `packets` (index, transmission number) of `source` stamped `sent_us`, waiting
+    /// while the socket's buffer is full (`pump` cancels); the bytes put on the wire. The
+    /// inner error is the system refusing to send UDP there (a route or a filter).
+    pub(super) fn send(
+        &mut self,
+        source: Source<'_>,
+        packets: &[(u64, u64)],
+        sent_us: u32,
+        pump: &Pump,
+    ) -> Result<io::Result<usize>, PumpError> {
+        let mut batch = std::mem::take(&mut self.batch);
+        let filled = self.fill(&mut batch, source, packets, sent_us);
+        let sent = match filled {
+            Ok(len) => self.transmit(&batch[..len], pump).map(|r| r.map(|()| len)),
+            Err(e) => Err(PumpError::Read(e)),
+        };
+        self.batch = batch;
+        sent
     }
 
     /// Builds the batch of `packets` (index, transmission number) stamped `sent_us` in
@@ -225,7 +291,13 @@ impl<'a> Sending<'a> {
     /// returns its length: each packet's header, then its data read from the file straight
     /// into its place, adjacent packets (the first sends) in one `preadv` (reading them
     /// elsewhere and copying them in cost 6 %).
-    fn fill(&self, batch: &mut Vec<u8>, packets: &[(u64, u64)], sent_us: u32) -> io::Result<usize> {
+    fn fill(
+        &self,
+        batch: &mut Vec<u8>,
+        (file, offset, length): Source<'_>,
+        packets: &[(u64, u64)],
+        sent_us: u32,
+    ) -> io::Result<usize> {
         let payload = self.payload as usize;
         let need = packets.len() * (HEADER + payload);
         if batch.len() < need {
@@ -240,7 +312,7 @@ impl<'a> Sending<'a> {
                 .count()
                 + 1;
             let first = packets[k].0 * self.payload;
-            let end = ((packets[k].0 + run as u64) * self.payload).min(self.length);
+            let end = ((packets[k].0 + run as u64) * self.payload).min(length);
             let mut left = end.saturating_sub(first) as usize;
             let mut bodies = Vec::with_capacity(run);
             let mut rest = &mut batch[used..];
@@ -262,7 +334,7 @@ impl<'a> Sending<'a> {
                 used += HEADER + body.len();
                 bodies.push(IoSliceMut::new(body));
             }
-            read_exact_vectored_at(self.file, &mut bodies, self.offset + first)?;
+            read_exact_vectored_at(file, &mut bodies, offset + first)?;
             k += run;
         }
         Ok(used)
@@ -270,8 +342,8 @@ impl<'a> Sending<'a> {
 
     /// Sends one batch, waiting while the socket's buffer is full; the inner error is the
     /// system refusing to send UDP there (a route or a filter).
-    fn transmit(&self, batch: &[u8]) -> Result<io::Result<()>, PumpError> {
-        let segment = self.packet.min(batch.len());
+    fn transmit(&self, batch: &[u8], pump: &Pump) -> Result<io::Result<()>, PumpError> {
+        let segment = (HEADER + self.payload as usize).min(batch.len());
         // One send carries at most one datagram's worth (64 KiB less headers) of segments.
         let fit = (GSO_BYTES / segment).max(1);
         let max = self.state.max_gso_segments().clamp(1, fit) * segment;
@@ -284,10 +356,13 @@ impl<'a> Sending<'a> {
                 src_ip: None,
             };
             loop {
-                self.pump.check()?;
+                pump.check()?;
                 match self.state.try_send((&self.sock).into(), &t) {
                     Ok(()) => break,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.wait(TICK, true)?,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        crate::wake::ready(&[self.sock.as_fd()], true, TICK)
+                            .map_err(PumpError::Write)?;
+                    }
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     // The receiver's port is closed: it gave up; its reason comes on the link.
                     Err(e) if e.kind() == ErrorKind::ConnectionRefused => break,
@@ -296,18 +371,6 @@ impl<'a> Sending<'a> {
             }
         }
         Ok(Ok(()))
-    }
-
-    /// Waits up to `wait` for a report (or, with `write`, for room in the socket's buffer).
-    fn wait(&self, wait: Duration, write: bool) -> Result<(), PumpError> {
-        let fd = if write {
-            self.sock.as_fd()
-        } else {
-            self.link.sock.as_fd()
-        };
-        crate::wake::ready(&[fd], write, wait)
-            .map(|_| ())
-            .map_err(PumpError::Write)
     }
 }
 
@@ -325,18 +388,14 @@ impl Datagrams for Sending<'_> {
         packets: &[(u64, u64)],
         sent_us: u32,
     ) -> Result<io::Result<usize>, PumpError> {
-        let mut batch = std::mem::take(&mut self.batch);
-        let filled = self.fill(&mut batch, packets, sent_us);
-        let sent = match filled {
-            Ok(len) => self.transmit(&batch[..len]).map(|r| r.map(|()| len)),
-            Err(e) => Err(PumpError::Read(e)),
-        };
-        self.batch = batch;
-        sent
+        let source = (self.file, self.offset, self.length);
+        self.wire.send(source, packets, sent_us, &self.pump)
     }
 
     fn wait(&self, wait: Duration) -> Result<(), PumpError> {
-        Sending::wait(self, wait, false)
+        crate::wake::ready(&[self.link.sock.as_fd()], false, wait)
+            .map(|_| ())
+            .map_err(PumpError::Write)
     }
 
     fn offer(&mut self, m: &Message) -> io::Result<()> {

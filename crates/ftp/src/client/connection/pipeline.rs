@@ -94,6 +94,9 @@ pub(super) enum Unsettled {
     /// the session goes on over TCP with these streams (`true`: the user asked for the
     /// channel, so the refusal is a warning).
     Udp(Command, Streams, bool),
+    /// `SITE UDPREADY` (the command): whether the server takes the socket named for the
+    /// next download (set once its answer is read).
+    UdpReady(Command, std::sync::Arc<std::sync::atomic::AtomicBool>),
 }
 
 impl Pipeline {

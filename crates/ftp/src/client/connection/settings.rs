@@ -77,6 +77,7 @@ impl Connection {
                     self.token = taken.then_some(t);
                 }
                 Unsettled::Udp(cmd, fallback, asked) => self.settle_udp(&cmd, fallback, asked)?,
+                Unsettled::UdpReady(cmd, taken) => self.settle_udp_ready(&cmd, &taken)?,
             }
         }
         Ok(())
@@ -90,7 +91,7 @@ impl Connection {
     pub(super) fn settle_before_transfer(&mut self) -> anyhow::Result<()> {
         let (later, now) = std::mem::take(&mut self.pipe.unsettled)
             .into_iter()
-            .partition(|u| matches!(u, Unsettled::Udp(..)));
+            .partition(|u| matches!(u, Unsettled::Udp(..) | Unsettled::UdpReady(..)));
         self.pipe.unsettled = now;
         self.settle()?;
         self.pipe.unsettled = later;

@@ -6,15 +6,15 @@ use super::{receive_error, send_error, Connection, Streams};
 use crate::client::transport;
 use anyhow::Context;
 use fatpipe_net::mover::{StreamMover, StreamWork};
-use fatpipe_net::udp::{UdpConfig, UdpReceiver, UdpSender};
+use fatpipe_net::udp::{ReadyAhead, UdpConfig, UdpReceiver, UdpSender};
 use fatpipe_net::{Mover, Pump};
 use fatpipe_proto::gridftp::parse_transfer_notes;
-use fatpipe_proto::udp::{NetStack, SETNETSTACK};
+use fatpipe_proto::udp::{NetStack, SETNETSTACK, UDPREADY};
 use fatpipe_proto::{Command, TransferType};
 use fatpipe_tune::Role;
 use std::fs::File;
 use std::io::Seek;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 impl Connection {
@@ -255,6 +255,7 @@ impl Connection {
         let Some((config, at)) = self.udp_start(file)? else {
             return self.retrieve_work(path, offset, work, pump);
         };
+        let ahead = most.and_then(|length| self.name_udp_socket(&config, length));
         let secure = self.secure.clone();
         let make = move |link, proof, udp| match udp {
             true => Box::new(UdpReceiver {
@@ -265,6 +266,7 @@ impl Connection {
                 config,
                 proof,
                 in_place,
+                ahead: ahead.and_then(|(a, taken)| taken.load(Ordering::SeqCst).then_some(a)),
             }) as Box<dyn Mover + '_>,
             false => StreamMover::new(link, work, secure, proof),
         };
@@ -302,6 +304,7 @@ impl Connection {
                 length: len.saturating_sub(at),
                 config,
                 proof,
+                launched: None,
             }) as Box<dyn Mover + '_>,
             false => {
                 let work = StreamWork::SendFile { file, ascii: false };
@@ -314,6 +317,50 @@ impl Connection {
         })?;
         self.last.udp = moved.udp.map(|u| u.to_string());
         Ok(moved.bytes)
+    }
+}
+
+impl Connection {
+    /// A download of `length` bytes over the UDP channel (`config`, this end's side) with a
+    /// server that lists `UDPREADY`: the receiving socket bound now and named with the
+    /// transfer command (`SITE UDPREADY` goes out with it, no round trip of its own), so that
+    /// the server sends its packet train as it reads the command, a round trip before the
+    /// data connection is up. With whether the server took it, known once its answer is read
+    /// (before the transfer's). `None` where the server cannot, or the socket cannot be bound
+    /// (the transfer goes the usual way).
+    fn name_udp_socket(
+        &mut self,
+        config: &UdpConfig,
+        length: u64,
+    ) -> Option<(ReadyAhead, Arc<AtomicBool>)> {
+        if !self.has_feature(UDPREADY) {
+            return None;
+        }
+        let bound = ReadyAhead::bind(self.control.get_ref().tcp(), config, length);
+        let ahead = bound
+            .map_err(|e| tracing::debug!("no UDP socket bound ahead ({e})"))
+            .ok()?;
+        let cmd = Command::Site(format!("{UDPREADY} {}", ahead.ready()));
+        self.ask_ahead(cmd.clone());
+        let taken = Arc::new(AtomicBool::new(false));
+        self.pipe
+            .unsettled
+            .push(Unsettled::UdpReady(cmd, taken.clone()));
+        Some((ahead, taken))
+    }
+
+    /// The server's answer to `cmd`, a `SITE UDPREADY` sent ahead: whether it `taken` it.
+    pub(super) fn settle_udp_ready(
+        &mut self,
+        cmd: &Command,
+        taken: &AtomicBool,
+    ) -> anyhow::Result<()> {
+        let r = self.ask(cmd)?;
+        if !r.is_success() {
+            tracing::debug!("{} refused the UDP socket named ahead: {r}", self.peer);
+        }
+        taken.store(r.is_success(), Ordering::SeqCst);
+        Ok(())
     }
 }
 

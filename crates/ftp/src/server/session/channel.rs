@@ -135,6 +135,8 @@ impl Session {
     ) -> Result<Flow, Reply> {
         // A new transfer ends the hash taken beside the last one: it may change that file.
         self.followed = None;
+        // A socket named for the next transfer is this one's, used or not.
+        self.settings.udp_ready = None;
         self.watched = None;
         // With no new data address, a MODE E transfer in the direction of the last one uses
         // the connections it left open; `data_ready` has closed any it will not use.
@@ -233,6 +235,7 @@ impl Session {
                 offset,
                 length: meta.len() - offset,
                 config,
+                ready: self.settings.udp_ready.take().map(|r| (r, self.peer.ip())),
             }
         } else {
             Job::SendFile { file, ascii }

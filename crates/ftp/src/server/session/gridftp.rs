@@ -1,5 +1,6 @@
 //! GridFTP commands of a session beyond MODE E itself: `CKSM`, `ERET P` (partial retrieve),
-//! `ESTO A` (adjusted store), and `SITE SETNETSTACK` (the UDP data channel).
+//! `ESTO A` (adjusted store), `SITE SETNETSTACK` (the UDP data channel) and `SITE UDPREADY`
+//! (a download's receiving socket, named before its `RETR`).
 
 use super::files::fs_reply;
 use super::{Flow, Session};
@@ -8,21 +9,32 @@ use crate::server::transfer::Job;
 use fatpipe_net::checksum::checksum;
 use fatpipe_net::udp::UdpConfig;
 use fatpipe_proto::gridftp::Cksm;
-use fatpipe_proto::udp::{NetStack, SETNETSTACK};
+use fatpipe_proto::udp::{NetStack, UdpReady, SETNETSTACK, UDPREADY};
 use fatpipe_proto::Reply;
 use fatpipe_tune::rate::RateControlKind;
 
 impl Session {
-    /// `SITE SETNETSTACK tcp|udp [control=… rate=… start=…]`: how the next MODE S binary
-    /// transfers move (listings, `TYPE A` and MODE E stay on TCP).
+    /// `SITE SETNETSTACK …` or `SITE UDPREADY …`.
     pub(super) fn site(&mut self, arg: &str) -> Result<Reply, Reply> {
         let (verb, rest) = arg.trim().split_once(' ').unwrap_or((arg.trim(), ""));
-        if !verb.eq_ignore_ascii_case(SETNETSTACK) {
-            return Err(Reply::new(
-                504,
-                format!("SITE {verb} is not understood here"),
-            ));
+        if verb.eq_ignore_ascii_case(SETNETSTACK) {
+            return self.set_net_stack(rest);
         }
+        if verb.eq_ignore_ascii_case(UDPREADY) {
+            let ready = UdpReady::parse(rest).map_err(|e| Reply::new(501, e))?;
+            // Kept for the next transfer whatever it is; a UDP download's train goes to it.
+            self.settings.udp_ready = Some(ready);
+            return Ok(Reply::new(200, "UDP socket noted for the next transfer"));
+        }
+        Err(Reply::new(
+            504,
+            format!("SITE {verb} is not understood here"),
+        ))
+    }
+
+    /// `SITE SETNETSTACK tcp|udp [control=… rate=… start=…]`: how the next MODE S binary
+    /// transfers move (listings, `TYPE A` and MODE E stay on TCP).
+    fn set_net_stack(&mut self, rest: &str) -> Result<Reply, Reply> {
         let n = NetStack::parse(rest).map_err(|e| Reply::new(501, e))?;
         if !n.udp {
             self.settings.udp = None;

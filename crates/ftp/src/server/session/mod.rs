@@ -65,6 +65,7 @@ const FEATURES: &[&str] = &[
     "SETNETSTACK tcp,udp",
     "SIZE",
     "TVFS",
+    "UDPREADY",
     "UTF8",
 ];
 

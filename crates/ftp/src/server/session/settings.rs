@@ -6,6 +6,7 @@ use fatpipe_net::udp::UdpConfig;
 use fatpipe_net::TunerConfig;
 use fatpipe_proto::gridftp::Parallelism;
 use fatpipe_proto::ranges::RangeSet;
+use fatpipe_proto::udp::UdpReady;
 use fatpipe_proto::TransferType;
 
 /// The settings of a session's transfers (see the module's text).
@@ -26,6 +27,9 @@ pub(super) struct Settings {
     pub(super) reuse: bool,
     /// `SITE SETNETSTACK udp`: MODE S binary transfers move over the UDP channel.
     pub(super) udp: Option<UdpConfig>,
+    /// `SITE UDPREADY`: the socket the client's receiver named for the next transfer, a
+    /// download over the UDP channel whose train then leaves as its `RETR` is read.
+    pub(super) udp_ready: Option<UdpReady>,
     /// How this session's data connections are tuned: the server's defaults, changed by the
     /// client (`OPTS DRS Tuning=`, `Pacing=`, `CC=`; `SBUF`).
     pub(super) tune: TunerConfig,
@@ -48,6 +52,7 @@ impl Settings {
             parallelism: Parallelism::fixed(1),
             reuse: false,
             udp: None,
+            udp_ready: None,
             tune,
             drs_notify: false,
             hash_beside: true,

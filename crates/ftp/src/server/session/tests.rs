@@ -111,6 +111,7 @@ fn feat_names_the_gridftp_extensions_and_checksums() {
         "CKSM MD5",
         "SETNETSTACK",
         "PIPELINED STOR",
+        "UDPREADY",
     ] {
         assert!(text.contains(f), "{f} missing from {text}");
     }
@@ -130,6 +131,27 @@ fn setnetstack_chooses_udp_with_a_known_controller_and_refuses_the_rest() {
     assert_eq!(c.ask("SITE SETNETSTACK tcp").code, 200);
     assert_eq!(c.ask("SITE CHMOD 777 x").code, 504);
     assert_eq!(c.ask("SITE").code, 501);
+}
+
+#[test]
+fn udpready_notes_a_socket_for_the_next_transfer_and_refuses_nonsense() {
+    let mut c = Control::new(Anonymous::ReadOnly);
+    assert_eq!(
+        c.ask("SITE UDPREADY 5000 7 1472 100").code,
+        530,
+        "needs a login"
+    );
+    let mut c = Control::logged_in(Anonymous::ReadOnly);
+    assert_eq!(c.ask("SITE UDPREADY 5000 7 1472 100").code, 200);
+    for bad in [
+        "",
+        "5000 7 1472",
+        "0 7 1472 100",
+        "5000 7 64 100",
+        "5000 x 1472 100",
+    ] {
+        assert_eq!(c.ask(&format!("SITE UDPREADY {bad}")).code, 501, "{bad}");
+    }
 }
 
 #[test]

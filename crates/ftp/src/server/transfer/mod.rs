@@ -18,6 +18,7 @@ use fatpipe_net::{Conductor, Pump, TunerConfig};
 use fatpipe_proto::gridftp::{perf_marker, range_marker, Parallelism};
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::ranges::RangeSet;
+use fatpipe_proto::udp::UdpReady;
 use fatpipe_proto::Reply;
 use fatpipe_tune::streams::{StreamLimits, StreamPolicy};
 use fatpipe_tune::Role;
@@ -50,12 +51,15 @@ pub enum Job {
         parallelism: Parallelism,
     },
     /// MODE S over the UDP channel: `length` bytes of `file` from `offset`, the data
-    /// connection carrying the receiver's reports.
+    /// connection carrying the receiver's reports; with `ready` (the socket the receiver named
+    /// at the client's address, `SITE UDPREADY`), the packet train leaves before the data
+    /// connection is up.
     SendUdp {
         file: File,
         offset: u64,
         length: u64,
         config: UdpConfig,
+        ready: Option<(UdpReady, IpAddr)>,
     },
     /// MODE S over the UDP channel: the client's packets into an upload's file from where it
     /// starts, at most `limit` bytes.
@@ -292,7 +296,9 @@ impl Running {
         // The wait for the connection has its own limit, which should speak first.
         let stall = StallWatch::new(ends.timeout + 2 * STALL_LOOK, Instant::now());
         let placed = in_place.clone();
+        let rtt = control.as_ref().and_then(fatpipe_net::udp::round_trip);
         let handle = tokio::spawn(async move {
+            let launched = run::launch(&job, ends.local_ip, rtt, &p).await;
             let close = !ends.keep_open;
             let secure = ends.secure.clone();
             let max_streams = ends.max_streams;
@@ -335,6 +341,7 @@ impl Running {
                     reassembly,
                     record,
                     in_place: placed,
+                    launched,
                 };
                 if let Some(fd) = control {
                     slot.watch_control(fd);

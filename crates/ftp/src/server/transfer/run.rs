@@ -8,14 +8,15 @@ use fatpipe_net::mover::{BlockReceiver, BlockSender, StreamMover, StreamWork};
 use fatpipe_net::partial;
 use fatpipe_net::sandbox::Upload;
 use fatpipe_net::tls::Secure;
-use fatpipe_net::udp::{UdpReceiver, UdpSender};
+use fatpipe_net::udp::{self as udp, Launched, UdpConfig, UdpReceiver, UdpSender};
 use fatpipe_net::{Conductor, Mover, Pump, PumpError};
 use fatpipe_proto::gridftp::{AUTO_NOTE, CC_NOTE, STREAMS_NOTE};
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::Reply;
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A MODE S transfer's connection, its token, its TLS, and (UDP uploads) where the receiver
 /// keeps how far the file is in place.
@@ -42,6 +43,41 @@ pub(super) struct How {
     pub(super) record: Option<Arc<Record>>,
     /// UDP upload: how far the file is in place without a gap.
     pub(super) in_place: Option<Arc<AtomicU64>>,
+    /// UDP download: the packet train already sent to the socket the client named.
+    pub(super) launched: Option<Launched>,
+}
+
+/// A UDP download whose receiver named its socket before the `RETR` ([`Job::SendUdp`]'s
+/// `ready`): its packet train sent now (from `local`, `rtt` the control connection's round
+/// trip), before the data connection is up. `None` for any other job, or where the train
+/// cannot leave early: that transfer goes the usual way.
+pub(super) async fn launch(
+    job: &Job,
+    local: IpAddr,
+    rtt: Option<Duration>,
+    pump: &Arc<Pump>,
+) -> Option<Launched> {
+    let Job::SendUdp {
+        file,
+        offset,
+        length,
+        config,
+        ready: Some((ready, peer)),
+    } = job
+    else {
+        return None;
+    };
+    let file = file.try_clone().ok()?;
+    let (source, config, pump) = ((*offset, *length), config.clone(), pump.clone());
+    let (ready, at) = (*ready, (*peer, local));
+    let sent = tokio::task::spawn_blocking(move || {
+        let source = (&file, source.0, source.1);
+        udp::launch(ready, at, rtt, source, &config, &pump)
+    })
+    .await
+    .ok()?;
+    sent.map_err(|e| tracing::debug!("the packet train waits for the data connection: {e}"))
+        .ok()
 }
 
 /// Runs `job` over `data` with its mover, the conductor starting each connection's laws;
@@ -56,7 +92,7 @@ pub(super) fn run(
     let channel = match data {
         Data::Stream(link, proof) => {
             let ends = (link, proof, how.secure, how.in_place);
-            return (stream(pump, job, ends, conductor), None);
+            return (stream(pump, job, ends, how.launched, conductor), None);
         }
         Data::Blocks(channel) => *channel,
     };
@@ -159,6 +195,7 @@ fn stream(
     pump: &Arc<Pump>,
     mut job: Job,
     (link, proof, secure, in_place): StreamEnds,
+    launched: Option<Launched>,
     conductor: &Conductor,
 ) -> Result<Outcome, Reply> {
     let limit = match &job {
@@ -190,14 +227,22 @@ fn stream(
             offset,
             length,
             config,
+            ready,
         } => {
+            // The packets the receiver named, also where the train waited for the data
+            // connection after all.
+            let packet = ready.map(|(r, _)| r.packet).or(config.packet);
             let m = UdpSender {
                 link,
                 file,
                 offset: *offset,
                 length: *length,
-                config: config.clone(),
+                config: UdpConfig {
+                    packet,
+                    ..config.clone()
+                },
                 proof,
+                launched,
             };
             (Box::new(m), true)
         }
@@ -216,6 +261,7 @@ fn stream(
                 config: config.clone(),
                 proof,
                 in_place,
+                ahead: None,
             };
             (Box::new(m), false)
         }

@@ -61,8 +61,11 @@ struct Train {
     first: Option<u32>,
     last: u32,
     count: u32,
-    /// A later transmission arrived: the train is over.
+    /// Its last transmission or a later one arrived: the train is over (one of it that comes
+    /// after is not counted).
     over: bool,
+    /// A report told it.
+    told: bool,
 }
 
 /// How long the path's own one-way delay is remembered, µs.
@@ -86,6 +89,12 @@ impl Arrivals {
             lows: VecDeque::new(),
             train: Train::default(),
         }
+    }
+
+    /// Whether the packet train is over and no report told it yet: the sender's start-up
+    /// waits for it.
+    pub fn train_untold(&self) -> bool {
+        self.train.over && !self.train.told
     }
 
     /// Whether every packet is here.
@@ -117,13 +126,14 @@ impl Arrivals {
         }
         self.received += 1;
         self.max_tx = self.max_tx.max(h.tx);
-        if h.tx <= TRAIN {
+        if h.tx <= TRAIN && !self.train.over {
             self.train.first.get_or_insert(now_us);
             self.train.last = now_us;
             self.train.count += 1;
-        } else {
-            self.train.over = true;
         }
+        // The train's last: a receiver that started late, its train in the socket and the
+        // sender waiting for the data connection to go on, need not wait for the next.
+        self.train.over |= h.tx >= TRAIN;
         let delay = read_us.wrapping_sub(h.sent_us);
         // Delays compare by wrapping difference (the two clocks have unrelated origins).
         let lower = |a: Option<u32>| a.is_none_or(|b| (delay.wrapping_sub(b) as i32) < 0);
@@ -210,7 +220,13 @@ impl Arrivals {
             written,
             queue_us,
             foreign: self.foreign,
-            train_packets: if self.train.over { self.train.count } else { 0 },
+            train_packets: match self.train.over {
+                true => {
+                    self.train.told = true;
+                    self.train.count
+                }
+                false => 0,
+            },
             train_us: match (self.train.over, self.train.first) {
                 (true, Some(first)) => self.train.last.wrapping_sub(first),
                 _ => 0,
@@ -294,25 +310,39 @@ mod tests {
     }
 
     #[test]
-    fn the_train_is_reported_once_a_later_transmission_arrived() {
+    fn the_train_is_reported_once_its_last_transmission_arrived() {
         let mut a = Arrivals::new(7, 1000);
-        for tx in 1..=TRAIN {
-            if tx != 5 {
-                let at = 1_000 + 10 * tx as u32;
-                // Read late, all at once: the train keeps its arrival times.
-                a.take(&h(tx - 1, tx), at, 5_000);
-            }
+        for tx in (1..TRAIN).filter(|&tx| tx != 5) {
+            let at = 1_000 + 10 * tx as u32;
+            // Read late, all at once: the train keeps its arrival times.
+            a.take(&h(tx - 1, tx), at, 5_000);
         }
+        assert!(!a.train_untold());
         let r = a.report(0, 0);
-        assert_eq!(
-            (r.train_packets, r.train_us),
-            (0, 0),
-            "a late one may still come"
-        );
-        a.take(&h(TRAIN, TRAIN + 1), 9_000, 9_000);
+        assert_eq!((r.train_packets, r.train_us), (0, 0), "its last is to come");
+        a.take(&h(TRAIN - 1, TRAIN), 1_000 + 10 * TRAIN as u32, 5_000);
+        assert!(a.train_untold(), "a report is due");
+        // The fifth, late, comes after the train is over: not counted.
+        a.take(&h(4, 5), 9_000, 9_000);
         let r = a.report(0, 0);
+        assert!(!a.train_untold());
         assert_eq!(r.train_packets as u64, TRAIN - 1);
         assert_eq!(r.train_us, 10 * (TRAIN as u32 - 1));
+    }
+
+    #[test]
+    fn a_train_whose_last_was_lost_ends_with_a_later_transmission() {
+        let mut a = Arrivals::new(7, 1000);
+        for tx in 1..TRAIN {
+            a.take(&h(tx - 1, tx), 10 * tx as u32, 5_000);
+        }
+        assert!(!a.train_untold());
+        a.take(&h(TRAIN, TRAIN + 1), 9_000, 9_000);
+        let r = a.report(0, 0);
+        assert_eq!(
+            (r.train_packets as u64, r.train_us),
+            (TRAIN - 1, 10 * (TRAIN as u32 - 2))
+        );
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The UDP channel's receiving end, free of I/O: its books ([`Arrivals`]), which packets are
 //! new data to write, and when it reports: every [`REPORT_EVERY`], every [`QUIET_REPORTS`]
 //! before the first packet, never while its previous report is still queued, and at once when
-//! every packet is here. A driver (`fatpipe-net`'s conductor) hands in each packet's header
-//! with [`UdpReceive::take`], writes what is new, and sends what [`UdpReceive::poll_report`]
-//! answers.
+//! the packet train is over or every packet is here. A driver (`fatpipe-net`'s conductor)
+//! hands in each packet's header with [`UdpReceive::take`], writes what is new, and sends what
+//! [`UdpReceive::poll_report`] answers.
 
 use super::arrivals::{Arrival, Arrivals, Take};
 use fatpipe_proto::udp::{packets, DataHeader, Report, HEADER};
@@ -126,7 +126,8 @@ impl UdpReceive {
         if quiet && now >= self.next_report {
             self.next_report = now + REPORT_EVERY;
         }
-        let due = now >= self.next_report || self.arrivals.complete();
+        let due =
+            now >= self.next_report || self.arrivals.complete() || self.arrivals.train_untold();
         if !due || queued {
             return None;
         }
@@ -286,6 +287,27 @@ mod tests {
         // Nothing booked since: the report is timed when it is written.
         let quiet = r.poll_report(ms(61), 0, false).expect("due");
         assert_eq!(quiet.at_us, 61_000);
+    }
+
+    #[test]
+    fn the_end_of_the_train_is_reported_at_once() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let train = fatpipe_proto::udp::TRAIN;
+        let mut r = UdpReceive::new(7, 1000 * 1000, 1000, t0);
+        for tx in 1..train {
+            r.take(&header(tx - 1, tx), 1000, came(ms(1)));
+        }
+        r.heard(ms(1));
+        let _ = r.poll_report(ms(2), 0, false);
+        assert!(
+            r.poll_report(ms(3), 0, false).is_none(),
+            "an interval to wait"
+        );
+        r.take(&header(train - 1, train), 1000, came(ms(3)));
+        let told = r.poll_report(ms(3), 0, false).expect("at once");
+        assert_eq!(u64::from(told.train_packets), train);
+        assert!(r.poll_report(ms(4), 0, false).is_none(), "told once");
     }
 
     #[test]
