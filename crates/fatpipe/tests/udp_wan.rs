@@ -16,13 +16,18 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A server on side a of testbed `tb`, with anonymous writes and `extra` options.
 fn server(tb: &Testbed, extra: &[&str]) -> FatpipeServer {
+    server_logging(tb, extra, std::process::Stdio::null())
+}
+
+/// [`server`], its log going to `log`.
+fn server_logging(tb: &Testbed, extra: &[&str], log: std::process::Stdio) -> FatpipeServer {
     let root = tempfile::tempdir().unwrap();
     random_file(&root.path().join("f.bin"), 12 << 20, 16);
     let mut c = tb.fatpipe("a", &["serve", "--anonymous-write", "--root"]);
     c.arg(root.path())
         .args(["--listen", "198.18.0.1:0"])
         .args(extra);
-    FatpipeServer::spawn(c, root)
+    FatpipeServer::spawn_logging(c, root, log)
 }
 
 /// `fatpipe cp --quiet --json --transport udp ARGS… SRC DST` on side b; its JSON summary.
@@ -150,13 +155,16 @@ fn a_copy_with_no_options_that_meets_random_loss_goes_on_over_udp_either_way() {
 
 /// With no options, one file to or from a server path memory knows nothing of, over a long
 /// path (60 ms, clean): it starts on the UDP channel and says why; the next copy to the same
-/// server is not new; a stream count asked for keeps the copy on TCP.
+/// server is not new; a stream count asked for keeps the copy on TCP. The download names its
+/// receiving socket with its `RETR`, and the server sends the packet train then.
 #[test]
 fn one_file_to_a_new_server_over_a_long_path_starts_on_udp() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tb = Testbed::up("fplong", &["--rtt", "60ms", "--rate", "200mbit"]);
     let work = tempfile::tempdir().unwrap();
-    let srv = server(&tb, &[]);
+    let log_path = work.path().join("server.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let srv = server_logging(&tb, &["-vv"], log.into());
     let down = work.path().join("f.bin");
     let (from, to) = (srv.url("f.bin"), down.to_str().unwrap());
     let up = srv.url("up.bin");
@@ -170,6 +178,15 @@ fn one_file_to_a_new_server_over_a_long_path_starts_on_udp() {
     };
     for (src, dst, cache) in [(from.as_str(), to, "down"), (to, up.as_str(), "up")] {
         let out = cp(&[], src, dst, cache);
+        if cache == "down" {
+            // The client named its receiving socket with the RETR: the train left then.
+            let log = std::fs::read_to_string(&log_path).unwrap();
+            assert!(log.contains("SITE UDPREADY"), "{log}");
+            assert!(
+                log.contains("the packet train left as the RETR was read"),
+                "{log}"
+            );
+        }
         let transport = &out["transport"];
         assert_eq!(transport["name"], "udp", "{out}");
         assert_eq!(transport["asked"], false, "{out}");

@@ -76,8 +76,16 @@ pub(super) async fn launch(
     })
     .await
     .ok()?;
-    sent.map_err(|e| tracing::debug!("the packet train waits for the data connection: {e}"))
-        .ok()
+    match sent {
+        Ok(l) => {
+            tracing::debug!("udp: the packet train left as the RETR was read");
+            Some(l)
+        }
+        Err(e) => {
+            tracing::debug!("the packet train waits for the data connection: {e}");
+            None
+        }
+    }
 }
 
 /// Runs `job` over `data` with its mover, the conductor starting each connection's laws;
