@@ -10,6 +10,10 @@
 #   four  50 ms, four flows: four adaptive (-p 4) against two adaptive + two unpaced (two copies
 #         of -p 2 at once)
 #   long  200 ms, four flows for about ten minutes: BIC against BIC with adaptive pacing
+#   held  issue 39's case: 50 ms, a 500 Mbit/s link, one flow beside 320 Mbit/s of the
+#         emulator's cross traffic for about a minute (1.3 GiB), BIC unpaced and paced, with
+#         fatpipe's default buffers (drs, whose window holds the flow) and the kernel's
+#         (--tuning kernel, where BIC's own window law rules); $ROUNDS (1) rounds (~10 min each)
 #   eab   `one`'s path, one flow of 3 GiB, BIC unpaced and with adaptive pacing in the kernel
 #         ($CONTROL=cubic: cubic unpaced and with user-space adaptive pacing), $RUNS (3) runs each, with
 #         the sender's telemetry: retransmissions in the first slow start and after
@@ -19,7 +23,7 @@
 # The background ($BG): `emulator` (default), the emulator's own cross traffic (`testbed up
 # --cross 640mbit`: packets enter the queue at exact times, whatever the two cores are doing), or
 # `iperf3` (`iperf3 -u -b 640M`, whose sender catches up in bursts after it was descheduled).
-# Usage: bench/bic-experiments.sh [one|four|long|eab ...]   (default: one four long; root; builds
+# Usage: bench/bic-experiments.sh [one|four|long|held|eab ...]   (default: one four long; root; builds
 # fatpipe with --features bpf). Tables go to results/pacing/bic-*.md; `one` takes ~25 min a round, `four`
 # ~8, `long` ~22, `eab` ~11.
 set -euo pipefail
@@ -31,13 +35,16 @@ mkdir -p "$out"
 
 . bench/testbed-lib.sh
 
-# A fresh path with RTT $1 (and cross traffic a -> b at $3, if given), a server on side a serving
-# sparse files of $2 GiB, iperf3 on side b.
+# A fresh path with RTT $1 (and cross traffic a -> b at $3, if given; a link of $4, 1gbit if
+# not), a server on side a serving sparse files of $2 (GiB unless a unit is given), iperf3 on
+# side b.
 path() {
     cleanup
-    "$bin" testbed up --name "$name" --rtt "$1" --rate 1gbit --profile tuned --cross "${3:-0}" >/dev/null
+    "$bin" testbed up --name "$name" --rtt "$1" --rate "${4:-1gbit}" --profile tuned \
+        --cross "${3:-0}" >/dev/null
     rm -rf "$work/root"; mkdir -p "$work/root"
-    truncate -s "${2}G" "$work/root/zero.bin" # sparse: read at memory speed
+    local size=$2; [[ $size == *[A-Z] ]] || size=${size}G
+    truncate -s "$size" "$work/root/zero.bin" # sparse: read at memory speed
     spawn a "$bin" serve --root "$work/root" --anonymous --listen 198.18.0.1:2121 \
         ${STATS:+--stats "$STATS"} >"$work/serve.out" 2>&1
     spawn b iperf3 -s -p 5301 >/dev/null 2>&1
@@ -50,9 +57,10 @@ counters() {
         awk '/^Tcp/ {if ($1 == "TcpRetransSegs") r = $2; else l += $2} END {print l + 0, r + 0}'
 }
 
-# `fatpipe cp` of zero.bin to /dev/null on side b with options "$@"; prints its data-phase Mbit/s.
+# `fatpipe cp` of zero.bin to /dev/null on side b with options "$@" (`--tuning kernel` unless
+# $TUNING says otherwise); prints its data-phase Mbit/s.
 copy() {
-    ex b "$bin" cp --quiet --json --no-verify --tuning kernel "$@" ftp://198.18.0.1:2121/zero.bin /dev/null |
+    ex b "$bin" cp --quiet --json --no-verify --tuning "${TUNING:-kernel}" "$@" ftp://198.18.0.1:2121/zero.bin /dev/null |
         python3 -c 'import json,sys; f = json.load(sys.stdin)["files"][0]; print(round(f["bytes"] * 8e-6 / f["data_seconds"]))'
 }
 
@@ -124,6 +132,22 @@ long() {
         mbit=$(copy -p 4 --cc bic --pacing "$pacing")
         read -r l1 r1 < <(counters)
         echo "| 4 BIC, pacing $pacing | $mbit | $((l1 - l0)) | $((r1 - r0)) |" | tee -a "$out/bic-long.md"
+    done
+}
+
+held() {
+    path 50ms 1300M 320mbit 500mbit
+    table bic-held.md "| buffers | pacing | round | Mbit/s | loss events | retransmitted segments |"
+    for round in $(seq "${ROUNDS:-1}"); do
+    for tuning in drs kernel; do
+    for pacing in off adaptive; do
+        read -r l0 r0 < <(counters)
+        mbit=$(TUNING=$tuning copy -p 1 --cc bic --pacing "$pacing")
+        read -r l1 r1 < <(counters)
+        echo "| $tuning | $pacing | $round | $mbit | $((l1 - l0)) | $((r1 - r0)) |" | tee -a "$out/bic-held.md"
+        sleep 3
+    done
+    done
     done
 }
 
