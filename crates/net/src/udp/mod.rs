@@ -36,8 +36,10 @@ use std::time::{Duration, Instant};
 pub use fatpipe_tune::transfer::udp::REPORT_EVERY;
 /// How long the sender waits for a first packet to get through before falling back to TCP.
 pub const PROBE: Duration = Duration::from_secs(2);
-/// The receiving socket's buffer asked for (16 MiB: 130 ms at 1 Gbit/s of bursts absorbed).
-const RECEIVE_BUFFER: u64 = 16 << 20;
+/// The receiving socket's buffer asked for (8 MiB: 67 ms at 1 Gbit/s of a receiver put aside).
+/// Root's forced 16 MiB (32 accounted) made a clean 100 ms path's copy hold 3.4 x BDP; at 8 MiB
+/// it holds 2.0 x and moved as fast at 0, 1 and 5 % loss and at 200 ms (docs/auto-plan.md).
+const RECEIVE_BUFFER: u64 = 8 << 20;
 /// The sending socket's: the sender paces, and the kernel frees a datagram's memory once it
 /// has left (4 MiB: 33 ms at 1 Gbit/s). Root's forced 16 MiB on both sockets made the channel
 /// hold 64 MiB accounted on a 12.5 MB path (5.4 x BDP); unprivileged runs with 4 MiB were as
