@@ -100,9 +100,9 @@ impl Launched {
 
 /// Sends the packet train of `source` (the file, where the transfer starts, its bytes) to the
 /// socket `ready` names at `peer` (the control connection's peer; from `local`), packets as it
-/// asks; `rtt` is the control connection's round trip ([`round_trip`]). Refused where the receiver expects another
-/// length (the file changed since it asked its size): that transfer goes the usual way, and
-/// the receiver finds the difference in `Hello`.
+/// asks; `rtt` is the control connection's round trip ([`super::round_trip`]). Refused where
+/// the receiver expects another length (the file changed since it asked its size): that
+/// transfer goes the usual way, and the receiver finds the difference in `Hello`.
 pub fn launch(
     ready: UdpReady,
     (peer, local): (IpAddr, IpAddr),

@@ -318,9 +318,7 @@ impl Connection {
         self.last.udp = moved.udp.map(|u| u.to_string());
         Ok(moved.bytes)
     }
-}
 
-impl Connection {
     /// A download of `length` bytes over the UDP channel (`config`, this end's side) with a
     /// server that lists `UDPREADY`: the receiving socket bound now and named with the
     /// transfer command (`SITE UDPREADY` goes out with it, no round trip of its own), so that

@@ -296,9 +296,8 @@ impl Running {
         // The wait for the connection has its own limit, which should speak first.
         let stall = StallWatch::new(ends.timeout + 2 * STALL_LOOK, Instant::now());
         let placed = in_place.clone();
-        let rtt = control.as_ref().and_then(fatpipe_net::udp::round_trip);
         let handle = tokio::spawn(async move {
-            let launched = run::launch(&job, ends.local_ip, rtt, &p).await;
+            let launched = run::launch(&job, ends.local_ip, control.as_ref(), &p).await;
             let close = !ends.keep_open;
             let secure = ends.secure.clone();
             let max_streams = ends.max_streams;

@@ -14,9 +14,9 @@ use fatpipe_proto::gridftp::{AUTO_NOTE, CC_NOTE, STREAMS_NOTE};
 use fatpipe_proto::mode_e::Reassembly;
 use fatpipe_proto::Reply;
 use std::net::{IpAddr, TcpStream};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// A MODE S transfer's connection, its token, its TLS, and (UDP uploads) where the receiver
 /// keeps how far the file is in place.
@@ -48,13 +48,13 @@ pub(super) struct How {
 }
 
 /// A UDP download whose receiver named its socket before the `RETR` ([`Job::SendUdp`]'s
-/// `ready`): its packet train sent now (from `local`, `rtt` the control connection's round
-/// trip), before the data connection is up. `None` for any other job, or where the train
-/// cannot leave early: that transfer goes the usual way.
+/// `ready`): its packet train sent now (from `local`, timed by the round trip of `control`,
+/// the control connection), before the data connection is up. `None` for any other job, or
+/// where the train cannot leave early: that transfer goes the usual way.
 pub(super) async fn launch(
     job: &Job,
     local: IpAddr,
-    rtt: Option<Duration>,
+    control: Option<&OwnedFd>,
     pump: &Arc<Pump>,
 ) -> Option<Launched> {
     let Job::SendUdp {
@@ -67,6 +67,7 @@ pub(super) async fn launch(
     else {
         return None;
     };
+    let rtt = control.and_then(udp::round_trip);
     let file = file.try_clone().ok()?;
     let (source, config, pump) = ((*offset, *length), config.clone(), pump.clone());
     let (ready, at) = (*ready, (*peer, local));
