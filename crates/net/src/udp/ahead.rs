@@ -5,8 +5,8 @@
 //! and the receiver takes packets in as soon as its data connection is. `Hello` and `Ready`
 //! still cross on the data connection: each end checks the other's against what was named.
 
-use super::send::{core, open_to, path_packet, Source, Wire};
-use super::{size_buffers, UdpConfig};
+use super::send::{core, open_to, packet_size, Source, Wire};
+use super::{bind_receiving, UdpConfig};
 use crate::Pump;
 use fatpipe_proto::udp::{UdpReady, PACKET_RANGE, TRAIN};
 use fatpipe_tune::transfer::udp::{Next, UdpSend, BATCH};
@@ -26,18 +26,11 @@ impl ReadyAhead {
     /// Binds the receiving socket on the address of `control` (the control connection) for a
     /// transfer of `length` bytes, its packets as `config` says or as the path's MTU allows.
     pub fn bind(control: &TcpStream, config: &UdpConfig, length: u64) -> io::Result<ReadyAhead> {
-        let local = control.local_addr()?.ip();
-        let ports = config.ports.as_ref();
-        let sock = crate::socket::bind_in_range(local, ports, 0, UdpSocket::bind)?;
-        size_buffers(&sock, config.force_buffers, false);
-        let packet = config
-            .packet
-            .unwrap_or_else(|| path_packet(control))
-            .clamp(*PACKET_RANGE.start(), *PACKET_RANGE.end());
+        let sock = bind_receiving(control.local_addr()?.ip(), config)?;
         let ready = UdpReady {
             port: sock.local_addr()?.port(),
             token: new_token(),
-            packet,
+            packet: packet_size(config, control),
             length,
         };
         Ok(ReadyAhead { sock, ready })

@@ -423,6 +423,15 @@ fn size_buffers(sock: &std::net::UdpSocket, force: bool, sending: bool) {
     }
 }
 
+/// A receiving socket on `local`, in the ports `config` allows, its buffer sized: where a
+/// receiver names its socket ahead of the transfer command and where it answers `Hello`.
+fn bind_receiving(local: std::net::IpAddr, config: &UdpConfig) -> io::Result<std::net::UdpSocket> {
+    let ports = config.ports.as_ref();
+    let sock = crate::socket::bind_in_range(local, ports, 0, std::net::UdpSocket::bind)?;
+    size_buffers(&sock, config.force_buffers, false);
+    Ok(sock)
+}
+
 /// A network failure of the side that `sending` says this end is, as the pumps report it.
 fn net(sending: bool) -> impl Fn(io::Error) -> PumpError {
     move |e| {

@@ -5,7 +5,7 @@
 //! new data written at its place in the file (runs of adjacent packets in one write), the
 //! reports carried to the sender.
 
-use super::{net, size_buffers, unexpected, Link, UdpConfig, UdpSummary};
+use super::{bind_receiving, net, unexpected, Link, UdpConfig, UdpSummary};
 use crate::admission::Proof;
 use crate::conductor::Packets;
 use crate::{Conductor, Moved, Mover, Pump, PumpError};
@@ -63,11 +63,7 @@ impl Mover for UdpReceiver<'_> {
             Some(a) => (a.sock, Some(a.ready)),
             None => {
                 let local = s.link.local_addr().map_err(r)?.ip();
-                let ports = s.config.ports.as_ref();
-                let bind = crate::socket::bind_in_range(local, ports, 0, UdpSocket::bind);
-                let sock = bind.map_err(r)?;
-                size_buffers(&sock, s.config.force_buffers, false);
-                (sock, None)
+                (bind_receiving(local, &s.config).map_err(r)?, None)
             }
         };
         let state = UdpSocketState::new((&sock).into()).map_err(r)?;

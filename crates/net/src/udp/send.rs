@@ -52,11 +52,7 @@ impl Mover for UdpSender<'_> {
         let launched = s.launched.take();
         let packet = match &launched {
             Some(l) => l.packet(),
-            None => s
-                .config
-                .packet
-                .unwrap_or_else(|| path_packet(&s.link))
-                .clamp(*PACKET_RANGE.start(), *PACKET_RANGE.end()),
+            None => packet_size(&s.config, &s.link),
         };
         let hello = Message::Hello {
             packet,
@@ -174,11 +170,20 @@ pub(super) fn open_to(
     Ok((sock, state, to))
 }
 
+/// The packet size a transfer takes: what `config` says, else the largest datagram the path
+/// beside `link` carries whole; within [`PACKET_RANGE`].
+pub(super) fn packet_size(config: &UdpConfig, link: &TcpStream) -> u16 {
+    config
+        .packet
+        .unwrap_or_else(|| path_packet(link))
+        .clamp(*PACKET_RANGE.start(), *PACKET_RANGE.end())
+}
+
 /// The largest datagram the path carries whole: its MTU as the TCP connection beside found it,
 /// less the IP and UDP headers (1472 on an Ethernet path, 8972 with jumbo frames, the range's
 /// top on loopback, where per-packet work then costs a sixth per byte); the seed's 1470 where
 /// the MTU cannot be read.
-pub(super) fn path_packet(link: &TcpStream) -> u16 {
+fn path_packet(link: &TcpStream) -> u16 {
     let headers = match link.peer_addr() {
         Ok(SocketAddr::V6(_)) => 48,
         _ => 28,
